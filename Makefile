@@ -1,0 +1,23 @@
+GO ?= go
+HERALD_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test?sslmode=disable
+export HERALD_TEST_DATABASE_URL
+
+.PHONY: help build test vet run fmt
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
+
+build: ## Build bin/herald
+	$(GO) build -o bin/herald ./cmd/herald
+
+vet: ## Run go vet
+	$(GO) vet ./...
+
+test: vet ## Run everything: vet, unit, store conformance (SQLite and PostgreSQL), end-to-end, with -race
+	$(GO) test -race -count=1 -timeout 15m ./...
+
+run: ## Run herald serve on ./herald.db
+	$(GO) run ./cmd/herald serve
+
+fmt: ## Format the code
+	gofmt -w $$(git ls-files '*.go')

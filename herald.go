@@ -1,0 +1,175 @@
+// Package herald holds the domain words of the Herald webhook service as plain
+// types: endpoints, events, deliveries and attempts, their statuses, ids and
+// event-type patterns. It is a leaf package (standard library only) so every
+// other package can share these words without importing behaviour.
+package herald
+
+import (
+	"time"
+)
+
+// Status is where a delivery stands. pending and delivering are live states;
+// delivered, dead and cancelled are terminal (DESIGN.md, invariant 2).
+type Status string
+
+// The delivery statuses.
+const (
+	StatusPending    Status = "pending"
+	StatusDelivering Status = "delivering"
+	StatusDelivered  Status = "delivered"
+	StatusDead       Status = "dead"
+	StatusCancelled  Status = "cancelled"
+)
+
+// Valid reports whether s is one of the known statuses.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusPending, StatusDelivering, StatusDelivered, StatusDead, StatusCancelled:
+		return true
+	}
+	return false
+}
+
+// Terminal reports whether s is an end state that the dispatcher never leaves
+// on its own (only an operator's replay brings such a delivery back).
+func (s Status) Terminal() bool {
+	return s == StatusDelivered || s == StatusDead || s == StatusCancelled
+}
+
+// DeadReason says why a delivery went dead.
+type DeadReason string
+
+// The reasons a delivery goes dead.
+const (
+	DeadGone             DeadReason = "gone"              // the receiver answered 410
+	DeadClientError      DeadReason = "client_error"      // a 4xx that retrying cannot fix
+	DeadExhausted        DeadReason = "exhausted"         // the attempt budget ran out
+	DeadEndpointDisabled DeadReason = "endpoint_disabled" // its endpoint was disabled
+)
+
+// SignatureScheme names how a webhook is signed (DESIGN.md, Signing).
+type SignatureScheme string
+
+// The signature schemes.
+const (
+	// SchemeStandard is Standard Webhooks: webhook-id, webhook-timestamp and
+	// webhook-signature: v1,<base64 HMAC-SHA256>.
+	SchemeStandard SignatureScheme = "standard"
+	// SchemeHMACSHA256 is the common hex style: X-Webhook-Signature: sha256=<hex>.
+	SchemeHMACSHA256 SignatureScheme = "hmac-sha256"
+)
+
+// Valid reports whether s is a known scheme.
+func (s SignatureScheme) Valid() bool {
+	return s == SchemeStandard || s == SchemeHMACSHA256
+}
+
+// Defaults that DESIGN.md fixes for every endpoint that does not choose its own.
+const (
+	DefaultConsumerID     = "default"
+	DefaultTimeout        = 10 * time.Second
+	MaxTimeout            = 60 * time.Second
+	DefaultConnectTimeout = 5 * time.Second
+	DefaultMaxInFlight    = 10
+	MaxResponseBodyKeep   = 4 << 10 // bytes of a response body read and kept
+)
+
+// DefaultRetrySchedule is the delay before each attempt: the first at once,
+// then 30 s, 5 m, 30 m, 2 h, 8 h and 24 h after each failure (7 attempts).
+var DefaultRetrySchedule = []time.Duration{
+	0, 30 * time.Second, 5 * time.Minute, 30 * time.Minute,
+	2 * time.Hour, 8 * time.Hour, 24 * time.Hour,
+}
+
+// ExponentialPolicy is a retry policy of delays growing by Factor from Base,
+// capped at Cap, each drawn with full jitter, for Attempts attempts in all.
+type ExponentialPolicy struct {
+	Base     time.Duration `json:"base"`
+	Factor   float64       `json:"factor"`
+	Cap      time.Duration `json:"cap"`
+	Attempts int           `json:"attempts"`
+}
+
+// RateLimit is a token bucket for one endpoint.
+type RateLimit struct {
+	PerSecond float64 `json:"per_second"`
+	Burst     int     `json:"burst"`
+}
+
+// Endpoint is a URL owned by a consumer, with its secret, event-type filter
+// and delivery settings.
+type Endpoint struct {
+	ID          string
+	ConsumerID  string
+	URL         string
+	Description string
+	// EventTypes are patterns: "*", an exact type, or "prefix.*".
+	EventTypes []string
+	// Secret signs every webhook: "whsec_" and base64 for the standard
+	// scheme; used as the raw UTF-8 string by hmac-sha256.
+	Secret string
+	// PreviousSecret also signs until PreviousSecretExpiresAt, after a rotation.
+	PreviousSecret          string
+	PreviousSecretExpiresAt *time.Time
+	Enabled                 bool
+	// DisabledReason says why the endpoint was disabled ("" when enabled or
+	// disabled by hand without a reason).
+	DisabledReason string
+	// Timeout bounds one attempt in all (connect, send, answer).
+	Timeout time.Duration
+	// RetrySchedule, when set, is the delay before each attempt; its length
+	// is the attempt budget. Exponential, when set, is used instead.
+	RetrySchedule     []time.Duration
+	RetryExponential  *ExponentialPolicy
+	RetryClientErrors bool
+	RateLimit         *RateLimit
+	MaxInFlight       int
+	SignatureScheme   SignatureScheme
+	Headers           map[string]string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+}
+
+// Event is something that happened, for one consumer. Payload is kept byte
+// for byte as it was accepted (invariant 5).
+type Event struct {
+	ID             string
+	ConsumerID     string
+	EventType      string
+	Payload        []byte
+	IdempotencyKey string
+	CreatedAt      time.Time
+}
+
+// Delivery is one event to one endpoint: the unit that is queued, retried,
+// dead-lettered and replayed.
+type Delivery struct {
+	ID           string
+	EventID      string
+	EndpointID   string
+	ConsumerID   string
+	EventType    string
+	Status       Status
+	AttemptCount int
+	// NextAttemptAt is when a pending delivery is due; nil in other states.
+	NextAttemptAt  *time.Time
+	LastStatusCode int
+	LastError      string
+	DeadReason     DeadReason
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	DeliveredAt    *time.Time
+}
+
+// Attempt is one HTTP request of a delivery.
+type Attempt struct {
+	ID          string
+	DeliveryID  string
+	EndpointID  string
+	Number      int // 1 for the first attempt of the current budget
+	AttemptedAt time.Time
+	Duration    time.Duration
+	StatusCode  int    // 0 when no answer came
+	Response    []byte // at most MaxResponseBodyKeep bytes of the answer
+	Error       string
+}

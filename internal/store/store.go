@@ -1,0 +1,336 @@
+// Package store is the storage seam: one interface, implemented by the
+// embedded SQLite backend (sqlitestore) and the shared PostgreSQL backend
+// (pgstore), both held to the same conformance suite (storetest).
+//
+// Rules every backend follows:
+//   - Each method owns its transaction; callers never hold one.
+//   - Time arrives in the params as Now. The zero time means "use the
+//     database clock", so several nodes with skewed clocks agree on leases
+//     and due times; tests pass their test clock's time.
+//   - Only domain types cross the seam; driver types never do.
+//   - Payloads are stored and returned as the exact bytes accepted.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/heraldhooks/herald"
+)
+
+// Errors a backend returns, wrapped with what was asked.
+var (
+	// ErrNotFound: no row has that id (or it belongs to no one).
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: the row exists but its state forbids the operation, such
+	// as replaying a pending delivery or cancelling a delivered one.
+	ErrConflict = errors.New("conflict")
+)
+
+// Store is everything Herald keeps. All methods are safe for concurrent use.
+type Store interface {
+	// Migrate applies the embedded numbered migrations not yet applied.
+	// On PostgreSQL it holds an advisory lock so nodes starting together
+	// migrate once.
+	Migrate(ctx context.Context) error
+	// Ping checks that the database answers.
+	Ping(ctx context.Context) error
+	// Close releases connections and ends subscriptions.
+	Close() error
+	// Subscribe returns a channel that receives a value (coalesced; a slow
+	// reader misses none that matter, since one value means "look again")
+	// whenever deliveries may have become due through another caller:
+	// ingest, replay, release, enable. The channel is closed when ctx ends.
+	// PostgreSQL uses LISTEN/NOTIFY, so wake-ups cross nodes; SQLite signals
+	// in process.
+	Subscribe(ctx context.Context) (<-chan struct{}, error)
+
+	// SettingGet returns a stored setting, or ErrNotFound.
+	SettingGet(ctx context.Context, key string) (string, error)
+	// SettingPutIfAbsent stores value under key unless the key is set, and
+	// returns the value that is stored after the call.
+	SettingPutIfAbsent(ctx context.Context, key, value string) (string, error)
+
+	EndpointCreate(ctx context.Context, p *EndpointCreateParams) (*herald.Endpoint, error)
+	EndpointGet(ctx context.Context, id string) (*herald.Endpoint, error)
+	EndpointList(ctx context.Context, p *EndpointListParams) (*Page[*herald.Endpoint], error)
+	// EndpointUpdate replaces the endpoint's settings (everything but id,
+	// consumer, secret, enabled and created_at) with those of p.Endpoint.
+	EndpointUpdate(ctx context.Context, p *EndpointUpdateParams) (*herald.Endpoint, error)
+	// EndpointDelete removes the endpoint; its live (pending or delivering)
+	// deliveries become cancelled, and its history stays.
+	EndpointDelete(ctx context.Context, p *EndpointDeleteParams) error
+	// EndpointSetEnabled enables or disables the endpoint. Disabling sends
+	// its live deliveries dead with reason endpoint_disabled, in the same
+	// transaction, so they can be replayed once it is enabled again.
+	EndpointSetEnabled(ctx context.Context, p *EndpointSetEnabledParams) (*herald.Endpoint, error)
+	// EndpointRotateSecret sets a new secret and keeps the old one signing
+	// until p.PreviousValidFor has passed.
+	EndpointRotateSecret(ctx context.Context, p *EndpointRotateSecretParams) (*herald.Endpoint, error)
+
+	// EventIngest writes the events and one delivery per enabled endpoint of
+	// each event's consumer whose filter matches, all in one transaction
+	// (invariant 1). An event whose idempotency key the consumer used before
+	// (or earlier in the same call) creates nothing and comes back as the
+	// first event with Duplicate set.
+	EventIngest(ctx context.Context, p *EventIngestParams) ([]EventIngestResult, error)
+	EventGet(ctx context.Context, id string) (*herald.Event, error)
+	EventList(ctx context.Context, p *EventListParams) (*Page[*herald.Event], error)
+
+	// DeliveryClaim takes up to p.Limit due deliveries (pending and due, or
+	// delivering with an expired lease) of enabled endpoints, oldest due
+	// first, marks them delivering under a new lease token and returns them
+	// with their event and endpoint. Each lease lasts twice the endpoint
+	// timeout plus p.LeaseMargin (invariant 10). Concurrent claimers never
+	// get the same delivery (FOR UPDATE SKIP LOCKED on PostgreSQL).
+	DeliveryClaim(ctx context.Context, p *DeliveryClaimParams) ([]*ClaimedDelivery, error)
+	// DeliveryCompleteMany records each outcome's attempt and, where the
+	// delivery is still delivering under that lease token, applies the
+	// outcome. It reports for each outcome whether it was applied; a stale
+	// lease (the delivery was reclaimed, cancelled or disabled since) is not
+	// an error, the outcome is just not applied (invariant 10).
+	DeliveryCompleteMany(ctx context.Context, p *DeliveryCompleteManyParams) ([]bool, error)
+	// DeliveryRelease puts leased deliveries back to pending, due now,
+	// spending no attempt: a node shutting down hands its work back.
+	DeliveryRelease(ctx context.Context, p *DeliveryReleaseParams) error
+	DeliveryGet(ctx context.Context, id string) (*herald.Delivery, error)
+	DeliveryList(ctx context.Context, p *DeliveryListParams) (*Page[*herald.Delivery], error)
+	// DeliveryReplay brings one terminal delivery back to pending, due now,
+	// with a fresh attempt budget; its attempt log stays. A live delivery
+	// gives ErrConflict, and so does one whose endpoint is disabled or gone.
+	DeliveryReplay(ctx context.Context, p *DeliveryReplayParams) (*herald.Delivery, error)
+	// DeliveryReplayMany replays every delivery that matches the filter and
+	// can be replayed (terminal, endpoint enabled), and says how many.
+	DeliveryReplayMany(ctx context.Context, p *DeliveryReplayManyParams) (int, error)
+	// DeliveryCancel makes a pending or delivering delivery cancelled; an
+	// attempt in flight then finds its lease gone. Terminal ones give
+	// ErrConflict.
+	DeliveryCancel(ctx context.Context, p *DeliveryCancelParams) (*herald.Delivery, error)
+	// AttemptList lists a delivery's attempts, oldest first.
+	AttemptList(ctx context.Context, p *AttemptListParams) (*Page[*herald.Attempt], error)
+
+	// Stats counts deliveries by status and measures the due queue.
+	Stats(ctx context.Context, p *StatsParams) (*Stats, error)
+}
+
+// Page is one page of a list. NextCursor is empty on the last page; passed
+// back as Cursor it gives the page after. Lists of endpoints, events and
+// deliveries run newest first; attempts oldest first. The order is by id,
+// so it is stable while rows are added.
+type Page[T any] struct {
+	Items      []T
+	NextCursor string
+}
+
+// MaxListLimit bounds every list; a Limit of 0 means DefaultListLimit.
+const (
+	DefaultListLimit = 50
+	MaxListLimit     = 1000
+)
+
+// EndpointCreateParams creates Endpoint. ID, when empty, is made by the
+// store; Secret must be set by the caller; CreatedAt and UpdatedAt are set
+// from Now.
+type EndpointCreateParams struct {
+	Endpoint *herald.Endpoint
+	Now      time.Time
+}
+
+// EndpointListParams filters endpoints; an empty ConsumerID lists all.
+type EndpointListParams struct {
+	ConsumerID string
+	Cursor     string
+	Limit      int
+}
+
+// EndpointUpdateParams carries the endpoint's new settings; Endpoint.ID
+// names the endpoint.
+type EndpointUpdateParams struct {
+	Endpoint *herald.Endpoint
+	Now      time.Time
+}
+
+// EndpointDeleteParams names the endpoint to delete.
+type EndpointDeleteParams struct {
+	ID  string
+	Now time.Time
+}
+
+// EndpointSetEnabledParams enables or disables an endpoint. Reason is kept
+// as its DisabledReason when disabling ("gone" for a 410, say).
+type EndpointSetEnabledParams struct {
+	ID      string
+	Enabled bool
+	Reason  string
+	Now     time.Time
+}
+
+// EndpointRotateSecretParams sets NewSecret; the old secret keeps signing
+// for PreviousValidFor after Now.
+type EndpointRotateSecretParams struct {
+	ID               string
+	NewSecret        string
+	PreviousValidFor time.Duration
+	Now              time.Time
+}
+
+// EventIngestParams carries the events of one ingest call (one or a batch).
+type EventIngestParams struct {
+	Events []EventIngestItem
+	Now    time.Time
+}
+
+// EventIngestItem is one event to ingest. The store makes its id.
+type EventIngestItem struct {
+	ConsumerID     string
+	EventType      string
+	Payload        []byte
+	IdempotencyKey string // optional; unique per consumer
+}
+
+// EventIngestResult is the answer for one ingested event.
+type EventIngestResult struct {
+	Event      *herald.Event
+	Duplicate  bool
+	Deliveries []DeliveryRef
+}
+
+// DeliveryRef names a delivery and its endpoint.
+type DeliveryRef struct {
+	ID         string
+	EndpointID string
+}
+
+// EventListParams filters events; empty fields do not filter. Since and
+// Until bound created_at (Since inclusive, Until exclusive).
+type EventListParams struct {
+	ConsumerID string
+	EventType  string
+	Since      time.Time
+	Until      time.Time
+	Cursor     string
+	Limit      int
+}
+
+// DeliveryClaimParams asks for up to Limit due deliveries.
+type DeliveryClaimParams struct {
+	Limit int
+	// LeaseMargin is added to twice the endpoint timeout for each lease.
+	LeaseMargin time.Duration
+	Now         time.Time
+}
+
+// ClaimedDelivery is a delivery under lease, with what the sender needs.
+type ClaimedDelivery struct {
+	Delivery herald.Delivery
+	Event    herald.Event
+	Endpoint herald.Endpoint
+	// LeaseToken fences the claim: only writes carrying it apply.
+	LeaseToken     int64
+	LeaseExpiresAt time.Time
+}
+
+// Lease names one claim of a delivery.
+type Lease struct {
+	DeliveryID string
+	LeaseToken int64
+}
+
+// DeliveryOutcome is what one attempt of a claimed delivery came to.
+type DeliveryOutcome struct {
+	Lease
+	// Attempt is logged whatever happens to the delivery. The store makes
+	// its id when empty and fills DeliveryID and EndpointID.
+	Attempt herald.Attempt
+	// Status is delivered, dead, or pending for a retry.
+	Status herald.Status
+	// RetryIn is, for pending, how long after Now the next attempt is due.
+	RetryIn time.Duration
+	// DeadReason is set when Status is dead.
+	DeadReason herald.DeadReason
+	// DisableEndpoint also disables the endpoint with this reason (a 410
+	// gives "gone"), in the same transaction, sending its other live
+	// deliveries dead (endpoint_disabled) as EndpointSetEnabled does.
+	DisableEndpoint string
+}
+
+// DeliveryCompleteManyParams carries a batch of outcomes.
+type DeliveryCompleteManyParams struct {
+	Outcomes []DeliveryOutcome
+	Now      time.Time
+}
+
+// DeliveryReleaseParams hands leases back.
+type DeliveryReleaseParams struct {
+	Leases []Lease
+	Now    time.Time
+}
+
+// DeliveryListParams filters deliveries; empty fields do not filter.
+type DeliveryListParams struct {
+	Status     herald.Status
+	EndpointID string
+	ConsumerID string
+	EventID    string
+	Cursor     string
+	Limit      int
+}
+
+// DeliveryReplayParams names one delivery to replay.
+type DeliveryReplayParams struct {
+	ID  string
+	Now time.Time
+}
+
+// DeliveryReplayManyParams selects deliveries to replay: those of EventID,
+// or of EndpointID, with Status (a terminal status; empty means every
+// terminal status) created in [Since, Until) where those are set. One of
+// EventID and EndpointID must be set.
+type DeliveryReplayManyParams struct {
+	EventID    string
+	EndpointID string
+	Status     herald.Status
+	Since      time.Time
+	Until      time.Time
+	Now        time.Time
+}
+
+// DeliveryCancelParams names one delivery to cancel.
+type DeliveryCancelParams struct {
+	ID  string
+	Now time.Time
+}
+
+// AttemptListParams lists one delivery's attempts.
+type AttemptListParams struct {
+	DeliveryID string
+	Cursor     string
+	Limit      int
+}
+
+// StatsParams gives the time against which "due" is measured.
+type StatsParams struct {
+	Now time.Time
+}
+
+// Stats describes the queue.
+type Stats struct {
+	// ByStatus counts deliveries in each status (every status is present).
+	ByStatus map[herald.Status]int64
+	// DueNow counts pending deliveries whose time has come.
+	DueNow int64
+	// OldestDueAge is how long the oldest due delivery has waited (0 if none).
+	OldestDueAge time.Duration
+}
+
+// ClampLimit turns a requested limit into one a list uses.
+func ClampLimit(limit int) int {
+	if limit <= 0 {
+		return DefaultListLimit
+	}
+	if limit > MaxListLimit {
+		return MaxListLimit
+	}
+	return limit
+}
