@@ -1,0 +1,98 @@
+package herald_test
+
+import (
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhooks/herald"
+)
+
+func TestMatchEventType(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		pattern, typ string
+		want         bool
+	}{
+		{"*", "order.created", true},
+		{"*", "x", true},
+		{"order.created", "order.created", true},
+		{"order.created", "order.updated", false},
+		{"order.*", "order.created", true},
+		{"order.*", "order.line.added", true},
+		{"order.*", "order", false},
+		{"order.*", "orders.created", false},
+		{"order.*", "invoice.created", false},
+		{"herald.*", "herald.endpoint.disabled", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.pattern+"~"+tt.typ, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tt.want, herald.MatchEventType(tt.pattern, tt.typ))
+		})
+	}
+	require.True(t, herald.MatchAny([]string{"a.b", "order.*"}, "order.x"))
+	require.False(t, herald.MatchAny([]string{"a.b"}, "order.x"))
+	require.False(t, herald.MatchAny(nil, "order.x"))
+}
+
+func TestValidateEventType(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{"a", "order.created", "A_b-c.9", strings.Repeat("x", 128)} {
+		require.NoError(t, herald.ValidateEventType(ok), ok)
+	}
+	for _, bad := range []string{"", "order created", "ordér", "a/b", "a*", strings.Repeat("x", 129)} {
+		err := herald.ValidateEventType(bad)
+		require.Error(t, err, bad)
+		require.Contains(t, err.Error(), "[a-zA-Z0-9_.-]{1,128}")
+	}
+}
+
+func TestValidateEventTypePattern(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{"*", "order.*", "order.created", "a.b.*"} {
+		require.NoError(t, herald.ValidateEventTypePattern(ok), ok)
+	}
+	for _, bad := range []string{"", "order*", ".*", "*.created", "or der.*", "**"} {
+		require.Error(t, herald.ValidateEventTypePattern(bad), bad)
+	}
+}
+
+func TestNewID(t *testing.T) {
+	t.Parallel()
+	t.Run("ShapeAndUniqueness", func(t *testing.T) {
+		t.Parallel()
+		seen := map[string]bool{}
+		now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+		for range 10000 {
+			id := herald.NewID(herald.PrefixDelivery, now)
+			require.True(t, strings.HasPrefix(id, "dlv_"))
+			require.Len(t, id, len("dlv_")+26)
+			require.False(t, seen[id], "duplicate id %s", id)
+			seen[id] = true
+		}
+	})
+	t.Run("SortsByTime", func(t *testing.T) {
+		t.Parallel()
+		base := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+		var ids []string
+		for i := range 100 {
+			ids = append(ids, herald.NewID(herald.PrefixEvent, base.Add(time.Duration(i)*time.Millisecond)))
+		}
+		require.True(t, sort.StringsAreSorted(ids))
+	})
+}
+
+func TestStatus(t *testing.T) {
+	t.Parallel()
+	require.True(t, herald.StatusDead.Terminal())
+	require.True(t, herald.StatusDelivered.Terminal())
+	require.True(t, herald.StatusCancelled.Terminal())
+	require.False(t, herald.StatusPending.Terminal())
+	require.False(t, herald.StatusDelivering.Terminal())
+	require.True(t, herald.StatusPending.Valid())
+	require.False(t, herald.Status("lost").Valid())
+}

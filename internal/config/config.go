@@ -1,0 +1,160 @@
+// Package config holds Herald's run-time settings, their defaults, and
+// Validate, which lists every problem at once so an operator fixes a bad
+// start in one go. Secrets are redacted whenever the config is logged.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+)
+
+// Config is everything `herald serve` and `herald worker` need.
+type Config struct {
+	// Addr is where the API listens (serve only).
+	Addr string
+	// DB names the database: sqlite://path, a bare file path, or
+	// postgres://... (postgresql:// too).
+	DB string
+	// APIKey, when set, is the key every /v1 call must present. When empty,
+	// serve makes one on first start and keeps only its hash.
+	APIKey string
+	// AllowPrivateNetworks lets deliveries reach loopback, private,
+	// link-local and metadata addresses. Off by default (SSRF).
+	AllowPrivateNetworks bool
+	// LogFormat is text or json; LogLevel debug, info, warn or error.
+	LogFormat string
+	LogLevel  string
+	// Concurrency is how many attempts run at once on this node.
+	Concurrency int
+	// PollInterval is how often an idle dispatcher looks for due retries.
+	PollInterval time.Duration
+	// MaxPayloadBytes bounds an event payload.
+	MaxPayloadBytes int
+	// ShutdownTimeout bounds a graceful stop (in-flight attempts included).
+	ShutdownTimeout time.Duration
+}
+
+// Default returns the configuration used when nothing is set.
+func Default() Config {
+	return Config{
+		Addr:            "127.0.0.1:8080",
+		DB:              "sqlite://herald.db",
+		LogFormat:       "text",
+		LogLevel:        "info",
+		Concurrency:     64,
+		PollInterval:    time.Second,
+		MaxPayloadBytes: 256 << 10,
+		ShutdownTimeout: 30 * time.Second,
+	}
+}
+
+// DBKind is the kind of database a DB string names.
+type DBKind string
+
+// The database kinds.
+const (
+	DBSQLite   DBKind = "sqlite"
+	DBPostgres DBKind = "postgres"
+)
+
+// ParseDB splits a DB string into its kind and what the driver takes: a
+// file path for SQLite, the URL itself for PostgreSQL.
+func ParseDB(db string) (DBKind, string, error) {
+	switch {
+	case db == "":
+		return "", "", errors.New("db: empty; give sqlite://path or postgres://...")
+	case strings.HasPrefix(db, "postgres://"), strings.HasPrefix(db, "postgresql://"):
+		return DBPostgres, db, nil
+	case strings.HasPrefix(db, "sqlite://"):
+		path := strings.TrimPrefix(db, "sqlite://")
+		if path == "" {
+			return "", "", errors.New("db: sqlite:// needs a file path, as in sqlite://data/herald.db")
+		}
+		return DBSQLite, path, nil
+	case strings.Contains(db, "://"):
+		return "", "", fmt.Errorf("db: unknown scheme in %q; give sqlite://path or postgres://...", Redact(db))
+	default:
+		return DBSQLite, db, nil
+	}
+}
+
+// Validate lists every problem with c, joined into one error.
+func (c *Config) Validate(needAddr bool) error {
+	var errs []error
+	if needAddr {
+		if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+			errs = append(errs, fmt.Errorf("addr: %q is not host:port: %v", c.Addr, err))
+		}
+	}
+	if _, _, err := ParseDB(c.DB); err != nil {
+		errs = append(errs, err)
+	}
+	if c.APIKey != "" && len(c.APIKey) < 16 {
+		errs = append(errs, errors.New("api-key: must be at least 16 characters"))
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		errs = append(errs, fmt.Errorf("log-format: %q is not text or json", c.LogFormat))
+	}
+	if _, err := ParseLevel(c.LogLevel); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Concurrency < 1 || c.Concurrency > 10000 {
+		errs = append(errs, fmt.Errorf("concurrency: %d is not between 1 and 10000", c.Concurrency))
+	}
+	if c.PollInterval < 10*time.Millisecond || c.PollInterval > time.Minute {
+		errs = append(errs, fmt.Errorf("poll-interval: %s is not between 10ms and 1m", c.PollInterval))
+	}
+	if c.MaxPayloadBytes < 1 || c.MaxPayloadBytes > 10<<20 {
+		errs = append(errs, fmt.Errorf("max-payload-bytes: %d is not between 1 and 10485760", c.MaxPayloadBytes))
+	}
+	if c.ShutdownTimeout < 0 {
+		errs = append(errs, fmt.Errorf("shutdown-timeout: %s is negative", c.ShutdownTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// ParseLevel reads a log level name.
+func ParseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("log-level: %q is not debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+// Redact hides the password of a database URL, for logs and errors.
+func Redact(db string) string {
+	scheme, rest, ok := strings.Cut(db, "://")
+	if !ok {
+		return db
+	}
+	userinfo, host, ok := strings.Cut(rest, "@")
+	if !ok {
+		return db
+	}
+	user, _, hasPass := strings.Cut(userinfo, ":")
+	if !hasPass {
+		return db
+	}
+	return scheme + "://" + user + ":xxxxx@" + host
+}
+
+// LogValue lets slog print a Config without its secrets.
+func (c Config) LogValue() slog.Value {
+	key := ""
+	if c.APIKey != "" {
+		key = "(set)"
+	}
+	return slog.GroupValue(
+		slog.String("addr", c.Addr),
+		slog.String("db", Redact(c.DB)),
+		slog.String("api_key", key),
+		slog.Bool("allow_private_networks", c.AllowPrivateNetworks),
+		slog.Int("concurrency", c.Concurrency),
+		slog.Duration("poll_interval", c.PollInterval),
+	)
+}

@@ -1,0 +1,69 @@
+package config_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhooks/herald/internal/config"
+)
+
+func TestParseDB(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in         string
+		kind       config.DBKind
+		target     string
+		wantErrSub string
+	}{
+		{in: "sqlite://herald.db", kind: config.DBSQLite, target: "herald.db"},
+		{in: "sqlite://data/h.db", kind: config.DBSQLite, target: "data/h.db"},
+		{in: "./h.db", kind: config.DBSQLite, target: "./h.db"},
+		{in: "postgres://u@127.0.0.1/h", kind: config.DBPostgres, target: "postgres://u@127.0.0.1/h"},
+		{in: "postgresql://u@h/x", kind: config.DBPostgres, target: "postgresql://u@h/x"},
+		{in: "", wantErrSub: "empty"},
+		{in: "sqlite://", wantErrSub: "file path"},
+		{in: "mysql://u:secret@h/x", wantErrSub: "unknown scheme"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			t.Parallel()
+			kind, target, err := config.ParseDB(tt.in)
+			if tt.wantErrSub != "" {
+				require.ErrorContains(t, err, tt.wantErrSub)
+				require.NotContains(t, err.Error(), "secret")
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.kind, kind)
+			require.Equal(t, tt.target, target)
+		})
+	}
+}
+
+func TestValidateListsEveryProblem(t *testing.T) {
+	t.Parallel()
+	c := config.Default()
+	require.NoError(t, c.Validate(true))
+	c.Addr = "nope"
+	c.DB = ""
+	c.APIKey = "short"
+	c.LogFormat = "xml"
+	c.LogLevel = "loud"
+	c.Concurrency = 0
+	c.PollInterval = time.Hour
+	err := c.Validate(true)
+	require.Error(t, err)
+	for _, want := range []string{"addr:", "db:", "api-key:", "log-format:", "log-level:", "concurrency:", "poll-interval:"} {
+		require.ErrorContains(t, err, want)
+	}
+	require.NotContains(t, c.Validate(false).Error(), "addr:", "worker has no address")
+}
+
+func TestRedact(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "postgres://u:xxxxx@h:5432/db", config.Redact("postgres://u:hunter2@h:5432/db"))
+	require.Equal(t, "postgres://u@h/db", config.Redact("postgres://u@h/db"))
+	require.Equal(t, "sqlite://x.db", config.Redact("sqlite://x.db"))
+}

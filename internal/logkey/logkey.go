@@ -1,0 +1,18 @@
+// Package logkey names the structured-log keys Herald uses, once, so every
+// package logs the same thing under the same snake_case key.
+package logkey
+
+// The log keys.
+const (
+	DeliveryID = "delivery_id"
+	EndpointID = "endpoint_id"
+	EventID    = "event_id"
+	ConsumerID = "consumer_id"
+	Attempt    = "attempt"
+	StatusCode = "status_code"
+	DurationMS = "duration_ms"
+	Error      = "error"
+	Count      = "count"
+	Addr       = "addr"
+	Outcome    = "outcome"
+)
