@@ -4,4 +4,21 @@
 // timestamp tolerance against replays, and net/http middleware that verifies
 // each request and drops duplicates by webhook id. It uses the standard
 // library only, so receivers can import it without pulling in Herald.
+//
+// The simplest receiver wraps its handler:
+//
+//	v := &verify.Verifier{Secrets: []string{os.Getenv("WEBHOOK_SECRET")}}
+//	http.Handle("/webhooks", verify.Middleware(v, handler))
+//
+// A receiver that reads the body itself calls VerifyStandard or
+// VerifyHMACSHA256 (or Verifier.VerifyPayload) with the raw bytes, before
+// any JSON decoding: the signature covers the bytes, not their meaning.
+//
+// Every refusal wraps one of the Err values, so callers can tell a forged or
+// altered request (ErrNoMatchingSignature) from a stale one
+// (ErrTimestampOutOfTolerance) or a malformed one (ErrMissingHeaders,
+// ErrInvalidTimestamp), and print the reason.
+//
+// testdata/vectors.json pins signatures of both schemes, computed outside
+// Herald; receivers in other languages can check their code against it.
 package verify
