@@ -1,0 +1,224 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/store"
+)
+
+// scanDelivery reads one delivery from a query returning deliveryCols.
+func scanDelivery(row pgx.Row) (*herald.Delivery, error) {
+	var r deliveryRow
+	if err := row.Scan(r.dest()...); err != nil {
+		return nil, err
+	}
+	return r.delivery(), nil
+}
+
+// DeliveryGet returns one delivery, or store.ErrNotFound.
+func (s *Store) DeliveryGet(ctx context.Context, id string) (*herald.Delivery, error) {
+	d, err := scanDelivery(s.pool.QueryRow(ctx, "SELECT "+deliveryCols+" FROM deliveries WHERE id = $1", id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("get delivery %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get delivery %s: %w", id, err)
+	}
+	return d, nil
+}
+
+// DeliveryList lists deliveries newest first, filtered by status,
+// endpoint, consumer and event.
+func (s *Store) DeliveryList(ctx context.Context, p *store.DeliveryListParams) (*store.Page[*herald.Delivery], error) {
+	limit := store.ClampLimit(p.Limit)
+	var where []string
+	var args []any
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, cond+" $"+strconv.Itoa(len(args)))
+	}
+	if p.Status != "" {
+		add("status =", string(p.Status))
+	}
+	if p.EndpointID != "" {
+		add("endpoint_id =", p.EndpointID)
+	}
+	if p.ConsumerID != "" {
+		add("consumer_id =", p.ConsumerID)
+	}
+	if p.EventID != "" {
+		add("event_id =", p.EventID)
+	}
+	if p.Cursor != "" {
+		add("id <", p.Cursor)
+	}
+	args = append(args, limit+1)
+	rows, err := s.pool.Query(ctx, "SELECT "+deliveryCols+" FROM deliveries"+whereClause(where)+
+		" ORDER BY id DESC LIMIT $"+strconv.Itoa(len(args)), args...)
+	if err != nil {
+		return nil, fmt.Errorf("list deliveries: %w", err)
+	}
+	items, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*herald.Delivery, error) {
+		return scanDelivery(row)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list deliveries: %w", err)
+	}
+	return page(items, limit, func(d *herald.Delivery) string { return d.ID }), nil
+}
+
+// replaySet is the assignment that brings a terminal delivery back:
+// pending, due now (the time parameter now, NULL for the database clock),
+// with a fresh attempt budget. The attempt log and the last status code
+// and error stay.
+func replaySet(now string) string {
+	t := "coalesce(" + now + "::timestamptz, now())"
+	return "status = 'pending', attempt_count = 0, due_at = " + t +
+		", dead_reason = '', delivered_at = NULL, updated_at = " + t
+}
+
+// DeliveryReplay brings one terminal delivery back to pending, due now,
+// with a fresh attempt budget, and wakes the dispatchers. A live delivery
+// gives store.ErrConflict, and so does one whose endpoint is disabled or
+// deleted. The endpoint is share-locked first, so a concurrent disable
+// either waits for the replay and then sends the delivery dead, or goes
+// first and makes the replay fail.
+func (s *Store) DeliveryReplay(ctx context.Context, p *store.DeliveryReplayParams) (*herald.Delivery, error) {
+	var d *herald.Delivery
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var endpointID string
+		err := tx.QueryRow(ctx, "SELECT endpoint_id FROM deliveries WHERE id = $1", p.ID).Scan(&endpointID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return store.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		var enabled bool
+		err = tx.QueryRow(ctx, "SELECT enabled FROM endpoints WHERE id = $1 FOR SHARE", endpointID).Scan(&enabled)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("endpoint %s is deleted: %w", endpointID, store.ErrConflict)
+		}
+		if err != nil {
+			return err
+		}
+		if !enabled {
+			return fmt.Errorf("endpoint %s is disabled: %w", endpointID, store.ErrConflict)
+		}
+		d, err = scanDelivery(tx.QueryRow(ctx, `
+			UPDATE deliveries SET `+replaySet("$2")+`
+			WHERE id = $1 AND status IN ('delivered', 'dead', 'cancelled')
+			RETURNING `+deliveryCols,
+			p.ID, nowArg(p.Now)))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("delivery is not terminal: %w", store.ErrConflict)
+		}
+		if err != nil {
+			return err
+		}
+		return s.notify(ctx, tx)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("replay delivery %s: %w", p.ID, err)
+	}
+	return d, nil
+}
+
+// DeliveryReplayMany replays every terminal delivery of an event or an
+// endpoint that matches the filter and whose endpoint is enabled, and says
+// how many it replayed.
+func (s *Store) DeliveryReplayMany(ctx context.Context, p *store.DeliveryReplayManyParams) (int, error) {
+	if p.EventID == "" && p.EndpointID == "" {
+		return 0, errors.New("replay deliveries: an event or an endpoint must be named")
+	}
+	if p.Status != "" && !p.Status.Terminal() {
+		return 0, fmt.Errorf("replay deliveries: status %q is not terminal", p.Status)
+	}
+	var args []any
+	where := []string{"status IN ('delivered', 'dead', 'cancelled')"}
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, cond+" $"+strconv.Itoa(len(args)))
+	}
+	if p.EventID != "" {
+		add("event_id =", p.EventID)
+	}
+	if p.EndpointID != "" {
+		add("endpoint_id =", p.EndpointID)
+	}
+	if p.Status != "" {
+		add("status =", string(p.Status))
+	}
+	if !p.Since.IsZero() {
+		add("created_at >=", p.Since)
+	}
+	if !p.Until.IsZero() {
+		add("created_at <", p.Until)
+	}
+	filter := whereClause(where)
+
+	var n int64
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		// Share-lock the enabled endpoints first, as DeliveryReplay does.
+		rows, err := tx.Query(ctx, `
+			SELECT id FROM endpoints
+			WHERE enabled AND id IN (SELECT endpoint_id FROM deliveries`+filter+`)
+			ORDER BY id FOR SHARE`, args...)
+		if err != nil {
+			return err
+		}
+		endpoints, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		if len(endpoints) == 0 {
+			return nil
+		}
+		nowParam := "$" + strconv.Itoa(len(args)+1)
+		endpointsParam := "$" + strconv.Itoa(len(args)+2)
+		tag, err := tx.Exec(ctx, "UPDATE deliveries SET "+replaySet(nowParam)+filter+
+			" AND endpoint_id = ANY("+endpointsParam+")", append(args, nowArg(p.Now), endpoints)...)
+		if err != nil {
+			return err
+		}
+		n = tag.RowsAffected()
+		if n == 0 {
+			return nil
+		}
+		return s.notify(ctx, tx)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("replay deliveries: %w", err)
+	}
+	return int(n), nil
+}
+
+// DeliveryCancel makes a live delivery cancelled; an attempt in flight then
+// finds its lease gone. A terminal delivery gives store.ErrConflict.
+func (s *Store) DeliveryCancel(ctx context.Context, p *store.DeliveryCancelParams) (*herald.Delivery, error) {
+	d, err := scanDelivery(s.pool.QueryRow(ctx, `
+		UPDATE deliveries
+		SET status = 'cancelled', due_at = NULL, updated_at = coalesce($2::timestamptz, now())
+		WHERE id = $1 AND status IN ('pending', 'delivering')
+		RETURNING `+deliveryCols,
+		p.ID, nowArg(p.Now)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		var exists bool
+		err = s.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM deliveries WHERE id = $1)", p.ID).Scan(&exists)
+		if err == nil && exists {
+			err = fmt.Errorf("delivery is not live: %w", store.ErrConflict)
+		} else if err == nil {
+			err = store.ErrNotFound
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cancel delivery %s: %w", p.ID, err)
+	}
+	return d, nil
+}

@@ -1,0 +1,252 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/store"
+)
+
+// scanEndpoint reads one endpoint from a query returning endpointCols.
+func scanEndpoint(row pgx.Row) (*herald.Endpoint, error) {
+	var r endpointRow
+	if err := row.Scan(r.dest()...); err != nil {
+		return nil, err
+	}
+	return r.endpoint()
+}
+
+// EndpointCreate stores a new endpoint, making its id when it has none.
+// CreatedAt and UpdatedAt come from p.Now or the database clock. An id
+// already taken gives store.ErrConflict.
+func (s *Store) EndpointCreate(ctx context.Context, p *store.EndpointCreateParams) (*herald.Endpoint, error) {
+	e := p.Endpoint
+	id := e.ID
+	if id == "" {
+		id = herald.NewID(herald.PrefixEndpoint, idTime(p.Now))
+	}
+	a, err := newEndpointArgs(e)
+	if err != nil {
+		return nil, fmt.Errorf("create endpoint: %w", err)
+	}
+	ep, err := scanEndpoint(s.pool.QueryRow(ctx, `
+		INSERT INTO endpoints (`+endpointCols+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::jsonb, $14,
+			$15::jsonb, $16, $17, $18::jsonb,
+			coalesce($19::timestamptz, now()), coalesce($19::timestamptz, now()))
+		RETURNING `+endpointCols,
+		id, e.ConsumerID, e.URL, e.Description, a.eventTypes, e.Secret,
+		e.PreviousSecret, e.PreviousSecretExpiresAt, e.Enabled, e.DisabledReason,
+		int64(e.Timeout), a.scheduleNS, a.exponential, e.RetryClientErrors,
+		a.rateLimit, e.MaxInFlight, string(e.SignatureScheme), a.headers,
+		nowArg(p.Now)))
+	if isUniqueViolation(err) {
+		return nil, fmt.Errorf("create endpoint %s: %w", id, store.ErrConflict)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create endpoint: %w", err)
+	}
+	return ep, nil
+}
+
+// EndpointGet returns one endpoint, or store.ErrNotFound.
+func (s *Store) EndpointGet(ctx context.Context, id string) (*herald.Endpoint, error) {
+	ep, err := scanEndpoint(s.pool.QueryRow(ctx,
+		"SELECT "+endpointCols+" FROM endpoints WHERE id = $1", id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("get endpoint %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get endpoint %s: %w", id, err)
+	}
+	return ep, nil
+}
+
+// EndpointList lists endpoints newest first, of one consumer or of all.
+func (s *Store) EndpointList(ctx context.Context, p *store.EndpointListParams) (*store.Page[*herald.Endpoint], error) {
+	limit := store.ClampLimit(p.Limit)
+	var where []string
+	var args []any
+	if p.ConsumerID != "" {
+		args = append(args, p.ConsumerID)
+		where = append(where, "consumer_id = $"+strconv.Itoa(len(args)))
+	}
+	if p.Cursor != "" {
+		args = append(args, p.Cursor)
+		where = append(where, "id < $"+strconv.Itoa(len(args)))
+	}
+	args = append(args, limit+1)
+	q := "SELECT " + endpointCols + " FROM endpoints" + whereClause(where) +
+		" ORDER BY id DESC LIMIT $" + strconv.Itoa(len(args))
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list endpoints: %w", err)
+	}
+	defer rows.Close()
+	var items []*herald.Endpoint
+	for rows.Next() {
+		ep, err := scanEndpoint(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list endpoints: %w", err)
+		}
+		items = append(items, ep)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list endpoints: %w", err)
+	}
+	return page(items, limit, func(e *herald.Endpoint) string { return e.ID }), nil
+}
+
+// whereClause joins conditions with AND, or gives "" when there are none.
+func whereClause(conds []string) string {
+	if len(conds) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(conds, " AND ")
+}
+
+// EndpointUpdate replaces the endpoint's delivery settings: url,
+// description, event types, timeout, retry policy, rate limit, in-flight
+// cap, signature scheme and headers. Its id, consumer, secrets (current and
+// previous), enabled state and reason and created_at stay.
+func (s *Store) EndpointUpdate(ctx context.Context, p *store.EndpointUpdateParams) (*herald.Endpoint, error) {
+	e := p.Endpoint
+	a, err := newEndpointArgs(e)
+	if err != nil {
+		return nil, fmt.Errorf("update endpoint %s: %w", e.ID, err)
+	}
+	ep, err := scanEndpoint(s.pool.QueryRow(ctx, `
+		UPDATE endpoints SET
+			url = $2, description = $3, event_types = $4, timeout_ns = $5,
+			retry_schedule_ns = $6, retry_exponential = $7::jsonb, retry_client_errors = $8,
+			rate_limit = $9::jsonb, max_in_flight = $10, signature_scheme = $11,
+			headers = $12::jsonb, updated_at = coalesce($13::timestamptz, now())
+		WHERE id = $1
+		RETURNING `+endpointCols,
+		e.ID, e.URL, e.Description, a.eventTypes, int64(e.Timeout),
+		a.scheduleNS, a.exponential, e.RetryClientErrors,
+		a.rateLimit, e.MaxInFlight, string(e.SignatureScheme),
+		a.headers, nowArg(p.Now)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("update endpoint %s: %w", e.ID, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("update endpoint %s: %w", e.ID, err)
+	}
+	return ep, nil
+}
+
+// EndpointDelete removes the endpoint and cancels its live deliveries in
+// one transaction; its deliveries and attempts stay as history.
+func (s *Store) EndpointDelete(ctx context.Context, p *store.EndpointDeleteParams) error {
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		// The endpoint row goes first: every writer that touches an
+		// endpoint and its deliveries locks them in that order.
+		tag, err := tx.Exec(ctx, "DELETE FROM endpoints WHERE id = $1", p.ID)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return store.ErrNotFound
+		}
+		_, err = tx.Exec(ctx, `
+			UPDATE deliveries
+			SET status = 'cancelled', due_at = NULL, updated_at = coalesce($2::timestamptz, now())
+			WHERE endpoint_id = $1 AND status IN ('pending', 'delivering')`,
+			p.ID, nowArg(p.Now))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("delete endpoint %s: %w", p.ID, err)
+	}
+	return nil
+}
+
+// EndpointSetEnabled enables or disables an endpoint. Disabling sends its
+// live deliveries dead (endpoint_disabled) in the same transaction;
+// enabling wakes the dispatchers.
+func (s *Store) EndpointSetEnabled(ctx context.Context, p *store.EndpointSetEnabledParams) (*herald.Endpoint, error) {
+	var ep *herald.Endpoint
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if p.Enabled {
+			ep, err = scanEndpoint(tx.QueryRow(ctx, `
+				UPDATE endpoints
+				SET enabled = true, disabled_reason = '', updated_at = coalesce($2::timestamptz, now())
+				WHERE id = $1
+				RETURNING `+endpointCols,
+				p.ID, nowArg(p.Now)))
+			if err != nil {
+				return err
+			}
+			return s.notify(ctx, tx)
+		}
+		ep, err = disableEndpoint(ctx, tx, p.ID, p.Reason, "", p.Now)
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("set endpoint %s enabled=%t: %w", p.ID, p.Enabled, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("set endpoint %s enabled=%t: %w", p.ID, p.Enabled, err)
+	}
+	return ep, nil
+}
+
+// disableEndpoint disables the endpoint with reason and sends its live
+// deliveries, except the one named by keep, dead with reason
+// endpoint_disabled. It locks the endpoint row before the deliveries, as
+// every writer does. A missing endpoint gives pgx.ErrNoRows.
+func disableEndpoint(ctx context.Context, tx pgx.Tx, id, reason, keep string, now time.Time) (*herald.Endpoint, error) {
+	ep, err := scanEndpoint(tx.QueryRow(ctx, `
+		UPDATE endpoints
+		SET enabled = false, disabled_reason = $2, updated_at = coalesce($3::timestamptz, now())
+		WHERE id = $1
+		RETURNING `+endpointCols,
+		id, reason, nowArg(now)))
+	if err != nil {
+		return nil, err
+	}
+	// A statement of its own, so it sees deliveries replayed by
+	// transactions that committed while this one waited for the endpoint.
+	_, err = tx.Exec(ctx, `
+		UPDATE deliveries
+		SET status = 'dead', dead_reason = 'endpoint_disabled', due_at = NULL,
+			updated_at = coalesce($3::timestamptz, now())
+		WHERE endpoint_id = $1 AND status IN ('pending', 'delivering') AND id <> $2`,
+		id, keep, nowArg(now))
+	if err != nil {
+		return nil, err
+	}
+	return ep, nil
+}
+
+// EndpointRotateSecret makes NewSecret the signing secret; the old one
+// keeps signing until PreviousValidFor after now. With no overlap asked
+// for, the old secret stops at once.
+func (s *Store) EndpointRotateSecret(ctx context.Context, p *store.EndpointRotateSecretParams) (*herald.Endpoint, error) {
+	ep, err := scanEndpoint(s.pool.QueryRow(ctx, `
+		UPDATE endpoints SET
+			previous_secret = CASE WHEN $3::bigint > 0 THEN secret ELSE '' END,
+			previous_secret_expires_at = CASE WHEN $3::bigint > 0
+				THEN coalesce($4::timestamptz, now()) + $3::bigint * interval '1 microsecond' END,
+			secret = $2,
+			updated_at = coalesce($4::timestamptz, now())
+		WHERE id = $1
+		RETURNING `+endpointCols,
+		p.ID, p.NewSecret, micros(p.PreviousValidFor), nowArg(p.Now)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("rotate secret of endpoint %s: %w", p.ID, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("rotate secret of endpoint %s: %w", p.ID, err)
+	}
+	return ep, nil
+}

@@ -1,0 +1,407 @@
+package pgstore
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/store"
+)
+
+// idempotencyKey is an idempotency key in the scope it is unique in.
+type idempotencyKey struct {
+	consumerID string
+	key        string
+}
+
+// ingestItem is one event of an ingest call that is not a duplicate of an
+// earlier one in the same call.
+type ingestItem struct {
+	index int // into p.Events and the results
+	id    string
+	item  *store.EventIngestItem
+}
+
+// matcher is the part of an endpoint that decides whether it gets an event.
+type matcher struct {
+	id         string
+	eventTypes []string
+}
+
+// sortedIDs makes n ids and sorts them, so that rows made by one call, taken
+// in order, also sort in that order (ids alone order only to the
+// millisecond).
+func sortedIDs(prefix string, t time.Time, n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = herald.NewID(prefix, t)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// EventIngest writes the events and their deliveries in one transaction,
+// and wakes the dispatchers of every node when it commits. An event whose
+// idempotency key its consumer used before, or earlier in the same call,
+// creates nothing and comes back as the first event, with its deliveries,
+// marked Duplicate. Two calls racing with one key give one event: the
+// second insert waits for the first transaction and then finds its event.
+func (s *Store) EventIngest(ctx context.Context, p *store.EventIngestParams) ([]store.EventIngestResult, error) {
+	results := make([]store.EventIngestResult, len(p.Events))
+	if len(p.Events) == 0 {
+		return results, nil
+	}
+	// Duplicates inside the call point at the first item with their key.
+	firstWithKey := map[idempotencyKey]int{}
+	dupOf := make([]int, len(p.Events))
+	var unique []*ingestItem
+	for i := range p.Events {
+		it := &p.Events[i]
+		dupOf[i] = -1
+		if it.IdempotencyKey != "" {
+			k := idempotencyKey{it.ConsumerID, it.IdempotencyKey}
+			if first, ok := firstWithKey[k]; ok {
+				dupOf[i] = first
+				continue
+			}
+			firstWithKey[k] = i
+		}
+		unique = append(unique, &ingestItem{index: i, item: it})
+	}
+	t := idTime(p.Now)
+	for i, id := range sortedIDs(herald.PrefixEvent, t, len(unique)) {
+		unique[i].id = id
+	}
+
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		endpoints, err := enabledEndpoints(ctx, tx, unique)
+		if err != nil {
+			return err
+		}
+		inserted, err := insertEvents(ctx, tx, unique, p.Now)
+		if err != nil {
+			return err
+		}
+
+		// New events get their deliveries; the others were there before.
+		var fresh, conflicted []*ingestItem
+		nDeliveries := 0
+		for _, u := range unique {
+			if _, ok := inserted[u.id]; !ok {
+				conflicted = append(conflicted, u)
+				continue
+			}
+			fresh = append(fresh, u)
+			for _, ep := range endpoints[u.item.ConsumerID] {
+				if herald.MatchAny(ep.eventTypes, u.item.EventType) {
+					nDeliveries++
+				}
+			}
+		}
+		dlvIDs := sortedIDs(herald.PrefixDelivery, t, nDeliveries)
+		var d deliveryInsert
+		for _, u := range fresh {
+			payload := u.item.Payload
+			if payload == nil {
+				payload = []byte{}
+			}
+			refs := []store.DeliveryRef{}
+			for _, ep := range endpoints[u.item.ConsumerID] {
+				if !herald.MatchAny(ep.eventTypes, u.item.EventType) {
+					continue
+				}
+				ref := store.DeliveryRef{ID: dlvIDs[len(d.ids)], EndpointID: ep.id}
+				d.add(ref, u)
+				refs = append(refs, ref)
+			}
+			results[u.index] = store.EventIngestResult{
+				Event: &herald.Event{
+					ID:             u.id,
+					ConsumerID:     u.item.ConsumerID,
+					EventType:      u.item.EventType,
+					Payload:        payload,
+					IdempotencyKey: u.item.IdempotencyKey,
+					CreatedAt:      inserted[u.id],
+				},
+				Deliveries: refs,
+			}
+		}
+		if len(d.ids) > 0 {
+			if err := d.exec(ctx, tx, p.Now); err != nil {
+				return err
+			}
+		}
+		if err := existingEvents(ctx, tx, conflicted, results); err != nil {
+			return err
+		}
+		if len(d.ids) > 0 {
+			return s.notify(ctx, tx)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ingest events: %w", err)
+	}
+	for i, first := range dupOf {
+		if first < 0 {
+			continue
+		}
+		ev := *results[first].Event
+		results[i] = store.EventIngestResult{
+			Event:      &ev,
+			Duplicate:  true,
+			Deliveries: slices.Clone(results[first].Deliveries),
+		}
+	}
+	return results, nil
+}
+
+// enabledEndpoints reads, once per call, the enabled endpoints of every
+// consumer the items name, oldest first.
+func enabledEndpoints(ctx context.Context, tx pgx.Tx, items []*ingestItem) (map[string][]matcher, error) {
+	consumers := make([]string, 0, len(items))
+	seen := map[string]bool{}
+	for _, u := range items {
+		if !seen[u.item.ConsumerID] {
+			seen[u.item.ConsumerID] = true
+			consumers = append(consumers, u.item.ConsumerID)
+		}
+	}
+	rows, err := tx.Query(ctx, `
+		SELECT id, consumer_id, event_types FROM endpoints
+		WHERE enabled AND consumer_id = ANY($1)
+		ORDER BY id`, consumers)
+	if err != nil {
+		return nil, fmt.Errorf("read endpoints: %w", err)
+	}
+	defer rows.Close()
+	out := map[string][]matcher{}
+	for rows.Next() {
+		var m matcher
+		var consumer string
+		if err := rows.Scan(&m.id, &consumer, &m.eventTypes); err != nil {
+			return nil, fmt.Errorf("read endpoints: %w", err)
+		}
+		out[consumer] = append(out[consumer], m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read endpoints: %w", err)
+	}
+	return out, nil
+}
+
+// insertEvents inserts the items in one statement, skipping those whose
+// idempotency key is taken, and returns the created_at of each inserted id.
+// Rows go in by consumer and key, so two calls that share several keys
+// take them in the same order and cannot deadlock.
+func insertEvents(ctx context.Context, tx pgx.Tx, items []*ingestItem, now time.Time) (map[string]time.Time, error) {
+	ordered := slices.Clone(items)
+	slices.SortStableFunc(ordered, func(a, b *ingestItem) int {
+		return cmp.Or(
+			cmp.Compare(a.item.ConsumerID, b.item.ConsumerID),
+			cmp.Compare(a.item.IdempotencyKey, b.item.IdempotencyKey))
+	})
+	n := len(ordered)
+	ids, consumers, types, keys := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	payloads := make([][]byte, n)
+	for i, u := range ordered {
+		ids[i], consumers[i], types[i], keys[i] = u.id, u.item.ConsumerID, u.item.EventType, u.item.IdempotencyKey
+		payloads[i] = u.item.Payload
+		if payloads[i] == nil {
+			payloads[i] = []byte{}
+		}
+	}
+	rows, err := tx.Query(ctx, `
+		INSERT INTO events (id, consumer_id, event_type, payload, idempotency_key, created_at)
+		SELECT u.id, u.consumer_id, u.event_type, u.payload, nullif(u.key, ''),
+			coalesce($6::timestamptz, now())
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::text[])
+			WITH ORDINALITY AS u(id, consumer_id, event_type, payload, key, n)
+		ORDER BY u.n
+		ON CONFLICT (consumer_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+		RETURNING id, created_at`,
+		ids, consumers, types, payloads, keys, nowArg(now))
+	if err != nil {
+		return nil, fmt.Errorf("insert events: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[string]time.Time, n)
+	for rows.Next() {
+		var id string
+		var created time.Time
+		if err := rows.Scan(&id, &created); err != nil {
+			return nil, fmt.Errorf("insert events: %w", err)
+		}
+		out[id] = created.UTC()
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("insert events: %w", err)
+	}
+	return out, nil
+}
+
+// deliveryInsert gathers new deliveries as columns for one insert.
+type deliveryInsert struct {
+	ids, eventIDs, endpointIDs, consumerIDs, eventTypes []string
+}
+
+func (d *deliveryInsert) add(ref store.DeliveryRef, u *ingestItem) {
+	d.ids = append(d.ids, ref.ID)
+	d.eventIDs = append(d.eventIDs, u.id)
+	d.endpointIDs = append(d.endpointIDs, ref.EndpointID)
+	d.consumerIDs = append(d.consumerIDs, u.item.ConsumerID)
+	d.eventTypes = append(d.eventTypes, u.item.EventType)
+}
+
+// exec inserts the deliveries, pending and due now.
+func (d *deliveryInsert) exec(ctx context.Context, tx pgx.Tx, now time.Time) error {
+	_, err := tx.Exec(ctx, `
+		INSERT INTO deliveries (id, event_id, endpoint_id, consumer_id, event_type,
+			status, due_at, created_at, updated_at)
+		SELECT u.id, u.event_id, u.endpoint_id, u.consumer_id, u.event_type,
+			'pending', n.t, n.t, n.t
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
+			AS u(id, event_id, endpoint_id, consumer_id, event_type),
+			(SELECT coalesce($6::timestamptz, now()) AS t) AS n`,
+		d.ids, d.eventIDs, d.endpointIDs, d.consumerIDs, d.eventTypes, nowArg(now))
+	if err != nil {
+		return fmt.Errorf("insert deliveries: %w", err)
+	}
+	return nil
+}
+
+// existingEvents fills the results of items whose idempotency key was
+// taken with the event that took it and its deliveries, marked Duplicate.
+func existingEvents(ctx context.Context, tx pgx.Tx, items []*ingestItem, results []store.EventIngestResult) error {
+	if len(items) == 0 {
+		return nil
+	}
+	consumers, keys := make([]string, len(items)), make([]string, len(items))
+	for i, u := range items {
+		consumers[i], keys[i] = u.item.ConsumerID, u.item.IdempotencyKey
+	}
+	rows, err := tx.Query(ctx, `
+		SELECT `+qualify("e", eventCols)+`
+		FROM events e
+		JOIN unnest($1::text[], $2::text[]) AS k(consumer_id, key)
+			ON e.consumer_id = k.consumer_id AND e.idempotency_key = k.key`,
+		consumers, keys)
+	if err != nil {
+		return fmt.Errorf("read duplicate events: %w", err)
+	}
+	byKey := map[idempotencyKey]*herald.Event{}
+	var eventIDs []string
+	for rows.Next() {
+		var r eventRow
+		if err := rows.Scan(r.dest()...); err != nil {
+			rows.Close()
+			return fmt.Errorf("read duplicate events: %w", err)
+		}
+		ev := r.event()
+		byKey[idempotencyKey{ev.ConsumerID, ev.IdempotencyKey}] = ev
+		eventIDs = append(eventIDs, ev.ID)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read duplicate events: %w", err)
+	}
+
+	rows, err = tx.Query(ctx, `
+		SELECT id, endpoint_id, event_id FROM deliveries
+		WHERE event_id = ANY($1) ORDER BY id`, eventIDs)
+	if err != nil {
+		return fmt.Errorf("read duplicate deliveries: %w", err)
+	}
+	refs := map[string][]store.DeliveryRef{}
+	for rows.Next() {
+		var ref store.DeliveryRef
+		var eventID string
+		if err := rows.Scan(&ref.ID, &ref.EndpointID, &eventID); err != nil {
+			rows.Close()
+			return fmt.Errorf("read duplicate deliveries: %w", err)
+		}
+		refs[eventID] = append(refs[eventID], ref)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read duplicate deliveries: %w", err)
+	}
+
+	for _, u := range items {
+		ev, ok := byKey[idempotencyKey{u.item.ConsumerID, u.item.IdempotencyKey}]
+		if !ok {
+			// The insert skipped the row, so an event holds the key.
+			return fmt.Errorf("event %s: idempotency key taken but no event holds it", u.id)
+		}
+		r := refs[ev.ID]
+		if r == nil {
+			r = []store.DeliveryRef{}
+		}
+		results[u.index] = store.EventIngestResult{Event: ev, Duplicate: true, Deliveries: slices.Clone(r)}
+	}
+	return nil
+}
+
+// EventGet returns one event, or store.ErrNotFound.
+func (s *Store) EventGet(ctx context.Context, id string) (*herald.Event, error) {
+	var r eventRow
+	err := s.pool.QueryRow(ctx, "SELECT "+eventCols+" FROM events WHERE id = $1", id).Scan(r.dest()...)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("get event %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get event %s: %w", id, err)
+	}
+	return r.event(), nil
+}
+
+// EventList lists events newest first, filtered by consumer, type and a
+// created_at range [Since, Until).
+func (s *Store) EventList(ctx context.Context, p *store.EventListParams) (*store.Page[*herald.Event], error) {
+	limit := store.ClampLimit(p.Limit)
+	var where []string
+	var args []any
+	add := func(cond string, v any) {
+		args = append(args, v)
+		where = append(where, cond+" $"+strconv.Itoa(len(args)))
+	}
+	if p.ConsumerID != "" {
+		add("consumer_id =", p.ConsumerID)
+	}
+	if p.EventType != "" {
+		add("event_type =", p.EventType)
+	}
+	if !p.Since.IsZero() {
+		add("created_at >=", p.Since)
+	}
+	if !p.Until.IsZero() {
+		add("created_at <", p.Until)
+	}
+	if p.Cursor != "" {
+		add("id <", p.Cursor)
+	}
+	args = append(args, limit+1)
+	rows, err := s.pool.Query(ctx, "SELECT "+eventCols+" FROM events"+whereClause(where)+
+		" ORDER BY id DESC LIMIT $"+strconv.Itoa(len(args)), args...)
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	items, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*herald.Event, error) {
+		var r eventRow
+		if err := row.Scan(r.dest()...); err != nil {
+			return nil, err
+		}
+		return r.event(), nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	return page(items, limit, func(e *herald.Event) string { return e.ID }), nil
+}

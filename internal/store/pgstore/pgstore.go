@@ -1,0 +1,181 @@
+// Package pgstore is the PostgreSQL backend of the Herald store: many
+// stateless Herald nodes share one database, which is their only
+// coordinator. Claims take due deliveries with FOR UPDATE SKIP LOCKED under
+// a lease fenced by a growing token, LISTEN/NOTIFY wakes idle dispatchers on
+// every node, and "now" comes from the database clock unless the caller
+// passes its own (tests do), so nodes with skewed clocks agree.
+//
+// Everything lives in the schema that the connection's search_path selects,
+// so one database can hold several independent Herald installations (the
+// tests use one schema each).
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/heraldhooks/herald/internal/store"
+)
+
+var _ store.Store = (*Store)(nil)
+
+// Store is a store.Store on PostgreSQL. It is safe for concurrent use.
+type Store struct {
+	pool    *pgxpool.Pool
+	logger  *slog.Logger
+	channel string // the NOTIFY channel of this schema
+
+	// closing ends subscriptions when Close is called.
+	closing context.Context
+	stop    context.CancelFunc
+
+	mu     sync.Mutex // guards closed and subs.Add
+	closed bool
+	subs   sync.WaitGroup
+}
+
+// Open connects to the database at url (a postgres:// URL or a key=value
+// string; search_path picks the schema) and checks that it answers. It does
+// not migrate: callers call Migrate.
+func Open(ctx context.Context, url string, logger *slog.Logger) (*Store, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: parse url: %w", err)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	var schema *string
+	if err := pool.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	s := &Store{pool: pool, logger: logger, channel: channelName(schema)}
+	s.closing, s.stop = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// channelName names the NOTIFY channel after the schema, so installations
+// in different schemas of one database do not wake each other. It stays
+// within PostgreSQL's 63-byte identifier limit.
+func channelName(schema *string) string {
+	name := "herald_wake"
+	if schema != nil && *schema != "" {
+		name += "_" + *schema
+	}
+	if len(name) > 63 {
+		name = name[:63]
+	}
+	return name
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("ping postgres: %w", err)
+	}
+	return nil
+}
+
+// Close ends every subscription, waits for them, and closes the pool. It is
+// safe to call more than once.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	already := s.closed
+	s.closed = true
+	s.mu.Unlock()
+	if already {
+		return nil
+	}
+	s.stop()
+	s.subs.Wait()
+	s.pool.Close()
+	return nil
+}
+
+// nowArg is the value for a `coalesce($n::timestamptz, now())` parameter:
+// NULL for the zero time, so the database clock decides.
+func nowArg(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
+}
+
+// idTime is the time an id is made from: the caller's clock, or this node's.
+func idTime(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Now()
+	}
+	return t
+}
+
+// micros turns a duration into whole microseconds, PostgreSQL's precision.
+func micros(d time.Duration) int64 {
+	return d.Microseconds()
+}
+
+// utcPtr converts a nullable timestamp to UTC.
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// notify wakes the dispatchers of every node, once the transaction commits.
+func (s *Store) notify(ctx context.Context, tx pgx.Tx) error {
+	if _, err := tx.Exec(ctx, "SELECT pg_notify($1, '')", s.channel); err != nil {
+		return fmt.Errorf("notify: %w", err)
+	}
+	return nil
+}
+
+// inTx runs fn in a transaction, committing when it returns nil. Once fn
+// has done its work the commit runs whatever becomes of ctx: cancelling
+// the commit itself could leave the caller told "failed" about a
+// transaction the database went on to commit.
+func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit(context.WithoutCancel(ctx))
+}
+
+// isUniqueViolation reports whether err is PostgreSQL's unique_violation.
+func isUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
+}
+
+// page cuts a list fetched with limit+1 rows down to limit, and gives the
+// cursor of the page after (the id of the last item kept) when there is one.
+func page[T any](items []T, limit int, id func(T) string) *store.Page[T] {
+	p := &store.Page[T]{Items: items}
+	if len(items) > limit {
+		p.Items = items[:limit]
+		p.NextCursor = id(p.Items[limit-1])
+	}
+	if p.Items == nil {
+		p.Items = []T{}
+	}
+	return p
+}

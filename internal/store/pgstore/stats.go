@@ -1,0 +1,56 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/store"
+)
+
+// Stats counts deliveries by status and measures the due queue: the
+// pending deliveries whose time has come, and how long the oldest of them
+// has waited.
+func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, error) {
+	st := &store.Stats{ByStatus: map[herald.Status]int64{
+		herald.StatusPending:    0,
+		herald.StatusDelivering: 0,
+		herald.StatusDelivered:  0,
+		herald.StatusDead:       0,
+		herald.StatusCancelled:  0,
+	}}
+	rows, err := s.pool.Query(ctx, "SELECT status, count(*) FROM deliveries GROUP BY status")
+	if err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	for rows.Next() {
+		var status string
+		var n int64
+		if err := rows.Scan(&status, &n); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("stats: %w", err)
+		}
+		st.ByStatus[herald.Status(status)] = n
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+
+	var now time.Time
+	var oldest *time.Time
+	err = s.pool.QueryRow(ctx, `
+		SELECT n.t, count(d.id), min(d.due_at)
+		FROM (SELECT coalesce($1::timestamptz, now()) AS t) AS n
+		LEFT JOIN deliveries d
+			ON d.status IN ('pending', 'delivering') AND d.status = 'pending' AND d.due_at <= n.t
+		GROUP BY n.t`, nowArg(p.Now)).Scan(&now, &st.DueNow, &oldest)
+	if err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	if oldest != nil && now.After(*oldest) {
+		st.OldestDueAge = now.Sub(*oldest)
+	}
+	return st, nil
+}
