@@ -41,7 +41,8 @@ type Store interface {
 	// Subscribe returns a channel that receives a value (coalesced; a slow
 	// reader misses none that matter, since one value means "look again")
 	// whenever deliveries may have become due through another caller:
-	// ingest, replay, release, enable. The channel is closed when ctx ends.
+	// ingest, replay, release, enable. A commit made after Subscribe returns
+	// is signalled. The channel is closed when ctx ends.
 	// PostgreSQL uses LISTEN/NOTIFY, so wake-ups cross nodes; SQLite signals
 	// in process.
 	Subscribe(ctx context.Context) (<-chan struct{}, error)
@@ -81,7 +82,7 @@ type Store interface {
 	// DeliveryClaim takes up to p.Limit due deliveries (pending and due, or
 	// delivering with an expired lease) of enabled endpoints, oldest due
 	// first, marks them delivering under a new lease token and returns them
-	// with their event and endpoint. Each lease lasts twice the endpoint
+	// in that order with their event and endpoint. Each lease lasts twice the endpoint
 	// timeout plus p.LeaseMargin (invariant 10). Concurrent claimers never
 	// get the same delivery (FOR UPDATE SKIP LOCKED on PostgreSQL).
 	DeliveryClaim(ctx context.Context, p *DeliveryClaimParams) ([]*ClaimedDelivery, error)
@@ -89,7 +90,9 @@ type Store interface {
 	// delivery is still delivering under that lease token, applies the
 	// outcome. It reports for each outcome whether it was applied; a stale
 	// lease (the delivery was reclaimed, cancelled or disabled since) is not
-	// an error, the outcome is just not applied (invariant 10).
+	// an error, the outcome is just not applied (invariant 10): the attempt
+	// is logged, but the delivery's status, attempt count and last result
+	// stay, and its DisableEndpoint is ignored.
 	DeliveryCompleteMany(ctx context.Context, p *DeliveryCompleteManyParams) ([]bool, error)
 	// DeliveryRelease puts leased deliveries back to pending, due now,
 	// spending no attempt: a node shutting down hands its work back.
@@ -130,8 +133,9 @@ const (
 )
 
 // EndpointCreateParams creates Endpoint. ID, when empty, is made by the
-// store; Secret must be set by the caller; CreatedAt and UpdatedAt are set
-// from Now.
+// store (an ID already taken gives ErrConflict); Secret must be set by the
+// caller; Enabled and DisabledReason are stored as given; CreatedAt and
+// UpdatedAt are set from Now.
 type EndpointCreateParams struct {
 	Endpoint *herald.Endpoint
 	Now      time.Time
@@ -251,7 +255,9 @@ type DeliveryOutcome struct {
 	DeadReason herald.DeadReason
 	// DisableEndpoint also disables the endpoint with this reason (a 410
 	// gives "gone"), in the same transaction, sending its other live
-	// deliveries dead (endpoint_disabled) as EndpointSetEnabled does.
+	// deliveries dead (endpoint_disabled) as EndpointSetEnabled does. Only
+	// an applied outcome disables: a stale one may predate an operator's
+	// re-enable.
 	DisableEndpoint string
 }
 
