@@ -53,6 +53,12 @@ func sortedIDs(prefix string, t time.Time, n int) []string {
 // creates nothing and comes back as the first event, with its deliveries,
 // marked Duplicate. Two calls racing with one key give one event: the
 // second insert waits for the first transaction and then finds its event.
+//
+// The endpoints are read without a lock, so that a busy endpoint's row is
+// not share-locked by every ingest. The price: an ingest that commits just
+// after an endpoint is disabled may leave a pending delivery to it, which
+// no claim takes while the endpoint is disabled and which goes out once it
+// is enabled again; nothing is lost.
 func (s *Store) EventIngest(ctx context.Context, p *store.EventIngestParams) ([]store.EventIngestResult, error) {
 	results := make([]store.EventIngestResult, len(p.Events))
 	if len(p.Events) == 0 {
