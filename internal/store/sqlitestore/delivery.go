@@ -1,0 +1,232 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/store"
+)
+
+// deliveryColumns are read by deliveryDest, in this order.
+const deliveryColumns = `id, event_id, endpoint_id, consumer_id, event_type, status, attempt_count,
+	due_at, last_status_code, last_error, dead_reason, created_at, updated_at, delivered_at`
+
+// liveStatuses and terminalStatuses, as SQL lists.
+const (
+	liveStatuses     = `('pending', 'delivering')`
+	terminalStatuses = `('delivered', 'dead', 'cancelled')`
+)
+
+// deliveryDest returns scan destinations for deliveryColumns and a function
+// that finishes d once scanned.
+func deliveryDest(d *herald.Delivery) ([]any, func()) {
+	var (
+		status, deadReason   string
+		due, deliveredAt     sql.NullInt64
+		createdAt, updatedAt int64
+	)
+	return []any{
+			&d.ID, &d.EventID, &d.EndpointID, &d.ConsumerID, &d.EventType, &status, &d.AttemptCount,
+			&due, &d.LastStatusCode, &d.LastError, &deadReason, &createdAt, &updatedAt, &deliveredAt,
+		}, func() {
+			d.Status = herald.Status(status)
+			d.DeadReason = herald.DeadReason(deadReason)
+			d.NextAttemptAt = nil
+			if d.Status == herald.StatusPending {
+				// For delivering rows due_at is the lease expiry, not a
+				// next attempt.
+				d.NextAttemptAt = fromNullMicros(due)
+			}
+			d.CreatedAt = fromMicros(createdAt)
+			d.UpdatedAt = fromMicros(updatedAt)
+			d.DeliveredAt = fromNullMicros(deliveredAt)
+		}
+}
+
+// scanDelivery reads one row of deliveryColumns.
+func scanDelivery(sc scanner) (*herald.Delivery, error) {
+	d := &herald.Delivery{}
+	dest, finish := deliveryDest(d)
+	if err := sc.Scan(dest...); err != nil {
+		return nil, err
+	}
+	finish()
+	return d, nil
+}
+
+// getDelivery reads a delivery through q, or store.ErrNotFound.
+func getDelivery(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}, id string) (*herald.Delivery, error) {
+	d, err := scanDelivery(q.QueryRowContext(ctx, `SELECT `+deliveryColumns+` FROM deliveries WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	return d, err
+}
+
+// DeliveryGet returns the delivery, or store.ErrNotFound.
+func (s *Store) DeliveryGet(ctx context.Context, id string) (*herald.Delivery, error) {
+	d, err := getDelivery(ctx, s.reader, id)
+	if err != nil {
+		return nil, fmt.Errorf("get delivery %s: %w", id, err)
+	}
+	return d, nil
+}
+
+// DeliveryList lists deliveries newest first.
+func (s *Store) DeliveryList(ctx context.Context, p *store.DeliveryListParams) (*store.Page[*herald.Delivery], error) {
+	limit := store.ClampLimit(p.Limit)
+	w := &where{}
+	if p.Status != "" {
+		w.add("status = ?", string(p.Status))
+	}
+	if p.EndpointID != "" {
+		w.add("endpoint_id = ?", p.EndpointID)
+	}
+	if p.ConsumerID != "" {
+		w.add("consumer_id = ?", p.ConsumerID)
+	}
+	if p.EventID != "" {
+		w.add("event_id = ?", p.EventID)
+	}
+	if p.Cursor != "" {
+		w.add("id < ?", p.Cursor)
+	}
+	rows, err := s.reader.QueryContext(ctx, `SELECT `+deliveryColumns+` FROM deliveries`+w.String()+
+		` ORDER BY id DESC LIMIT ?`, append(w.args, limit+1)...)
+	if err != nil {
+		return nil, fmt.Errorf("list deliveries: %w", err)
+	}
+	defer rows.Close()
+	var items []*herald.Delivery
+	for rows.Next() {
+		d, err := scanDelivery(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list deliveries: %w", err)
+		}
+		items = append(items, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list deliveries: %w", err)
+	}
+	return page(items, limit, func(d *herald.Delivery) string { return d.ID }), nil
+}
+
+// replaySet is the SET of a replay: pending, due now, a fresh budget.
+const replaySet = `status = 'pending', attempt_count = 0, due_at = ?, dead_reason = '',
+	delivered_at = NULL, updated_at = ?`
+
+// replayableEndpoint holds for deliveries whose endpoint can take them.
+const replayableEndpoint = `endpoint_id IN (SELECT id FROM endpoints WHERE enabled = 1 AND deleted_at IS NULL)`
+
+// DeliveryReplay brings one terminal delivery back to pending, due now,
+// with a fresh attempt budget; live ones and those of a disabled or deleted
+// endpoint give store.ErrConflict.
+func (s *Store) DeliveryReplay(ctx context.Context, p *store.DeliveryReplayParams) (*herald.Delivery, error) {
+	t := now(p.Now)
+	var out *herald.Delivery
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var (
+			status  string
+			enabled bool
+		)
+		err := tx.QueryRowContext(ctx, `SELECT d.status, e.enabled = 1 AND e.deleted_at IS NULL
+			FROM deliveries d JOIN endpoints e ON e.id = d.endpoint_id WHERE d.id = ?`, p.ID).Scan(&status, &enabled)
+		if errors.Is(err, sql.ErrNoRows) {
+			return store.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		if !herald.Status(status).Terminal() {
+			return fmt.Errorf("delivery is %s: %w", status, store.ErrConflict)
+		}
+		if !enabled {
+			return fmt.Errorf("its endpoint is disabled or deleted: %w", store.ErrConflict)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET `+replaySet+` WHERE id = ?`, micros(t), micros(t), p.ID); err != nil {
+			return err
+		}
+		out, err = getDelivery(ctx, tx, p.ID)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("replay delivery %s: %w", p.ID, err)
+	}
+	s.notify()
+	return out, nil
+}
+
+// DeliveryReplayMany replays every terminal delivery of p.EventID or
+// p.EndpointID that matches the filter and whose endpoint is enabled.
+func (s *Store) DeliveryReplayMany(ctx context.Context, p *store.DeliveryReplayManyParams) (int, error) {
+	if p.EventID == "" && p.EndpointID == "" {
+		return 0, errors.New("replay deliveries: an event or an endpoint is required")
+	}
+	t := now(p.Now)
+	w := &where{}
+	w.add("status IN " + terminalStatuses)
+	w.add(replayableEndpoint)
+	if p.Status != "" {
+		w.add("status = ?", string(p.Status))
+	}
+	if p.EventID != "" {
+		w.add("event_id = ?", p.EventID)
+	}
+	if p.EndpointID != "" {
+		w.add("endpoint_id = ?", p.EndpointID)
+	}
+	if !p.Since.IsZero() {
+		w.add("created_at >= ?", micros(p.Since))
+	}
+	if !p.Until.IsZero() {
+		w.add("created_at < ?", micros(p.Until))
+	}
+	var n int64
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE deliveries SET `+replaySet+w.String(),
+			append([]any{micros(t), micros(t)}, w.args...)...)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("replay deliveries: %w", err)
+	}
+	if n > 0 {
+		s.notify()
+	}
+	return int(n), nil
+}
+
+// DeliveryCancel cancels a pending or delivering delivery; a terminal one
+// gives store.ErrConflict.
+func (s *Store) DeliveryCancel(ctx context.Context, p *store.DeliveryCancelParams) (*herald.Delivery, error) {
+	t := now(p.Now)
+	var out *herald.Delivery
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE deliveries SET status = 'cancelled', due_at = NULL, updated_at = ?
+			WHERE id = ? AND status IN `+liveStatuses, micros(t), p.ID)
+		if err := oneRow(res, err); errors.Is(err, store.ErrNotFound) {
+			d, err := getDelivery(ctx, tx, p.ID)
+			if err != nil {
+				return err
+			}
+			return fmt.Errorf("delivery is %s: %w", d.Status, store.ErrConflict)
+		} else if err != nil {
+			return err
+		}
+		out, err = getDelivery(ctx, tx, p.ID)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cancel delivery %s: %w", p.ID, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,344 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/store"
+)
+
+// endpointColumns are read by scanEndpoint, in this order.
+const endpointColumns = `id, consumer_id, url, description, event_types, secret, previous_secret,
+	previous_secret_expires_at, enabled, disabled_reason, timeout_ns, retry_schedule,
+	retry_exponential, retry_client_errors, rate_limit, max_in_flight, signature_scheme,
+	headers, created_at, updated_at`
+
+// prefixed qualifies each of a comma-separated column list with alias.
+func prefixed(alias, columns string) string {
+	cols := strings.Split(columns, ",")
+	for i, c := range cols {
+		cols[i] = alias + "." + strings.TrimSpace(c)
+	}
+	return strings.Join(cols, ", ")
+}
+
+// endpointDest returns scan destinations for endpointColumns and a function
+// that decodes them into ep once scanned.
+func endpointDest(ep *herald.Endpoint) ([]any, func() error) {
+	var (
+		prevExpires                                           sql.NullInt64
+		eventTypes, schedule, exponential, rateLimit, headers string
+		timeoutNS, createdAt, updatedAt                       int64
+		scheme                                                string
+	)
+	dest := []any{
+		&ep.ID, &ep.ConsumerID, &ep.URL, &ep.Description, &eventTypes, &ep.Secret, &ep.PreviousSecret,
+		&prevExpires, &ep.Enabled, &ep.DisabledReason, &timeoutNS, &schedule,
+		&exponential, &ep.RetryClientErrors, &rateLimit, &ep.MaxInFlight, &scheme,
+		&headers, &createdAt, &updatedAt,
+	}
+	return dest, func() error {
+		ep.PreviousSecretExpiresAt = fromNullMicros(prevExpires)
+		ep.Timeout = time.Duration(timeoutNS)
+		ep.SignatureScheme = herald.SignatureScheme(scheme)
+		ep.CreatedAt = fromMicros(createdAt)
+		ep.UpdatedAt = fromMicros(updatedAt)
+		ep.EventTypes, ep.RetrySchedule, ep.RetryExponential, ep.RateLimit, ep.Headers = nil, nil, nil, nil, nil
+		for _, f := range []struct {
+			name string
+			raw  string
+			into any
+		}{
+			{"event_types", eventTypes, &ep.EventTypes},
+			{"retry_schedule", schedule, &ep.RetrySchedule},
+			{"retry_exponential", exponential, &ep.RetryExponential},
+			{"rate_limit", rateLimit, &ep.RateLimit},
+			{"headers", headers, &ep.Headers},
+		} {
+			if err := json.Unmarshal([]byte(f.raw), f.into); err != nil {
+				return fmt.Errorf("decode endpoint %s %s: %w", ep.ID, f.name, err)
+			}
+		}
+		return nil
+	}
+}
+
+// scanEndpoint reads one row of endpointColumns.
+func scanEndpoint(sc scanner) (*herald.Endpoint, error) {
+	ep := &herald.Endpoint{}
+	dest, finish := endpointDest(ep)
+	if err := sc.Scan(dest...); err != nil {
+		return nil, err
+	}
+	return ep, finish()
+}
+
+// endpointSettings are the JSON-encoded list-valued settings of ep.
+type endpointSettings struct {
+	eventTypes, schedule, exponential, rateLimit, headers string
+}
+
+func encodeSettings(ep *herald.Endpoint) (endpointSettings, error) {
+	var out endpointSettings
+	for _, f := range []struct {
+		name string
+		v    any
+		into *string
+	}{
+		{"event_types", ep.EventTypes, &out.eventTypes},
+		{"retry_schedule", ep.RetrySchedule, &out.schedule},
+		{"retry_exponential", ep.RetryExponential, &out.exponential},
+		{"rate_limit", ep.RateLimit, &out.rateLimit},
+		{"headers", ep.Headers, &out.headers},
+	} {
+		b, err := json.Marshal(f.v)
+		if err != nil {
+			return out, fmt.Errorf("encode %s: %w", f.name, err)
+		}
+		*f.into = string(b)
+	}
+	return out, nil
+}
+
+// getEndpoint reads a live (not deleted) endpoint through q.
+func getEndpoint(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}, id string) (*herald.Endpoint, error) {
+	ep, err := scanEndpoint(q.QueryRowContext(ctx,
+		`SELECT `+endpointColumns+` FROM endpoints WHERE id = ? AND deleted_at IS NULL`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
+	return ep, err
+}
+
+// EndpointCreate stores p.Endpoint as a new endpoint and returns it as stored.
+func (s *Store) EndpointCreate(ctx context.Context, p *store.EndpointCreateParams) (*herald.Endpoint, error) {
+	if p.Endpoint == nil {
+		return nil, errors.New("create endpoint: no endpoint given")
+	}
+	in := p.Endpoint
+	if in.Secret == "" {
+		return nil, errors.New("create endpoint: secret is required")
+	}
+	t := now(p.Now)
+	id := in.ID
+	if id == "" {
+		id = herald.NewID(herald.PrefixEndpoint, t)
+	}
+	set, err := encodeSettings(in)
+	if err != nil {
+		return nil, fmt.Errorf("create endpoint: %w", err)
+	}
+	var out *herald.Endpoint
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO endpoints (`+endpointColumns+`)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (id) DO NOTHING`,
+			id, in.ConsumerID, in.URL, in.Description, set.eventTypes, in.Secret, in.PreviousSecret,
+			nullMicros(in.PreviousSecretExpiresAt), in.Enabled, in.DisabledReason, int64(in.Timeout), set.schedule,
+			set.exponential, in.RetryClientErrors, set.rateLimit, in.MaxInFlight, string(in.SignatureScheme),
+			set.headers, micros(t), micros(t))
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return fmt.Errorf("id %s is taken: %w", id, store.ErrConflict)
+		}
+		out, err = getEndpoint(ctx, tx, id)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create endpoint: %w", err)
+	}
+	return out, nil
+}
+
+// EndpointGet returns the endpoint, or store.ErrNotFound (deleted ones too).
+func (s *Store) EndpointGet(ctx context.Context, id string) (*herald.Endpoint, error) {
+	ep, err := getEndpoint(ctx, s.reader, id)
+	if err != nil {
+		return nil, fmt.Errorf("get endpoint %s: %w", id, err)
+	}
+	return ep, nil
+}
+
+// EndpointList lists endpoints newest first, of one consumer or of all.
+func (s *Store) EndpointList(ctx context.Context, p *store.EndpointListParams) (*store.Page[*herald.Endpoint], error) {
+	limit := store.ClampLimit(p.Limit)
+	w := &where{}
+	w.add("deleted_at IS NULL")
+	if p.ConsumerID != "" {
+		w.add("consumer_id = ?", p.ConsumerID)
+	}
+	if p.Cursor != "" {
+		w.add("id < ?", p.Cursor)
+	}
+	rows, err := s.reader.QueryContext(ctx, `SELECT `+endpointColumns+` FROM endpoints`+w.String()+
+		` ORDER BY id DESC LIMIT ?`, append(w.args, limit+1)...)
+	if err != nil {
+		return nil, fmt.Errorf("list endpoints: %w", err)
+	}
+	defer rows.Close()
+	var items []*herald.Endpoint
+	for rows.Next() {
+		ep, err := scanEndpoint(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list endpoints: %w", err)
+		}
+		items = append(items, ep)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list endpoints: %w", err)
+	}
+	return page(items, limit, func(ep *herald.Endpoint) string { return ep.ID }), nil
+}
+
+// EndpointUpdate replaces the endpoint's settings with those of p.Endpoint;
+// id, consumer, secrets, enabled state and creation time stay.
+func (s *Store) EndpointUpdate(ctx context.Context, p *store.EndpointUpdateParams) (*herald.Endpoint, error) {
+	if p.Endpoint == nil {
+		return nil, errors.New("update endpoint: no endpoint given")
+	}
+	in := p.Endpoint
+	t := now(p.Now)
+	set, err := encodeSettings(in)
+	if err != nil {
+		return nil, fmt.Errorf("update endpoint %s: %w", in.ID, err)
+	}
+	var out *herald.Endpoint
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE endpoints SET
+				url = ?, description = ?, event_types = ?, timeout_ns = ?, retry_schedule = ?,
+				retry_exponential = ?, retry_client_errors = ?, rate_limit = ?, max_in_flight = ?,
+				signature_scheme = ?, headers = ?, updated_at = ?
+			WHERE id = ? AND deleted_at IS NULL`,
+			in.URL, in.Description, set.eventTypes, int64(in.Timeout), set.schedule,
+			set.exponential, in.RetryClientErrors, set.rateLimit, in.MaxInFlight,
+			string(in.SignatureScheme), set.headers, micros(t), in.ID)
+		if err := oneRow(res, err); err != nil {
+			return err
+		}
+		out, err = getEndpoint(ctx, tx, in.ID)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("update endpoint %s: %w", in.ID, err)
+	}
+	return out, nil
+}
+
+// EndpointDelete removes the endpoint from view and drops its secrets; its
+// live deliveries are cancelled and its history stays.
+func (s *Store) EndpointDelete(ctx context.Context, p *store.EndpointDeleteParams) error {
+	t := now(p.Now)
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE endpoints SET
+				deleted_at = ?, updated_at = ?, enabled = 0, secret = '', previous_secret = '',
+				previous_secret_expires_at = NULL
+			WHERE id = ? AND deleted_at IS NULL`, micros(t), micros(t), p.ID)
+		if err := oneRow(res, err); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE deliveries SET status = 'cancelled', due_at = NULL, updated_at = ?
+			WHERE endpoint_id = ? AND status IN ('pending', 'delivering')`, micros(t), p.ID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("delete endpoint %s: %w", p.ID, err)
+	}
+	return nil
+}
+
+// EndpointSetEnabled enables or disables the endpoint; disabling sends its
+// live deliveries dead (endpoint_disabled) in the same transaction.
+func (s *Store) EndpointSetEnabled(ctx context.Context, p *store.EndpointSetEnabledParams) (*herald.Endpoint, error) {
+	t := now(p.Now)
+	reason := p.Reason
+	if p.Enabled {
+		reason = ""
+	}
+	var out *herald.Endpoint
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var err error
+		if err = setEnabled(ctx, tx, p.ID, p.Enabled, reason, t); err != nil {
+			return err
+		}
+		out, err = getEndpoint(ctx, tx, p.ID)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("set endpoint %s enabled=%t: %w", p.ID, p.Enabled, err)
+	}
+	if p.Enabled {
+		s.notify()
+	}
+	return out, nil
+}
+
+// setEnabled writes an endpoint's enabled state inside tx; disabling sends
+// its live deliveries dead.
+func setEnabled(ctx context.Context, tx *sql.Tx, id string, enabled bool, reason string, t time.Time) error {
+	res, err := tx.ExecContext(ctx, `UPDATE endpoints SET enabled = ?, disabled_reason = ?, updated_at = ?
+		WHERE id = ? AND deleted_at IS NULL`, enabled, reason, micros(t), id)
+	if err := oneRow(res, err); err != nil {
+		return err
+	}
+	if enabled {
+		return nil
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE deliveries SET status = 'dead', dead_reason = ?, due_at = NULL, updated_at = ?
+		WHERE endpoint_id = ? AND status IN ('pending', 'delivering')`,
+		string(herald.DeadEndpointDisabled), micros(t), id)
+	return err
+}
+
+// EndpointRotateSecret makes p.NewSecret the secret; the old one keeps
+// signing until p.PreviousValidFor after Now.
+func (s *Store) EndpointRotateSecret(ctx context.Context, p *store.EndpointRotateSecretParams) (*herald.Endpoint, error) {
+	if p.NewSecret == "" {
+		return nil, fmt.Errorf("rotate secret of endpoint %s: new secret is required", p.ID)
+	}
+	t := now(p.Now)
+	var out *herald.Endpoint
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		// The right-hand sides read the row as it was: previous_secret
+		// takes the old secret.
+		res, err := tx.ExecContext(ctx, `UPDATE endpoints SET
+				previous_secret = secret, previous_secret_expires_at = ?, secret = ?, updated_at = ?
+			WHERE id = ? AND deleted_at IS NULL`,
+			micros(t.Add(p.PreviousValidFor)), p.NewSecret, micros(t), p.ID)
+		if err := oneRow(res, err); err != nil {
+			return err
+		}
+		out, err = getEndpoint(ctx, tx, p.ID)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("rotate secret of endpoint %s: %w", p.ID, err)
+	}
+	return out, nil
+}
+
+// oneRow turns an UPDATE that touched no row into store.ErrNotFound.
+func oneRow(res sql.Result, err error) error {
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return store.ErrNotFound
+	}
+	return nil
+}

@@ -1,0 +1,237 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/store"
+)
+
+// eventColumns are read by eventDest, in this order.
+const eventColumns = `id, consumer_id, event_type, payload, idempotency_key, created_at`
+
+// eventDest returns scan destinations for eventColumns and a function that
+// finishes ev once scanned.
+func eventDest(ev *herald.Event) ([]any, func()) {
+	var (
+		key       sql.NullString
+		createdAt int64
+	)
+	return []any{&ev.ID, &ev.ConsumerID, &ev.EventType, &ev.Payload, &key, &createdAt}, func() {
+		ev.IdempotencyKey = key.String
+		ev.CreatedAt = fromMicros(createdAt)
+		if ev.Payload == nil {
+			ev.Payload = []byte{}
+		}
+	}
+}
+
+// scanEvent reads one row of eventColumns.
+func scanEvent(sc scanner) (*herald.Event, error) {
+	ev := &herald.Event{}
+	dest, finish := eventDest(ev)
+	if err := sc.Scan(dest...); err != nil {
+		return nil, err
+	}
+	finish()
+	return ev, nil
+}
+
+// fanOutTarget is what ingest needs of an endpoint.
+type fanOutTarget struct {
+	id         string
+	eventTypes []string
+}
+
+// EventIngest writes the events and their deliveries in one transaction;
+// an idempotency key seen before (in the store or earlier in this call)
+// answers with the first event and creates nothing.
+func (s *Store) EventIngest(ctx context.Context, p *store.EventIngestParams) ([]store.EventIngestResult, error) {
+	if len(p.Events) == 0 {
+		return []store.EventIngestResult{}, nil
+	}
+	t := now(p.Now)
+	results := make([]store.EventIngestResult, len(p.Events))
+	created := false
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		findKey, err := tx.PrepareContext(ctx, `SELECT `+eventColumns+` FROM events WHERE consumer_id = ? AND idempotency_key = ?`)
+		if err != nil {
+			return err
+		}
+		defer findKey.Close()
+		listRefs, err := tx.PrepareContext(ctx, `SELECT id, endpoint_id FROM deliveries WHERE event_id = ? ORDER BY id`)
+		if err != nil {
+			return err
+		}
+		defer listRefs.Close()
+		insertEvent, err := tx.PrepareContext(ctx, `INSERT INTO events (`+eventColumns+`) VALUES (?, ?, ?, ?, ?, ?)`)
+		if err != nil {
+			return err
+		}
+		defer insertEvent.Close()
+		insertDelivery, err := tx.PrepareContext(ctx, `INSERT INTO deliveries
+			(id, event_id, endpoint_id, consumer_id, event_type, status, attempt_count, due_at,
+			 lease_token, last_status_code, last_error, dead_reason, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, 'pending', 0, ?, 0, 0, '', '', ?, ?)`)
+		if err != nil {
+			return err
+		}
+		defer insertDelivery.Close()
+
+		targets := map[string][]fanOutTarget{}
+		for i, item := range p.Events {
+			if item.IdempotencyKey != "" {
+				first, err := scanEvent(findKey.QueryRowContext(ctx, item.ConsumerID, item.IdempotencyKey))
+				switch {
+				case err == nil:
+					refs, err := deliveryRefs(ctx, listRefs, first.ID)
+					if err != nil {
+						return err
+					}
+					results[i] = store.EventIngestResult{Event: first, Duplicate: true, Deliveries: refs}
+					continue
+				case !errors.Is(err, sql.ErrNoRows):
+					return err
+				}
+			}
+
+			eps, ok := targets[item.ConsumerID]
+			if !ok {
+				if eps, err = fanOutTargets(ctx, tx, item.ConsumerID); err != nil {
+					return err
+				}
+				targets[item.ConsumerID] = eps
+			}
+
+			payload := item.Payload
+			if payload == nil {
+				payload = []byte{}
+			}
+			ev := &herald.Event{
+				ID:             herald.NewID(herald.PrefixEvent, t),
+				ConsumerID:     item.ConsumerID,
+				EventType:      item.EventType,
+				Payload:        append([]byte(nil), payload...),
+				IdempotencyKey: item.IdempotencyKey,
+				CreatedAt:      t,
+			}
+			key := sql.NullString{String: ev.IdempotencyKey, Valid: ev.IdempotencyKey != ""}
+			if _, err := insertEvent.ExecContext(ctx, ev.ID, ev.ConsumerID, ev.EventType, ev.Payload, key, micros(t)); err != nil {
+				return fmt.Errorf("event %d: %w", i, err)
+			}
+			refs := []store.DeliveryRef{}
+			for _, ep := range eps {
+				if !herald.MatchAny(ep.eventTypes, ev.EventType) {
+					continue
+				}
+				id := herald.NewID(herald.PrefixDelivery, t)
+				if _, err := insertDelivery.ExecContext(ctx, id, ev.ID, ep.id, ev.ConsumerID, ev.EventType,
+					micros(t), micros(t), micros(t)); err != nil {
+					return fmt.Errorf("event %d: %w", i, err)
+				}
+				refs = append(refs, store.DeliveryRef{ID: id, EndpointID: ep.id})
+				created = true
+			}
+			results[i] = store.EventIngestResult{Event: ev, Deliveries: refs}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ingest events: %w", err)
+	}
+	if created {
+		s.notify()
+	}
+	return results, nil
+}
+
+// fanOutTargets lists the enabled endpoints of consumer with their filters.
+func fanOutTargets(ctx context.Context, tx *sql.Tx, consumer string) ([]fanOutTarget, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT `+endpointColumns+` FROM endpoints
+		WHERE consumer_id = ? AND enabled = 1 AND deleted_at IS NULL ORDER BY id`, consumer)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []fanOutTarget
+	for rows.Next() {
+		ep, err := scanEndpoint(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, fanOutTarget{id: ep.ID, eventTypes: ep.EventTypes})
+	}
+	return out, rows.Err()
+}
+
+// deliveryRefs lists the deliveries of an event.
+func deliveryRefs(ctx context.Context, stmt *sql.Stmt, eventID string) ([]store.DeliveryRef, error) {
+	rows, err := stmt.QueryContext(ctx, eventID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	refs := []store.DeliveryRef{}
+	for rows.Next() {
+		var r store.DeliveryRef
+		if err := rows.Scan(&r.ID, &r.EndpointID); err != nil {
+			return nil, err
+		}
+		refs = append(refs, r)
+	}
+	return refs, rows.Err()
+}
+
+// EventGet returns the event with its payload, or store.ErrNotFound.
+func (s *Store) EventGet(ctx context.Context, id string) (*herald.Event, error) {
+	ev, err := scanEvent(s.reader.QueryRowContext(ctx, `SELECT `+eventColumns+` FROM events WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("get event %s: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get event %s: %w", id, err)
+	}
+	return ev, nil
+}
+
+// EventList lists events newest first, with their payloads.
+func (s *Store) EventList(ctx context.Context, p *store.EventListParams) (*store.Page[*herald.Event], error) {
+	limit := store.ClampLimit(p.Limit)
+	w := &where{}
+	if p.ConsumerID != "" {
+		w.add("consumer_id = ?", p.ConsumerID)
+	}
+	if p.EventType != "" {
+		w.add("event_type = ?", p.EventType)
+	}
+	if !p.Since.IsZero() {
+		w.add("created_at >= ?", micros(p.Since))
+	}
+	if !p.Until.IsZero() {
+		w.add("created_at < ?", micros(p.Until))
+	}
+	if p.Cursor != "" {
+		w.add("id < ?", p.Cursor)
+	}
+	rows, err := s.reader.QueryContext(ctx, `SELECT `+eventColumns+` FROM events`+w.String()+
+		` ORDER BY id DESC LIMIT ?`, append(w.args, limit+1)...)
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	defer rows.Close()
+	var items []*herald.Event
+	for rows.Next() {
+		ev, err := scanEvent(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list events: %w", err)
+		}
+		items = append(items, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	return page(items, limit, func(ev *herald.Event) string { return ev.ID }), nil
+}

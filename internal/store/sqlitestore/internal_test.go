@@ -1,0 +1,146 @@
+package sqlitestore
+
+import (
+	"database/sql"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhooks/herald/internal/testdb"
+)
+
+func openInternal(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(t.Context(), testdb.SQLitePath(t), slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	require.NoError(t, s.Migrate(t.Context()))
+	return s
+}
+
+// pragma reads one pragma on one connection of db.
+func pragma(t *testing.T, conn *sql.Conn, name string) string {
+	t.Helper()
+	var v string
+	require.NoError(t, conn.QueryRowContext(t.Context(), "PRAGMA "+name).Scan(&v))
+	return v
+}
+
+func TestEveryConnectionHasThePragmas(t *testing.T) {
+	t.Parallel()
+	s := openInternal(t)
+
+	check := func(db *sql.DB, readOnly bool) {
+		// Hold several connections at once so that more than one is opened.
+		var conns []*sql.Conn
+		n := 1
+		if readOnly {
+			n = 3
+		}
+		for range n {
+			c, err := db.Conn(t.Context())
+			require.NoError(t, err)
+			conns = append(conns, c)
+		}
+		for _, c := range conns {
+			require.Equal(t, "wal", pragma(t, c, "journal_mode"))
+			require.Equal(t, "1", pragma(t, c, "foreign_keys"))
+			require.Equal(t, "2", pragma(t, c, "synchronous"), "FULL")
+			require.Equal(t, "10000", pragma(t, c, "busy_timeout"))
+			if readOnly {
+				require.Equal(t, "1", pragma(t, c, "query_only"))
+			} else {
+				require.Equal(t, "0", pragma(t, c, "query_only"))
+			}
+			require.NoError(t, c.Close())
+		}
+	}
+	check(s.writer, false)
+	check(s.reader, true)
+}
+
+func TestReaderCannotWrite(t *testing.T) {
+	t.Parallel()
+	s := openInternal(t)
+	_, err := s.reader.ExecContext(t.Context(), `INSERT INTO settings (key, value) VALUES ('k', 'v')`)
+	require.Error(t, err)
+}
+
+func TestMigrationsAreRecorded(t *testing.T) {
+	t.Parallel()
+	s := openInternal(t)
+	ms, err := migrations()
+	require.NoError(t, err)
+	require.NotEmpty(t, ms)
+	require.Equal(t, 1, ms[0].version)
+
+	require.NoError(t, s.Migrate(t.Context()))
+	rows, err := s.reader.QueryContext(t.Context(), `SELECT version, name FROM schema_migrations ORDER BY version`)
+	require.NoError(t, err)
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var (
+			v    int
+			name string
+		)
+		require.NoError(t, rows.Scan(&v, &name))
+		got = append(got, name)
+	}
+	require.NoError(t, rows.Err())
+	var want []string
+	for _, m := range ms {
+		want = append(want, m.name)
+	}
+	require.Equal(t, want, got, "each migration recorded once")
+}
+
+func TestConcurrentMigrateAppliesOnce(t *testing.T) {
+	t.Parallel()
+	path := testdb.SQLitePath(t)
+	var stores []*Store
+	for range 3 {
+		s, err := Open(t.Context(), path, nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, s.Close()) })
+		stores = append(stores, s)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(stores))
+	for i, s := range stores {
+		wg.Go(func() { errs[i] = s.Migrate(t.Context()) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	var n int
+	require.NoError(t, stores[0].reader.QueryRowContext(t.Context(), `SELECT count(*) FROM schema_migrations`).Scan(&n))
+	ms, err := migrations()
+	require.NoError(t, err)
+	require.Equal(t, len(ms), n)
+}
+
+func TestClaimWalksTheDueIndex(t *testing.T) {
+	t.Parallel()
+	s := openInternal(t)
+	rows, err := s.reader.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+claimQuery, int64(0), 10)
+	require.NoError(t, err)
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var (
+			id, parent, unused int
+			detail             string
+		)
+		require.NoError(t, rows.Scan(&id, &parent, &unused, &detail))
+		plan = append(plan, detail)
+	}
+	require.NoError(t, rows.Err())
+	joined := strings.Join(plan, "\n")
+	require.Contains(t, joined, "deliveries_due", joined)
+	require.NotContains(t, joined, "TEMP B-TREE", "no sort: the index gives due order\n%s", joined)
+}

@@ -1,0 +1,264 @@
+// Package sqlitestore is the embedded store.Store: one SQLite file, written
+// through the pure-Go modernc.org/sqlite driver, for a single Herald node
+// that needs nothing else.
+//
+// SQLite has one writer at a time, so the store keeps one write connection
+// (every write transaction begins IMMEDIATE on it, which queues writers in
+// Go instead of failing them with SQLITE_BUSY) and a separate pool of
+// read-only connections that WAL lets read beside the writer. Commits use
+// synchronous=FULL: accepted means on disk. Since the process is the only
+// node, the process clock stands in for the database clock when a caller
+// passes no Now.
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"runtime"
+	"strings"
+	"sync"
+	"time"
+
+	// The driver registers itself as "sqlite".
+	_ "modernc.org/sqlite"
+
+	"github.com/heraldhooks/herald/internal/store"
+)
+
+var _ store.Store = (*Store)(nil)
+
+// Store is the SQLite backend. Open it, then call Migrate.
+type Store struct {
+	writer *sql.DB
+	reader *sql.DB
+	logger *slog.Logger
+
+	mu     sync.Mutex
+	subs   map[chan struct{}]struct{}
+	closed bool
+	done   chan struct{} // closed by Close: ends the subscription watchers
+}
+
+// busyTimeout is how long a connection waits on a lock held by another
+// process (a backup, the sqlite3 shell) before giving up.
+const busyTimeout = 10 * time.Second
+
+// Open opens (creating if need be) the SQLite database at path. It does not
+// migrate; call Migrate before use.
+func Open(ctx context.Context, path string, logger *slog.Logger) (*Store, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if path == "" || strings.ContainsAny(path, "?#") || strings.HasPrefix(path, "file:") || path == ":memory:" {
+		return nil, fmt.Errorf("open sqlite: path %q must name a file (no URI, query or :memory:)", path)
+	}
+	pragmas := url.Values{}
+	pragmas.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeout.Milliseconds()))
+	pragmas.Add("_pragma", "journal_mode(WAL)")
+	pragmas.Add("_pragma", "foreign_keys(1)")
+	pragmas.Add("_pragma", "synchronous(FULL)")
+
+	w := url.Values{}
+	for k, v := range pragmas {
+		w[k] = append([]string(nil), v...)
+	}
+	w.Set("_txlock", "immediate")
+	writer, err := sql.Open("sqlite", path+"?"+w.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	writer.SetMaxOpenConns(1)
+	writer.SetMaxIdleConns(1)
+	writer.SetConnMaxLifetime(0)
+	writer.SetConnMaxIdleTime(0)
+	// The writer connects first, so the file exists in WAL mode before any
+	// read-only connection opens it.
+	if err := writer.PingContext(ctx); err != nil {
+		writer.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+
+	r := url.Values{}
+	for k, v := range pragmas {
+		r[k] = append([]string(nil), v...)
+	}
+	r.Add("_pragma", "query_only(1)")
+	reader, err := sql.Open("sqlite", path+"?"+r.Encode())
+	if err != nil {
+		writer.Close()
+		return nil, fmt.Errorf("open sqlite %s for reading: %w", path, err)
+	}
+	readers := max(4, runtime.GOMAXPROCS(0))
+	reader.SetMaxOpenConns(readers)
+	reader.SetMaxIdleConns(readers)
+	if err := reader.PingContext(ctx); err != nil {
+		reader.Close()
+		writer.Close()
+		return nil, fmt.Errorf("open sqlite %s for reading: %w", path, err)
+	}
+
+	return &Store{
+		writer: writer,
+		reader: reader,
+		logger: logger,
+		subs:   map[chan struct{}]struct{}{},
+		done:   make(chan struct{}),
+	}, nil
+}
+
+// Ping checks that both the writer and the readers answer.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.writer.PingContext(ctx); err != nil {
+		return fmt.Errorf("ping sqlite: %w", err)
+	}
+	if err := s.reader.PingContext(ctx); err != nil {
+		return fmt.Errorf("ping sqlite readers: %w", err)
+	}
+	return nil
+}
+
+// Close ends every subscription and closes the database. Calling it again
+// does nothing.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.done)
+	for ch := range s.subs {
+		close(ch)
+		delete(s.subs, ch)
+	}
+	s.mu.Unlock()
+
+	return errors.Join(s.reader.Close(), s.writer.Close())
+}
+
+// Subscribe returns a channel that receives a value after every commit that
+// may have made deliveries due (ingest, replay, release, enable). Signals are
+// in process: SQLite has one node.
+func (s *Store) Subscribe(ctx context.Context) (<-chan struct{}, error) {
+	ch := make(chan struct{}, 1)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, errors.New("subscribe: store closed")
+	}
+	s.subs[ch] = struct{}{}
+	s.mu.Unlock()
+
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-s.done:
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if _, ok := s.subs[ch]; ok {
+			delete(s.subs, ch)
+			close(ch)
+		}
+	}()
+	return ch, nil
+}
+
+// notify wakes every subscriber without waiting for any: a subscriber that
+// has a value waiting already will look again anyway.
+func (s *Store) notify() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for ch := range s.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// write runs fn in one write transaction (BEGIN IMMEDIATE) and commits it.
+func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// now is the time an operation runs at: the caller's Now, or the process
+// clock (the database clock of a single-node store), to the microsecond.
+func now(t time.Time) time.Time {
+	if t.IsZero() {
+		t = time.Now()
+	}
+	return t.UTC().Truncate(time.Microsecond)
+}
+
+// micros is how a time is stored.
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+// fromMicros reads a stored time.
+func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
+
+// nullMicros stores an optional time.
+func nullMicros(t *time.Time) sql.NullInt64 {
+	if t == nil {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: micros(*t), Valid: true}
+}
+
+// fromNullMicros reads an optional time.
+func fromNullMicros(v sql.NullInt64) *time.Time {
+	if !v.Valid {
+		return nil
+	}
+	t := fromMicros(v.Int64)
+	return &t
+}
+
+// scanner is a *sql.Row or *sql.Rows.
+type scanner interface {
+	Scan(dest ...any) error
+}
+
+// page cuts rows fetched with limit+1 to one page and names the cursor of
+// the next.
+func page[T any](items []T, limit int, id func(T) string) *store.Page[T] {
+	p := &store.Page[T]{Items: items}
+	if len(items) > limit {
+		p.Items = items[:limit]
+		p.NextCursor = id(items[limit-1])
+	}
+	if p.Items == nil {
+		p.Items = []T{}
+	}
+	return p
+}
+
+// where builds an AND of conditions with their arguments.
+type where struct {
+	conds []string
+	args  []any
+}
+
+func (w *where) add(cond string, args ...any) {
+	w.conds = append(w.conds, cond)
+	w.args = append(w.args, args...)
+}
+
+func (w *where) String() string {
+	if len(w.conds) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(w.conds, " AND ")
+}

@@ -1,0 +1,84 @@
+package sqlitestore_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhooks/herald/internal/store"
+	"github.com/heraldhooks/herald/internal/store/sqlitestore"
+	"github.com/heraldhooks/herald/internal/store/storetest"
+	"github.com/heraldhooks/herald/internal/testdb"
+)
+
+// open returns a migrated store on a fresh file, closed when t ends.
+func open(t *testing.T) *sqlitestore.Store {
+	t.Helper()
+	s, err := sqlitestore.Open(t.Context(), testdb.SQLitePath(t), slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	require.NoError(t, s.Migrate(t.Context()))
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T) store.Store { return open(t) })
+}
+
+func TestOpenRefusesNonFilePaths(t *testing.T) {
+	t.Parallel()
+	for _, p := range []string{"", ":memory:", "file:x.db", "x.db?mode=ro"} {
+		_, err := sqlitestore.Open(t.Context(), p, nil)
+		require.Error(t, err, p)
+	}
+}
+
+func TestDataSurvivesReopen(t *testing.T) {
+	t.Parallel()
+	path := testdb.SQLitePath(t)
+	s, err := sqlitestore.Open(t.Context(), path, nil)
+	require.NoError(t, err)
+	require.NoError(t, s.Migrate(t.Context()))
+	res, err := s.EventIngest(t.Context(), &store.EventIngestParams{Events: []store.EventIngestItem{{
+		ConsumerID: "c", EventType: "order.created", Payload: []byte(`{"a": 1}`), IdempotencyKey: "k",
+	}}})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+
+	s, err = sqlitestore.Open(t.Context(), path, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	require.NoError(t, s.Migrate(t.Context()))
+	ev, err := s.EventGet(t.Context(), res[0].Event.ID)
+	require.NoError(t, err)
+	require.Equal(t, `{"a": 1}`, string(ev.Payload))
+	again, err := s.EventIngest(t.Context(), &store.EventIngestParams{Events: []store.EventIngestItem{{
+		ConsumerID: "c", EventType: "order.created", Payload: []byte(`{"a": 1}`), IdempotencyKey: "k",
+	}}})
+	require.NoError(t, err)
+	require.True(t, again[0].Duplicate)
+}
+
+func TestCloseEndsSubscriptions(t *testing.T) {
+	t.Parallel()
+	s, err := sqlitestore.Open(t.Context(), testdb.SQLitePath(t), nil)
+	require.NoError(t, err)
+	require.NoError(t, s.Migrate(t.Context()))
+	ch, err := s.Subscribe(context.Background())
+	require.NoError(t, err)
+
+	require.NoError(t, s.Close())
+	select {
+	case _, ok := <-ch:
+		require.False(t, ok, "closed, with no value pending")
+	case <-time.After(10 * time.Second):
+		require.FailNow(t, "subscription still open after Close")
+	}
+	require.NoError(t, s.Close(), "a second Close does nothing")
+	_, err = s.Subscribe(context.Background())
+	require.Error(t, err)
+}
