@@ -3,7 +3,9 @@
 // (pgstore), both held to the same conformance suite (storetest).
 //
 // Rules every backend follows:
-//   - Each method owns its transaction; callers never hold one.
+//   - Each method owns its transaction; callers never hold one. A method
+//     that returns an error has committed nothing, and once it has
+//     committed it does not return an error.
 //   - Time arrives in the params as Now. The zero time means "use the
 //     database clock", so several nodes with skewed clocks agree on leases
 //     and due times; tests pass their test clock's time.
