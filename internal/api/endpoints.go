@@ -1,0 +1,461 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/store"
+)
+
+// RotatedSecretValidFor is how long the old secret keeps signing after a
+// rotation, so receivers can switch without dropping a webhook.
+const RotatedSecretValidFor = 24 * time.Hour
+
+// endpointCreate serves POST /v1/endpoints. Only url is required; every
+// other setting takes its default when absent or null.
+func (s *Server) endpointCreate(w http.ResponseWriter, r *http.Request) error {
+	var req endpointRequest
+	present, err := decodeEndpointRequest(w, r, &req)
+	if err != nil {
+		return err
+	}
+	ep := &herald.Endpoint{
+		ConsumerID:      herald.DefaultConsumerID,
+		EventTypes:      []string{"*"},
+		Enabled:         true,
+		Timeout:         herald.DefaultTimeout,
+		MaxInFlight:     herald.DefaultMaxInFlight,
+		SignatureScheme: herald.SchemeStandard,
+	}
+	if err := s.applyEndpoint(ep, &req, present, true); err != nil {
+		return err
+	}
+	created, err := s.store.EndpointCreate(r.Context(), &store.EndpointCreateParams{Endpoint: ep, Now: s.storeNow()})
+	if err != nil {
+		return fmt.Errorf("create endpoint: %w", err)
+	}
+	writeJSON(w, http.StatusCreated, toEndpointJSON(created))
+	return nil
+}
+
+// endpointList serves GET /v1/endpoints?consumer_id=&limit=&cursor=.
+func (s *Server) endpointList(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	if err := checkQuery(q, "consumer_id", "limit", "cursor"); err != nil {
+		return err
+	}
+	limit, cursor, err := pageParams(q)
+	if err != nil {
+		return err
+	}
+	page, err := s.store.EndpointList(r.Context(), &store.EndpointListParams{
+		ConsumerID: q.Get("consumer_id"), Cursor: cursor, Limit: limit,
+	})
+	if err != nil {
+		return fmt.Errorf("list endpoints: %w", err)
+	}
+	out := listJSON[endpointJSON]{Data: make([]endpointJSON, 0, len(page.Items)), NextCursor: encodeCursor(page.NextCursor)}
+	for _, ep := range page.Items {
+		out.Data = append(out.Data, toEndpointJSON(ep))
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// endpointGet serves GET /v1/endpoints/{id}.
+func (s *Server) endpointGet(w http.ResponseWriter, r *http.Request) error {
+	ep, err := s.getEndpoint(r, r.PathValue("id"))
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, toEndpointJSON(ep))
+	return nil
+}
+
+func (s *Server) getEndpoint(r *http.Request, id string) (*herald.Endpoint, error) {
+	ep, err := s.store.EndpointGet(r.Context(), id)
+	if err != nil {
+		return nil, storeError("get endpoint", err, "endpoint", id)
+	}
+	return ep, nil
+}
+
+// endpointUpdate serves PATCH /v1/endpoints/{id}: only the fields present
+// change, each validated as on create; a field set to null returns to its
+// default. consumer_id and secret cannot change here.
+func (s *Server) endpointUpdate(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	var req endpointRequest
+	present, err := decodeEndpointRequest(w, r, &req)
+	if err != nil {
+		return err
+	}
+	ep, err := s.getEndpoint(r, id)
+	if err != nil {
+		return err
+	}
+	if err := s.applyEndpoint(ep, &req, present, false); err != nil {
+		return err
+	}
+	updated, err := s.store.EndpointUpdate(r.Context(), &store.EndpointUpdateParams{Endpoint: ep, Now: s.storeNow()})
+	if err != nil {
+		return storeError("update endpoint", err, "endpoint", id)
+	}
+	writeJSON(w, http.StatusOK, toEndpointJSON(updated))
+	return nil
+}
+
+// endpointDelete serves DELETE /v1/endpoints/{id}: 204; its live
+// deliveries are cancelled, its history stays.
+func (s *Server) endpointDelete(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	err := s.store.EndpointDelete(r.Context(), &store.EndpointDeleteParams{ID: id, Now: s.storeNow()})
+	if err != nil {
+		return storeError("delete endpoint", err, "endpoint", id)
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// endpointRotateSecret serves POST /v1/endpoints/{id}/rotate-secret with an
+// optional body {"secret": "…"}; without one a secret is made. The old
+// secret keeps signing for RotatedSecretValidFor.
+func (s *Server) endpointRotateSecret(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	var req rotateSecretRequest
+	if _, err := decodeBody(w, r, maxSmallBody, true, &req); err != nil {
+		return err
+	}
+	ep, err := s.getEndpoint(r, id)
+	if err != nil {
+		return err
+	}
+	secret := ""
+	if req.Secret != nil {
+		if err := validateSecret(*req.Secret, ep.SignatureScheme); err != nil {
+			return err
+		}
+		secret = *req.Secret
+	} else if secret, err = newSecret(); err != nil {
+		return err
+	}
+	rotated, err := s.store.EndpointRotateSecret(r.Context(), &store.EndpointRotateSecretParams{
+		ID: id, NewSecret: secret, PreviousValidFor: RotatedSecretValidFor, Now: s.storeNow(),
+	})
+	if err != nil {
+		return storeError("rotate endpoint secret", err, "endpoint", id)
+	}
+	writeJSON(w, http.StatusOK, toEndpointJSON(rotated))
+	return nil
+}
+
+// endpointEnable serves POST /v1/endpoints/{id}/enable.
+func (s *Server) endpointEnable(w http.ResponseWriter, r *http.Request) error {
+	var req emptyRequest
+	if _, err := decodeBody(w, r, maxSmallBody, true, &req); err != nil {
+		return err
+	}
+	return s.setEnabled(w, r, true, "")
+}
+
+// endpointDisable serves POST /v1/endpoints/{id}/disable with an optional
+// body {"reason": "…"}. Its live deliveries go dead (endpoint_disabled) and
+// can be replayed once it is enabled again.
+func (s *Server) endpointDisable(w http.ResponseWriter, r *http.Request) error {
+	var req disableRequest
+	if _, err := decodeBody(w, r, maxSmallBody, true, &req); err != nil {
+		return err
+	}
+	reason := ""
+	if req.Reason != nil {
+		reason = *req.Reason
+		if len(reason) > maxReasonLen || hasControl(reason) {
+			return badRequest("invalid_reason", "reason must be at most %d bytes without control characters", maxReasonLen)
+		}
+	}
+	return s.setEnabled(w, r, false, reason)
+}
+
+func (s *Server) setEnabled(w http.ResponseWriter, r *http.Request, enabled bool, reason string) error {
+	id := r.PathValue("id")
+	ep, err := s.store.EndpointSetEnabled(r.Context(), &store.EndpointSetEnabledParams{
+		ID: id, Enabled: enabled, Reason: reason, Now: s.storeNow(),
+	})
+	if err != nil {
+		return storeError("set endpoint enabled", err, "endpoint", id)
+	}
+	writeJSON(w, http.StatusOK, toEndpointJSON(ep))
+	return nil
+}
+
+// endpointReplay serves POST /v1/endpoints/{id}/replay with
+// {"status": "dead", "since": "…", "until": "…"} (all optional; status
+// defaults to dead, since and until bound the deliveries' creation, until
+// exclusive) and answers {"replayed": N}. A disabled endpoint is a 409:
+// its deliveries would only go dead again.
+func (s *Server) endpointReplay(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	var req endpointReplayRequest
+	if _, err := decodeBody(w, r, maxSmallBody, true, &req); err != nil {
+		return err
+	}
+	status := herald.StatusDead
+	if req.Status != nil {
+		var err error
+		if status, err = replayStatus(*req.Status); err != nil {
+			return err
+		}
+	}
+	var since, until time.Time
+	var err error
+	if req.Since != nil {
+		if since, err = parseTime("since", *req.Since); err != nil {
+			return err
+		}
+	}
+	if req.Until != nil {
+		if until, err = parseTime("until", *req.Until); err != nil {
+			return err
+		}
+	}
+	if err := timeRange(since, until); err != nil {
+		return err
+	}
+	ep, err := s.getEndpoint(r, id)
+	if err != nil {
+		return err
+	}
+	if !ep.Enabled {
+		return &apiError{http.StatusConflict, "conflict",
+			fmt.Sprintf("endpoint %s is disabled; enable it (POST /v1/endpoints/%s/enable) before replaying its deliveries", id, id)}
+	}
+	n, err := s.store.DeliveryReplayMany(r.Context(), &store.DeliveryReplayManyParams{
+		EndpointID: id, Status: status, Since: since, Until: until, Now: s.storeNow(),
+	})
+	if err != nil {
+		return storeError("replay endpoint deliveries", err, "endpoint", id)
+	}
+	writeJSON(w, http.StatusOK, replayedJSON{Replayed: n})
+	return nil
+}
+
+// replayStatus checks a status to replay: a terminal one.
+func replayStatus(v string) (herald.Status, error) {
+	st := herald.Status(v)
+	if !st.Terminal() {
+		return "", badRequest("invalid_status", "status must be dead, delivered or cancelled (the terminal statuses a replay can bring back)")
+	}
+	return st, nil
+}
+
+// readOnlyField says whether a PATCH cannot set the endpoint field key, and
+// what to do instead.
+func readOnlyField(key string) (string, bool) {
+	switch key {
+	case "id":
+		return "it is made by Herald", true
+	case "consumer_id":
+		return "an endpoint stays with its consumer; create a new endpoint instead", true
+	case "secret":
+		return "use POST /v1/endpoints/{id}/rotate-secret", true
+	case "previous_secret_expires_at":
+		return "it is set by POST /v1/endpoints/{id}/rotate-secret", true
+	case "enabled":
+		return "use POST /v1/endpoints/{id}/enable or /disable", true
+	case "disabled_reason":
+		return "use POST /v1/endpoints/{id}/disable", true
+	case "created_at", "updated_at":
+		return "it is set by Herald", true
+	}
+	return "", false
+}
+
+// decodeEndpointRequest decodes an endpoint's settings strictly into req and
+// also returns the body's top-level keys, so that PATCH can tell a field set
+// to null (back to its default) from one left out.
+func decodeEndpointRequest(w http.ResponseWriter, r *http.Request, req *endpointRequest) (map[string]json.RawMessage, error) {
+	body, err := readBody(w, r, maxSmallBody, "body_too_large")
+	if err != nil {
+		return nil, err
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, badRequest("invalid_json", "the request body is empty; it must be a JSON object")
+	}
+	var present map[string]json.RawMessage
+	if err := decodeJSON(body, &present); err != nil {
+		return nil, err
+	}
+	if r.Method == http.MethodPatch {
+		for key := range present {
+			if why, ok := readOnlyField(key); ok {
+				return nil, badRequest("read_only_field", "%s cannot be changed with PATCH: %s", key, why)
+			}
+		}
+	}
+	if err := decodeJSON(body, req); err != nil {
+		return nil, err
+	}
+	return present, nil
+}
+
+// applyEndpoint validates the request's fields and sets them on ep. A field
+// present as null returns to its default. creating is false for PATCH.
+func (s *Server) applyEndpoint(ep *herald.Endpoint, req *endpointRequest, present map[string]json.RawMessage, creating bool) error {
+	_, has := present["url"]
+	isNull := func(key string) bool {
+		raw, ok := present[key]
+		return ok && bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
+	}
+	if creating && (!has || req.URL == nil) || !creating && isNull("url") {
+		return badRequest("invalid_url", "url is required")
+	}
+
+	if creating && req.ConsumerID != nil {
+		if err := validateConsumerID(*req.ConsumerID); err != nil {
+			return err
+		}
+		ep.ConsumerID = *req.ConsumerID
+	}
+	if req.URL != nil {
+		if err := s.validateURL(*req.URL); err != nil {
+			return err
+		}
+		ep.URL = *req.URL
+	}
+	if isNull("description") {
+		ep.Description = ""
+	} else if req.Description != nil {
+		if len(*req.Description) > maxDescriptionLen {
+			return badRequest("invalid_description", "description must be at most %d bytes", maxDescriptionLen)
+		}
+		ep.Description = *req.Description
+	}
+	if isNull("event_types") {
+		ep.EventTypes = []string{"*"}
+	} else if req.EventTypes != nil {
+		if err := validateEventTypes(*req.EventTypes); err != nil {
+			return err
+		}
+		ep.EventTypes = *req.EventTypes
+	}
+	schemeChanged := false
+	if isNull("signature_scheme") {
+		schemeChanged = ep.SignatureScheme != herald.SchemeStandard
+		ep.SignatureScheme = herald.SchemeStandard
+	} else if req.SignatureScheme != nil {
+		scheme := herald.SignatureScheme(*req.SignatureScheme)
+		if !scheme.Valid() {
+			return badRequest("invalid_signature_scheme", "signature_scheme must be %q or %q", herald.SchemeStandard, herald.SchemeHMACSHA256)
+		}
+		schemeChanged = ep.SignatureScheme != scheme
+		ep.SignatureScheme = scheme
+	}
+	if isNull("timeout") {
+		ep.Timeout = herald.DefaultTimeout
+	} else if req.Timeout != nil {
+		d, err := time.ParseDuration(*req.Timeout)
+		if err != nil || d < minTimeout || d > herald.MaxTimeout {
+			return badRequest("invalid_timeout", "timeout must be a Go duration from 1s to 60s, such as \"10s\"")
+		}
+		ep.Timeout = d
+	}
+	if err := applyRetry(ep, req, isNull); err != nil {
+		return err
+	}
+	if isNull("retry_client_errors") {
+		ep.RetryClientErrors = false
+	} else if req.RetryClientErrors != nil {
+		ep.RetryClientErrors = *req.RetryClientErrors
+	}
+	if isNull("rate_limit") {
+		ep.RateLimit = nil
+	} else if req.RateLimit != nil {
+		rl := req.RateLimit
+		if !(rl.PerSecond > 0) {
+			return badRequest("invalid_rate_limit", "rate_limit.per_second must be a number above 0")
+		}
+		if rl.Burst < 1 {
+			return badRequest("invalid_rate_limit", "rate_limit.burst must be an integer of at least 1")
+		}
+		ep.RateLimit = &herald.RateLimit{PerSecond: rl.PerSecond, Burst: rl.Burst}
+	}
+	if isNull("max_in_flight") {
+		ep.MaxInFlight = herald.DefaultMaxInFlight
+	} else if req.MaxInFlight != nil {
+		if *req.MaxInFlight < 1 || *req.MaxInFlight > maxMaxInFlight {
+			return badRequest("invalid_max_in_flight", "max_in_flight must be an integer from 1 to %d", maxMaxInFlight)
+		}
+		ep.MaxInFlight = *req.MaxInFlight
+	}
+	if isNull("headers") {
+		ep.Headers = nil
+	} else if req.Headers != nil {
+		if err := validateHeaders(*req.Headers); err != nil {
+			return err
+		}
+		ep.Headers = *req.Headers
+	}
+
+	if creating {
+		if req.Secret != nil {
+			if err := validateSecret(*req.Secret, ep.SignatureScheme); err != nil {
+				return err
+			}
+			ep.Secret = *req.Secret
+		} else {
+			secret, err := newSecret()
+			if err != nil {
+				return err
+			}
+			ep.Secret = secret
+		}
+	} else if schemeChanged {
+		if err := validateSecret(ep.Secret, ep.SignatureScheme); err != nil {
+			return badRequest("invalid_signature_scheme",
+				"signature_scheme %q does not fit the endpoint's current secret; rotate to a secret that fits first (POST /v1/endpoints/%s/rotate-secret)",
+				ep.SignatureScheme, ep.ID)
+		}
+	}
+	return nil
+}
+
+// applyRetry sets the retry schedule or the exponential policy; setting one
+// clears the other, since only one applies.
+func applyRetry(ep *herald.Endpoint, req *endpointRequest, isNull func(string) bool) error {
+	if req.RetrySchedule != nil && req.RetryPolicy != nil {
+		return badRequest("invalid_retry_policy", "give retry_schedule or retry_policy, not both")
+	}
+	if isNull("retry_schedule") {
+		ep.RetrySchedule = nil
+	} else if req.RetrySchedule != nil {
+		sched := *req.RetrySchedule
+		if len(sched) < 1 || len(sched) > maxRetrySchedule {
+			return badRequest("invalid_retry_schedule", "retry_schedule must list from 1 to %d delays", maxRetrySchedule)
+		}
+		ds := make([]time.Duration, len(sched))
+		for i, v := range sched {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 || d > maxRetryDelay {
+				return badRequest("invalid_retry_schedule", "retry_schedule[%d] must be a Go duration from 0s to 24h, such as \"30s\"", i)
+			}
+			ds[i] = d
+		}
+		ep.RetrySchedule = ds
+		ep.RetryExponential = nil
+	}
+	if isNull("retry_policy") {
+		ep.RetryExponential = nil
+	} else if req.RetryPolicy != nil {
+		p, err := validateRetryPolicy(req.RetryPolicy)
+		if err != nil {
+			return err
+		}
+		ep.RetryExponential = p
+		ep.RetrySchedule = nil
+	}
+	return nil
+}

@@ -1,0 +1,498 @@
+// Package api serves Herald's HTTP API (API.md): the /v1 resources
+// (endpoints, events, deliveries, stats), each call authenticated by a bearer
+// API key, and the unauthenticated probes /healthz and /readyz.
+//
+// Requests and answers are typed structs (json.go); every failure answers
+// {"error":{"code","message"}}, where the code is machine-readable and the
+// message names the field and the rule it broke (invariant 8). Store errors
+// map to 404 (store.ErrNotFound), 409 (store.ErrConflict) or 500; the detail
+// of a 500 stays in the log and never reaches the client.
+//
+// One file per resource: endpoints.go, events.go, deliveries.go, stats.go.
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/heraldhooks/herald/internal/clock"
+	"github.com/heraldhooks/herald/internal/logkey"
+	"github.com/heraldhooks/herald/internal/store"
+)
+
+// DefaultMaxPayloadBytes bounds an event payload when Config leaves it zero.
+const DefaultMaxPayloadBytes = 256 << 10
+
+// Limits on request bodies other than a single event's payload.
+const (
+	// maxSmallBody bounds the bodies of every call but event ingest: an
+	// endpoint's settings, a replay filter.
+	maxSmallBody = 1 << 20
+	// envelopeSlack is what a request body may hold beyond its payloads:
+	// the other fields of an event and the JSON around them.
+	envelopeSlack = 64 << 10
+	// MaxBatchEvents is the most events one POST /v1/events/batch takes.
+	MaxBatchEvents = 1000
+	// defaultMaxBatchBytes bounds a batch request body when Config leaves
+	// MaxBatchBytes zero.
+	defaultMaxBatchBytes = 16 << 20
+	// pingTimeout bounds the database check of /readyz.
+	pingTimeout = 3 * time.Second
+)
+
+// Config wires a Server.
+type Config struct {
+	// Store keeps everything; required.
+	Store store.Store
+	// Clock gives the time handed to the store (StoreNow, so the database
+	// clock decides in production). Default clock.Real.
+	Clock clock.Clock
+	// Logger receives the detail of internal errors. Default: discard.
+	Logger *slog.Logger
+	// APIKeyHash is the SHA-256 of the API key that every /v1 call must
+	// present as "Authorization: Bearer <key>". The zero value refuses
+	// every /v1 call (no key hashes to it).
+	APIKeyHash [32]byte
+	// AllowPrivateNetworks lets endpoint URLs name loopback, private,
+	// link-local and metadata addresses.
+	AllowPrivateNetworks bool
+	// MaxPayloadBytes bounds one event's payload (default 256 KiB).
+	MaxPayloadBytes int
+	// MaxBatchBytes bounds the whole body of POST /v1/events/batch (default
+	// 16 MiB, and never less than one largest event).
+	MaxBatchBytes int
+}
+
+// Server is the HTTP API. It is an http.Handler, safe for concurrent use.
+type Server struct {
+	store        store.Store
+	clock        clock.Clock
+	log          *slog.Logger
+	keyHash      [32]byte
+	allowPrivate bool
+	maxPayload   int
+	maxBatchBody int64
+	mux          *http.ServeMux
+}
+
+// New returns the API handler for cfg, filling defaults for zero fields.
+func New(cfg Config) *Server {
+	s := &Server{
+		store:        cfg.Store,
+		clock:        cfg.Clock,
+		log:          cfg.Logger,
+		keyHash:      cfg.APIKeyHash,
+		allowPrivate: cfg.AllowPrivateNetworks,
+		maxPayload:   cfg.MaxPayloadBytes,
+		maxBatchBody: int64(cfg.MaxBatchBytes),
+		mux:          http.NewServeMux(),
+	}
+	if s.clock == nil {
+		s.clock = clock.Real{}
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.maxPayload <= 0 {
+		s.maxPayload = DefaultMaxPayloadBytes
+	}
+	if s.maxBatchBody <= 0 {
+		s.maxBatchBody = defaultMaxBatchBytes
+	}
+	if floor := int64(s.maxPayload) + envelopeSlack; s.maxBatchBody < floor {
+		s.maxBatchBody = floor
+	}
+	s.routes()
+	return s
+}
+
+func (s *Server) routes() {
+	s.handle("GET /healthz", s.healthz)
+	s.handle("GET /readyz", s.readyz)
+
+	s.handle("POST /v1/endpoints", s.endpointCreate)
+	s.handle("GET /v1/endpoints", s.endpointList)
+	s.handle("GET /v1/endpoints/{id}", s.endpointGet)
+	s.handle("PATCH /v1/endpoints/{id}", s.endpointUpdate)
+	s.handle("DELETE /v1/endpoints/{id}", s.endpointDelete)
+	s.handle("POST /v1/endpoints/{id}/rotate-secret", s.endpointRotateSecret)
+	s.handle("POST /v1/endpoints/{id}/enable", s.endpointEnable)
+	s.handle("POST /v1/endpoints/{id}/disable", s.endpointDisable)
+	s.handle("POST /v1/endpoints/{id}/replay", s.endpointReplay)
+
+	s.handle("POST /v1/events", s.eventIngest)
+	s.handle("POST /v1/events/batch", s.eventIngestBatch)
+	s.handle("GET /v1/events", s.eventList)
+	s.handle("GET /v1/events/{id}", s.eventGet)
+	s.handle("POST /v1/events/{id}/replay", s.eventReplay)
+
+	s.handle("GET /v1/deliveries", s.deliveryList)
+	s.handle("GET /v1/deliveries/{id}", s.deliveryGet)
+	s.handle("GET /v1/deliveries/{id}/attempts", s.attemptList)
+	s.handle("POST /v1/deliveries/{id}/replay", s.deliveryReplay)
+	s.handle("POST /v1/deliveries/{id}/cancel", s.deliveryCancel)
+
+	s.handle("GET /v1/stats", s.stats)
+}
+
+// handlerFunc serves one call; a returned error becomes the error answer.
+type handlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+func (s *Server) handle(pattern string, h handlerFunc) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if err := h(w, r); err != nil {
+			s.writeError(w, r, err)
+		}
+	})
+}
+
+// ServeHTTP authenticates /v1 calls, then routes. Unknown paths answer 404
+// and known paths with the wrong method 405 with an Allow header, both as
+// JSON errors. Authentication comes first, so without a key nothing, not even
+// which paths exist, is revealed.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.Error("api handler panicked", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(v))
+			writeErr(w, http.StatusInternalServerError, "internal_error", "internal error; see the server log")
+		}
+	}()
+	if r.URL.Path == "/v1" || strings.HasPrefix(r.URL.Path, "/v1/") {
+		if err := s.authenticate(r); err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	if _, pattern := s.mux.Handler(r); pattern == "" {
+		s.noRoute(w, r)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// noRoute answers a request no pattern matches: the mux says whether the
+// path is unknown (404) or the method is wrong (405, with Allow).
+func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
+	h, _ := s.mux.Handler(r)
+	probe := &statusProbe{header: http.Header{}}
+	h.ServeHTTP(probe, r)
+	if probe.status == http.StatusMethodNotAllowed {
+		w.Header().Set("Allow", probe.header.Get("Allow"))
+		writeErr(w, http.StatusMethodNotAllowed, "method_not_allowed",
+			fmt.Sprintf("%s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, probe.header.Get("Allow")))
+		return
+	}
+	writeErr(w, http.StatusNotFound, "not_found", fmt.Sprintf("no such path: %s %s", r.Method, r.URL.Path))
+}
+
+// statusProbe records the status a handler writes and discards the body.
+type statusProbe struct {
+	header http.Header
+	status int
+}
+
+func (p *statusProbe) Header() http.Header { return p.header }
+func (p *statusProbe) WriteHeader(code int) {
+	if p.status == 0 {
+		p.status = code
+	}
+}
+func (p *statusProbe) Write(b []byte) (int, error) {
+	p.WriteHeader(http.StatusOK)
+	return len(b), nil
+}
+
+// authenticate checks the bearer key against the configured hash in
+// constant time.
+func (s *Server) authenticate(r *http.Request) error {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return &apiError{http.StatusUnauthorized, "unauthorized", "missing the Authorization: Bearer <api key> header"}
+	}
+	scheme, key, ok := strings.Cut(h, " ")
+	key = strings.TrimSpace(key)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
+		return &apiError{http.StatusUnauthorized, "unauthorized", "the Authorization header must be Bearer <api key>"}
+	}
+	sum := sha256.Sum256([]byte(key))
+	if subtle.ConstantTimeCompare(sum[:], s.keyHash[:]) != 1 {
+		return &apiError{http.StatusUnauthorized, "unauthorized", "the API key is not valid"}
+	}
+	return nil
+}
+
+// apiError is an answer with a 4xx or 5xx status, a machine-readable code and
+// a message that names the field and the rule.
+type apiError struct {
+	status  int
+	code    string
+	message string
+}
+
+func (e *apiError) Error() string { return e.code + ": " + e.message }
+
+// badRequest is a 400 with code and message.
+func badRequest(code, format string, args ...any) *apiError {
+	return &apiError{http.StatusBadRequest, code, fmt.Sprintf(format, args...)}
+}
+
+// storeError turns the error of the store operation op about the kind
+// (endpoint, event, delivery) named id into its answer: 404, 409 with the
+// store's message, or the error wrapped with op (a 500).
+func storeError(op string, err error, kind, id string) error {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return &apiError{http.StatusNotFound, "not_found", fmt.Sprintf("no %s has id %q", kind, id)}
+	case errors.Is(err, store.ErrConflict):
+		return &apiError{http.StatusConflict, "conflict", err.Error()}
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// writeError answers err. Errors that are not *apiError are internal: their
+// detail goes to the log and the client gets a generic 500.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var ae *apiError
+	if !errors.As(err, &ae) {
+		// A store that returns a bare sentinel still maps cleanly.
+		if errors.Is(err, store.ErrNotFound) {
+			ae = &apiError{http.StatusNotFound, "not_found", "not found"}
+		} else if errors.Is(err, store.ErrConflict) {
+			ae = &apiError{http.StatusConflict, "conflict", err.Error()}
+		} else {
+			s.log.Error("api call failed", "method", r.Method, "path", r.URL.Path, logkey.Error, err)
+			ae = &apiError{http.StatusInternalServerError, "internal_error", "internal error; see the server log"}
+		}
+	}
+	writeErr(w, ae.status, ae.code, ae.message)
+}
+
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func writeErr(w http.ResponseWriter, status int, code, message string) {
+	writeJSON(w, status, errorBody{errorDetail{code, message}})
+}
+
+// writeJSON answers v as JSON with status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := marshal(v)
+	if err != nil {
+		// Only our own answer types reach here; they always marshal.
+		b = []byte(`{"error":{"code":"internal_error","message":"internal error; see the server log"}}`)
+		status = http.StatusInternalServerError
+	}
+	writeRaw(w, status, b)
+}
+
+// writeRaw answers b, which is already JSON, with status.
+func writeRaw(w http.ResponseWriter, status int, b []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	w.Write(b)
+	w.Write([]byte{'\n'})
+}
+
+// marshal encodes v without escaping <, > and &, which JSON does not need.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
+}
+
+// readBody reads at most limit bytes of the request body; a larger body is a
+// 413 with tooLargeCode.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64, tooLargeCode string) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, &apiError{http.StatusRequestEntityTooLarge, tooLargeCode,
+				fmt.Sprintf("request body is larger than %d bytes", limit)}
+		}
+		return nil, badRequest("invalid_body", "could not read the request body: %v", err)
+	}
+	return body, nil
+}
+
+// decodeBody reads the request body (at most limit bytes) and decodes it
+// into dst, rejecting unknown fields. An empty body is allowed only when
+// optional is set, and then leaves dst as it is. It returns the body read.
+func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, optional bool, dst any) ([]byte, error) {
+	body, err := readBody(w, r, limit, "body_too_large")
+	if err != nil {
+		return nil, err
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		if optional {
+			return body, nil
+		}
+		return nil, badRequest("invalid_json", "the request body is empty; it must be a JSON object")
+	}
+	return body, decodeJSON(body, dst)
+}
+
+// decodeJSON decodes one JSON object from body into dst, strictly: unknown
+// fields, a value of the wrong type and anything after the object are errors
+// that name what is wrong.
+func decodeJSON(body []byte, dst any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return jsonError(err)
+	}
+	if rest := bytes.TrimSpace(body[dec.InputOffset():]); len(rest) > 0 {
+		return badRequest("invalid_json", "the request body must hold one JSON object, but more follows at byte %d", dec.InputOffset())
+	}
+	return nil
+}
+
+// jsonError explains a decoding error.
+func jsonError(err error) error {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return badRequest("invalid_json", "the request body is not valid JSON: %s (at byte %d)", strings.TrimPrefix(syn.Error(), "json: "), syn.Offset)
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		return badRequest("invalid_json", "the request body is not valid JSON: it ends too early")
+	case errors.As(err, &typ):
+		if typ.Field == "" {
+			return badRequest("invalid_json", "the request body must be a JSON object, not a JSON %s", typ.Value)
+		}
+		return badRequest("invalid_type", "%s must be %s, not a JSON %s", typ.Field, jsonKind(typ.Type.String()), typ.Value)
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return badRequest("unknown_field", "unknown field %s", name)
+	}
+	return badRequest("invalid_json", "the request body is not valid JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// jsonKind names in JSON terms the Go type a field decodes into.
+func jsonKind(goType string) string {
+	goType = strings.TrimLeft(goType, "*")
+	switch {
+	case goType == "string":
+		return "a string"
+	case goType == "bool":
+		return "a boolean"
+	case strings.HasPrefix(goType, "int") || strings.HasPrefix(goType, "uint"):
+		return "an integer"
+	case strings.HasPrefix(goType, "float"):
+		return "a number"
+	case strings.HasPrefix(goType, "[]"):
+		return "an array"
+	case strings.HasPrefix(goType, "map["):
+		return "an object"
+	case goType == "json.RawMessage":
+		return "a JSON value"
+	}
+	return "an object"
+}
+
+// checkQuery rejects query parameters other than allowed, so a misspelt
+// filter is an error rather than a silently unfiltered list.
+func checkQuery(q url.Values, allowed ...string) error {
+	for name := range q {
+		ok := false
+		for _, a := range allowed {
+			if name == a {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return badRequest("unknown_parameter", "unknown query parameter %q; allowed: %s", name, strings.Join(allowed, ", "))
+		}
+	}
+	return nil
+}
+
+// cursorTag starts every cursor the API hands out, so a cursor from
+// elsewhere is refused rather than passed to the store.
+const cursorTag = "hc1:"
+
+// pageParams reads ?limit= and ?cursor=.
+func pageParams(q url.Values) (limit int, cursor string, err error) {
+	limit = store.DefaultListLimit
+	if v := q.Get("limit"); v != "" || q.Has("limit") {
+		n, perr := strconv.Atoi(v)
+		if perr != nil || n < 1 || n > store.MaxListLimit {
+			return 0, "", badRequest("invalid_limit", "limit must be an integer from 1 to %d", store.MaxListLimit)
+		}
+		limit = n
+	}
+	if v := q.Get("cursor"); v != "" {
+		raw, derr := base64.RawURLEncoding.DecodeString(v)
+		c, ok := strings.CutPrefix(string(raw), cursorTag)
+		if derr != nil || !ok || c == "" {
+			return 0, "", badRequest("invalid_cursor", "cursor must be a next_cursor value from an earlier page of this list")
+		}
+		cursor = c
+	}
+	return limit, cursor, nil
+}
+
+// encodeCursor makes the store's cursor opaque; "" stays "" (the last page).
+func encodeCursor(c string) string {
+	if c == "" {
+		return ""
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte(cursorTag + c))
+}
+
+// parseTime reads the optional RFC 3339 time v of field.
+func parseTime(field, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return time.Time{}, badRequest("invalid_"+field, "%s must be an RFC 3339 time such as 2024-05-01T12:00:00Z", field)
+	}
+	return t.UTC(), nil
+}
+
+// timeRange checks since < until when both are set.
+func timeRange(since, until time.Time) error {
+	if !since.IsZero() && !until.IsZero() && !since.Before(until) {
+		return badRequest("invalid_until", "until must be after since")
+	}
+	return nil
+}
+
+// storeNow is the time handed to the store.
+func (s *Server) storeNow() time.Time { return s.clock.StoreNow() }
+
+// pingContext bounds the readiness check.
+func pingContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, pingTimeout)
+}

@@ -1,0 +1,146 @@
+package api_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/store"
+)
+
+func TestAuth(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+
+	t.Run("Missing", func(t *testing.T) {
+		t.Parallel()
+		r := e.doKey("", "GET", "/v1/endpoints", nil)
+		msg := r.apiErr(http.StatusUnauthorized, "unauthorized")
+		require.Contains(t, msg, "Authorization")
+		require.Contains(t, r.header.Get("WWW-Authenticate"), "Bearer")
+	})
+
+	t.Run("Wrong", func(t *testing.T) {
+		t.Parallel()
+		e.doKey("hk_wrong", "GET", "/v1/endpoints", nil).apiErr(http.StatusUnauthorized, "unauthorized")
+		e.doKey(testKey+"x", "POST", "/v1/events", `{"event_type":"a","payload":1}`).apiErr(http.StatusUnauthorized, "unauthorized")
+	})
+
+	t.Run("NotBearer", func(t *testing.T) {
+		t.Parallel()
+		e.do("GET", "/v1/stats", nil, "Authorization", "Basic "+testKey).apiErr(http.StatusUnauthorized, "unauthorized")
+		e.do("GET", "/v1/stats", nil, "Authorization", testKey).apiErr(http.StatusUnauthorized, "unauthorized")
+	})
+
+	t.Run("SchemeIsCaseInsensitive", func(t *testing.T) {
+		t.Parallel()
+		e.do("GET", "/v1/stats", nil, "Authorization", "bearer "+testKey).must(http.StatusOK, nil)
+	})
+
+	t.Run("BeforeRouting", func(t *testing.T) {
+		t.Parallel()
+		e.doKey("", "GET", "/v1/nothing-here", nil).apiErr(http.StatusUnauthorized, "unauthorized")
+		e.doKey("", "DELETE", "/v1/stats", nil).apiErr(http.StatusUnauthorized, "unauthorized")
+	})
+
+	t.Run("ProbesNeedNoKey", func(t *testing.T) {
+		t.Parallel()
+		r := e.doKey("", "GET", "/healthz", nil)
+		require.Equal(t, http.StatusOK, r.status)
+		require.JSONEq(t, `{"status":"ok"}`, string(r.body))
+		r = e.doKey("", "GET", "/readyz", nil)
+		require.Equal(t, http.StatusOK, r.status)
+		require.JSONEq(t, `{"status":"ok"}`, string(r.body))
+	})
+
+	t.Run("NothingWrittenWithoutKey", func(t *testing.T) {
+		t.Parallel()
+		e.doKey("", "POST", "/v1/endpoints", `{"url":"https://example.com/unauth"}`).apiErr(http.StatusUnauthorized, "unauthorized")
+		page, err := e.store.EndpointList(t.Context(), &store.EndpointListParams{})
+		require.NoError(t, err)
+		for _, ep := range page.Items {
+			require.NotEqual(t, "https://example.com/unauth", ep.URL)
+		}
+	})
+}
+
+func TestRouting(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+
+	t.Run("UnknownPath", func(t *testing.T) {
+		t.Parallel()
+		msg := e.do("GET", "/v1/widgets", nil).apiErr(http.StatusNotFound, "not_found")
+		require.Contains(t, msg, "/v1/widgets")
+		e.do("GET", "/v1/endpoints/ep_1/nope", nil).apiErr(http.StatusNotFound, "not_found")
+		e.doKey("", "GET", "/", nil).apiErr(http.StatusNotFound, "not_found")
+	})
+
+	t.Run("WrongMethod", func(t *testing.T) {
+		t.Parallel()
+		for _, tc := range []struct{ method, path, allow string }{
+			{"PUT", "/v1/endpoints/ep_1", "DELETE, GET, HEAD, PATCH"},
+			{"DELETE", "/v1/events", "GET, HEAD, POST"},
+			{"GET", "/v1/deliveries/dlv_1/cancel", "POST"},
+			{"POST", "/healthz", "GET, HEAD"},
+		} {
+			r := e.do(tc.method, tc.path, nil)
+			msg := r.apiErr(http.StatusMethodNotAllowed, "method_not_allowed")
+			require.Contains(t, msg, tc.method)
+			require.Equal(t, tc.allow, r.header.Get("Allow"), "%s %s", tc.method, tc.path)
+		}
+	})
+}
+
+func TestStats(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.createEndpoint(map[string]any{"consumer_id": "c1"})
+	e.createEndpoint(map[string]any{"consumer_id": "c1"})
+	ev := e.send("c1", "a", `{}`)
+	e.send("c1", "a", `{}`)
+	e.do("POST", "/v1/deliveries/"+ev.Deliveries[0].ID+"/cancel", nil).must(http.StatusOK, nil)
+	e.clock.Advance(90 * time.Second)
+
+	r := e.do("GET", "/v1/stats", nil)
+	require.Equal(t, http.StatusOK, r.status)
+	require.JSONEq(t, `{
+		"deliveries": {"pending": 3, "delivering": 0, "delivered": 0, "dead": 0, "cancelled": 1},
+		"dead_letter_depth": 0, "due_now": 3, "oldest_due_age_seconds": 90}`, string(r.body))
+
+	e.do("POST", "/v1/endpoints/"+ev.Deliveries[1].EndpointID+"/disable", nil).must(http.StatusOK, nil)
+	var out struct {
+		Deliveries      map[herald.Status]int64 `json:"deliveries"`
+		DeadLetterDepth int64                   `json:"dead_letter_depth"`
+		DueNow          int64                   `json:"due_now"`
+	}
+	e.do("GET", "/v1/stats", nil).must(http.StatusOK, &out)
+	require.Equal(t, int64(2), out.Deliveries[herald.StatusDead])
+	require.Equal(t, int64(2), out.DeadLetterDepth)
+	require.Equal(t, int64(1), out.DueNow)
+
+	e.do("GET", "/v1/stats?verbose=1", nil).apiErr(http.StatusBadRequest, "unknown_parameter")
+}
+
+// TestStoreDown: a failing store gives 503 on /readyz and a generic 500
+// elsewhere, its detail kept out of the answer.
+func TestStoreDown(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	require.NoError(t, e.store.Close())
+
+	e.doKey("", "GET", "/readyz", nil).apiErr(http.StatusServiceUnavailable, "not_ready")
+	e.doKey("", "GET", "/healthz", nil).must(http.StatusOK, nil)
+
+	for _, path := range []string{"/v1/endpoints", "/v1/stats", "/v1/deliveries"} {
+		r := e.do("GET", path, nil)
+		msg := r.apiErr(http.StatusInternalServerError, "internal_error")
+		require.Equal(t, "internal error; see the server log", msg)
+		require.False(t, strings.Contains(string(r.body), "closed") || strings.Contains(string(r.body), "sql"), "%s leaks: %s", path, r.body)
+	}
+	e.do("POST", "/v1/events", `{"event_type":"a","payload":1}`).apiErr(http.StatusInternalServerError, "internal_error")
+}

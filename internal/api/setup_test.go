@@ -1,0 +1,246 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhooks/herald/internal/api"
+	"github.com/heraldhooks/herald/internal/clock"
+	"github.com/heraldhooks/herald/internal/store"
+	"github.com/heraldhooks/herald/internal/store/sqlitestore"
+	"github.com/heraldhooks/herald/internal/testdb"
+)
+
+const testKey = "hk_test_key_0123456789"
+
+// start is the test clock's first reading.
+var start = time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
+
+type env struct {
+	t     *testing.T
+	url   string
+	store store.Store
+	clock *clock.Test
+}
+
+type options struct {
+	allowPrivate bool
+	maxPayload   int
+}
+
+// setup serves a fresh API over a fresh SQLite store.
+func setup(t *testing.T, opts ...func(*options)) *env {
+	t.Helper()
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	ctx := context.Background()
+	st, err := sqlitestore.Open(ctx, testdb.SQLitePath(t), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	require.NoError(t, st.Migrate(ctx))
+	clk := clock.NewTest(start)
+	srv := httptest.NewServer(api.New(api.Config{
+		Store:                st,
+		Clock:                clk,
+		APIKeyHash:           sha256.Sum256([]byte(testKey)),
+		AllowPrivateNetworks: o.allowPrivate,
+		MaxPayloadBytes:      o.maxPayload,
+	}))
+	t.Cleanup(srv.Close)
+	return &env{t: t, url: srv.URL, store: st, clock: clk}
+}
+
+// response is one answer.
+type response struct {
+	t      *testing.T
+	status int
+	header http.Header
+	body   []byte
+}
+
+// do sends body (a string as is, anything else as JSON, nil for none) with
+// the API key, and extra headers as name/value pairs.
+func (e *env) do(method, path string, body any, headers ...string) *response {
+	e.t.Helper()
+	return e.doKey(testKey, method, path, body, headers...)
+}
+
+func (e *env) doKey(key, method, path string, body any, headers ...string) *response {
+	e.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		require.NoError(e.t, err)
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, e.url+path, rd)
+	require.NoError(e.t, err)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(e.t, err)
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	require.NoError(e.t, err)
+	return &response{t: e.t, status: res.StatusCode, header: res.Header, body: raw}
+}
+
+// must checks the status and decodes the body into out (when not nil).
+func (r *response) must(status int, out any) *response {
+	r.t.Helper()
+	require.Equal(r.t, status, r.status, "body: %s", r.body)
+	if out != nil {
+		require.NoError(r.t, json.Unmarshal(r.body, out), "body: %s", r.body)
+	}
+	return r
+}
+
+// apiErr checks an error answer's status and code, and returns its message.
+func (r *response) apiErr(status int, code string) string {
+	r.t.Helper()
+	require.Equal(r.t, status, r.status, "body: %s", r.body)
+	require.Equal(r.t, "application/json", r.header.Get("Content-Type"))
+	var out struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	require.NoError(r.t, json.Unmarshal(r.body, &out), "body: %s", r.body)
+	require.Equal(r.t, code, out.Error.Code, "message: %s", out.Error.Message)
+	require.NotEmpty(r.t, out.Error.Message)
+	return out.Error.Message
+}
+
+// The answer shapes the tests read.
+
+type endpointOut struct {
+	ID                      string            `json:"id"`
+	ConsumerID              string            `json:"consumer_id"`
+	URL                     string            `json:"url"`
+	Description             string            `json:"description"`
+	EventTypes              []string          `json:"event_types"`
+	Secret                  string            `json:"secret"`
+	PreviousSecretExpiresAt *time.Time        `json:"previous_secret_expires_at"`
+	Enabled                 bool              `json:"enabled"`
+	DisabledReason          string            `json:"disabled_reason"`
+	Timeout                 string            `json:"timeout"`
+	RetrySchedule           []string          `json:"retry_schedule"`
+	RetryPolicy             *retryPolicyOut   `json:"retry_policy"`
+	RetryClientErrors       bool              `json:"retry_client_errors"`
+	RateLimit               *rateLimitOut     `json:"rate_limit"`
+	MaxInFlight             int               `json:"max_in_flight"`
+	SignatureScheme         string            `json:"signature_scheme"`
+	Headers                 map[string]string `json:"headers"`
+	CreatedAt               time.Time         `json:"created_at"`
+	UpdatedAt               time.Time         `json:"updated_at"`
+}
+
+type retryPolicyOut struct {
+	Type     string  `json:"type"`
+	Base     string  `json:"base"`
+	Factor   float64 `json:"factor"`
+	Cap      string  `json:"cap"`
+	Attempts int     `json:"attempts"`
+}
+
+type rateLimitOut struct {
+	PerSecond float64 `json:"per_second"`
+	Burst     int     `json:"burst"`
+}
+
+type ingestOut struct {
+	ID         string `json:"id"`
+	Duplicate  bool   `json:"duplicate"`
+	Deliveries []struct {
+		ID         string `json:"id"`
+		EndpointID string `json:"endpoint_id"`
+	} `json:"deliveries"`
+}
+
+type eventOut struct {
+	ID             string        `json:"id"`
+	ConsumerID     string        `json:"consumer_id"`
+	EventType      string        `json:"event_type"`
+	IdempotencyKey string        `json:"idempotency_key"`
+	CreatedAt      time.Time     `json:"created_at"`
+	Payload        rawBytes      `json:"payload"`
+	Deliveries     []deliveryOut `json:"deliveries"`
+}
+
+type deliveryOut struct {
+	ID             string     `json:"id"`
+	EventID        string     `json:"event_id"`
+	EndpointID     string     `json:"endpoint_id"`
+	ConsumerID     string     `json:"consumer_id"`
+	EventType      string     `json:"event_type"`
+	Status         string     `json:"status"`
+	AttemptCount   int        `json:"attempt_count"`
+	NextAttemptAt  *time.Time `json:"next_attempt_at"`
+	LastStatusCode *int       `json:"last_status_code"`
+	LastError      string     `json:"last_error"`
+	DeadReason     *string    `json:"dead_reason"`
+	CreatedAt      time.Time  `json:"created_at"`
+	DeliveredAt    *time.Time `json:"delivered_at"`
+}
+
+type listOut[T any] struct {
+	Data       []T    `json:"data"`
+	NextCursor string `json:"next_cursor"`
+}
+
+// rawBytes keeps a JSON value's bytes exactly as they came (json.RawMessage
+// would do too, but this says so).
+type rawBytes []byte
+
+func (r *rawBytes) UnmarshalJSON(b []byte) error { *r = append((*r)[:0], b...); return nil }
+
+// createEndpoint creates an endpoint and returns it.
+func (e *env) createEndpoint(body map[string]any) endpointOut {
+	e.t.Helper()
+	if _, ok := body["url"]; !ok {
+		body["url"] = "https://example.com/hooks"
+	}
+	var ep endpointOut
+	e.do("POST", "/v1/endpoints", body).must(http.StatusCreated, &ep)
+	return ep
+}
+
+// send ingests one event whose payload is the raw JSON text payload.
+func (e *env) send(consumer, eventType, payload string) ingestOut {
+	e.t.Helper()
+	body := `{"consumer_id":` + quote(consumer) + `,"event_type":` + quote(eventType) + `,"payload":` + payload + `}`
+	var out ingestOut
+	e.do("POST", "/v1/events", body).must(http.StatusAccepted, &out)
+	return out
+}
+
+func quote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}

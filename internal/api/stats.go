@@ -1,0 +1,68 @@
+package api
+
+import (
+	"fmt"
+	"net/http"
+
+	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/logkey"
+	"github.com/heraldhooks/herald/internal/store"
+)
+
+// allStatuses lists every delivery status, for answers that count each.
+func allStatuses() []herald.Status {
+	return []herald.Status{
+		herald.StatusPending, herald.StatusDelivering, herald.StatusDelivered,
+		herald.StatusDead, herald.StatusCancelled,
+	}
+}
+
+// stats serves GET /v1/stats:
+//
+//	{"deliveries": {"pending": 3, "delivering": 1, "delivered": 120, "dead": 2, "cancelled": 0},
+//	 "dead_letter_depth": 2, "due_now": 3, "oldest_due_age_seconds": 12.5}
+//
+// dead_letter_depth is the number of dead deliveries (the ones a replay can
+// bring back); due_now counts pending deliveries whose time has come, and
+// oldest_due_age_seconds is how long the oldest of them has waited (0 when
+// none).
+func (s *Server) stats(w http.ResponseWriter, r *http.Request) error {
+	if err := checkQuery(r.URL.Query()); err != nil {
+		return err
+	}
+	st, err := s.store.Stats(r.Context(), &store.StatsParams{Now: s.storeNow()})
+	if err != nil {
+		return fmt.Errorf("stats: %w", err)
+	}
+	out := statsJSON{
+		ByStatus:            make(map[string]int64, len(allStatuses())),
+		DeadLetterDepth:     st.ByStatus[herald.StatusDead],
+		DueNow:              st.DueNow,
+		OldestDueAgeSeconds: st.OldestDueAge.Seconds(),
+	}
+	for _, status := range allStatuses() {
+		out.ByStatus[string(status)] = st.ByStatus[status]
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// healthz serves GET /healthz: 200 while the process is up. No key needed.
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
+	writeJSON(w, http.StatusOK, statusJSON{Status: "ok"})
+	return nil
+}
+
+// readyz serves GET /readyz: 200 when the database answers, 503 when not.
+// No key needed.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := pingContext(r.Context())
+	defer cancel()
+	if err := s.store.Ping(ctx); err != nil {
+		s.log.Warn("readiness check failed: database does not answer", logkey.Error, err)
+		writeErr(w, http.StatusServiceUnavailable, "not_ready", "the database does not answer")
+		return nil
+	}
+	writeJSON(w, http.StatusOK, statusJSON{Status: "ok"})
+	return nil
+}
