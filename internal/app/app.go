@@ -1,0 +1,220 @@
+// Package app is the composition root: it opens the store named by the
+// config, migrates it, settles the API key, wires the API, the sender and the
+// dispatcher, runs them, and drains them on shutdown. It is the only package
+// (tests aside) that knows the concrete storage backends.
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/heraldhooks/herald/internal/api"
+	"github.com/heraldhooks/herald/internal/clock"
+	"github.com/heraldhooks/herald/internal/config"
+	"github.com/heraldhooks/herald/internal/dispatch"
+	"github.com/heraldhooks/herald/internal/logkey"
+	"github.com/heraldhooks/herald/internal/sender"
+	"github.com/heraldhooks/herald/internal/store"
+	"github.com/heraldhooks/herald/internal/store/pgstore"
+	"github.com/heraldhooks/herald/internal/store/sqlitestore"
+)
+
+// Version is the release this binary reports (User-Agent, logs).
+const Version = "0.1.0"
+
+// apiKeySetting is where the hash of a generated API key is kept.
+const apiKeySetting = "api_key_sha256"
+
+// Deps are the parts the environment provides; zero values give the real ones.
+type Deps struct {
+	Clock  clock.Clock
+	Logger *slog.Logger
+	// Out receives what is printed for the operator (the new API key).
+	Out io.Writer
+}
+
+// App is a wired Herald node.
+type App struct {
+	Config     config.Config
+	Store      store.Store
+	Handler    http.Handler
+	Dispatcher *dispatch.Dispatcher
+	log        *slog.Logger
+}
+
+// OpenStore opens (without migrating) the store that db names.
+func OpenStore(ctx context.Context, db string, logger *slog.Logger) (store.Store, error) {
+	kind, target, err := config.ParseDB(db)
+	if err != nil {
+		return nil, err
+	}
+	switch kind {
+	case config.DBPostgres:
+		return pgstore.Open(ctx, target, logger)
+	default:
+		return sqlitestore.Open(ctx, target, logger)
+	}
+}
+
+// Migrate opens the store named by db, applies its migrations and closes it.
+func Migrate(ctx context.Context, db string, logger *slog.Logger) error {
+	st, err := OpenStore(ctx, db, logger)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := st.Migrate(ctx); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}
+
+// New validates cfg, opens and migrates the store, settles the API key and
+// wires the node. withAPI is false for `herald worker`, which only dispatches.
+func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App, error) {
+	if err := cfg.Validate(withAPI); err != nil {
+		return nil, fmt.Errorf("invalid configuration:\n%w", err)
+	}
+	if deps.Clock == nil {
+		deps.Clock = clock.Real{}
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.New(slog.DiscardHandler)
+	}
+	if deps.Out == nil {
+		deps.Out = io.Discard
+	}
+	st, err := OpenStore(ctx, cfg.DB, deps.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("open database %s: %w", config.Redact(cfg.DB), err)
+	}
+	a := &App{Config: cfg, Store: st, log: deps.Logger}
+	if err := st.Migrate(ctx); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("migrate %s: %w", config.Redact(cfg.DB), err)
+	}
+
+	if withAPI {
+		hash, err := a.settleAPIKey(ctx, deps.Out)
+		if err != nil {
+			st.Close()
+			return nil, err
+		}
+		a.Handler = api.New(api.Config{
+			Store:                st,
+			Clock:                deps.Clock,
+			Logger:               deps.Logger,
+			APIKeyHash:           hash,
+			AllowPrivateNetworks: cfg.AllowPrivateNetworks,
+			MaxPayloadBytes:      cfg.MaxPayloadBytes,
+		})
+	}
+	a.Dispatcher = dispatch.New(dispatch.Config{
+		Store: st,
+		Sender: sender.New(sender.Config{
+			AllowPrivateNetworks: cfg.AllowPrivateNetworks,
+			UserAgent:            "Herald/" + Version,
+		}),
+		Clock:        deps.Clock,
+		Logger:       deps.Logger,
+		Concurrency:  cfg.Concurrency,
+		PollInterval: cfg.PollInterval,
+		DrainTimeout: cfg.ShutdownTimeout,
+	})
+	return a, nil
+}
+
+// settleAPIKey returns the hash of the key /v1 calls must present: the
+// configured key, or the one made on first start (printed once, then only
+// its hash is kept).
+func (a *App) settleAPIKey(ctx context.Context, out io.Writer) ([32]byte, error) {
+	if a.Config.APIKey != "" {
+		return sha256.Sum256([]byte(a.Config.APIKey)), nil
+	}
+	var raw [24]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return [32]byte{}, fmt.Errorf("make API key: %w", err)
+	}
+	key := "hk_" + base64.RawURLEncoding.EncodeToString(raw[:])
+	mine := sha256.Sum256([]byte(key))
+	stored, err := a.Store.SettingPutIfAbsent(ctx, apiKeySetting, hex.EncodeToString(mine[:]))
+	if err != nil {
+		return [32]byte{}, fmt.Errorf("store API key hash: %w", err)
+	}
+	var hash [32]byte
+	b, err := hex.DecodeString(stored)
+	if err != nil || len(b) != len(hash) {
+		return [32]byte{}, fmt.Errorf("stored API key hash is corrupt (setting %s)", apiKeySetting)
+	}
+	copy(hash[:], b)
+	if hash == mine {
+		fmt.Fprintf(out, "Herald made an API key on first start. It is shown only now; keep it:\n\n    %s\n\nUse it as: Authorization: Bearer %s\n\n", key, key)
+	} else {
+		a.log.Info("using the API key made on first start (set --api-key or HERALD_API_KEY to choose one)")
+	}
+	return hash, nil
+}
+
+// Close releases the store.
+func (a *App) Close() error { return a.Store.Close() }
+
+// Serve runs the API on ln (or on Config.Addr when ln is nil) and the
+// dispatcher until ctx ends, then stops taking requests, drains the
+// dispatcher, and returns.
+func (a *App) Serve(ctx context.Context, ln net.Listener) error {
+	if ln == nil {
+		var err error
+		ln, err = net.Listen("tcp", a.Config.Addr)
+		if err != nil {
+			return fmt.Errorf("listen on %s: %w", a.Config.Addr, err)
+		}
+	}
+	srv := &http.Server{
+		Handler:           a.Handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	dispatched := make(chan error, 1)
+	go func() { dispatched <- a.Dispatcher.Run(runCtx) }()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	a.log.Info("herald serving", logkey.Addr, ln.Addr().String(), "config", a.Config)
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-served:
+		err = fmt.Errorf("serve API: %w", err)
+	}
+	shutCtx, cancel := context.WithTimeout(context.Background(), a.Config.ShutdownTimeout+5*time.Second)
+	defer cancel()
+	if serr := srv.Shutdown(shutCtx); serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+		a.log.Warn("stop API", logkey.Error, serr)
+	}
+	stop() // the API may have failed on its own: stop the dispatcher too
+	if derr := <-dispatched; derr != nil {
+		err = errors.Join(err, derr)
+	}
+	a.log.Info("herald stopped")
+	return err
+}
+
+// Work runs only the dispatcher until ctx ends (herald worker).
+func (a *App) Work(ctx context.Context) error {
+	a.log.Info("herald worker running", "config", a.Config)
+	err := a.Dispatcher.Run(ctx)
+	a.log.Info("herald worker stopped")
+	return err
+}

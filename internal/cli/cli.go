@@ -1,0 +1,160 @@
+// Package cli is Herald's command line (cobra). Every flag is declared once
+// and has an environment twin, HERALD_ followed by the flag name in upper
+// case with dashes as underscores (--allow-private-networks is
+// HERALD_ALLOW_PRIVATE_NETWORKS); a flag given on the command line wins over
+// its twin.
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/heraldhooks/herald/internal/app"
+	"github.com/heraldhooks/herald/internal/config"
+)
+
+// IO is where commands read and write; tests pass buffers.
+type IO struct {
+	Out io.Writer
+	Err io.Writer
+	// Getenv reads the environment twins (os.Getenv in production).
+	Getenv func(string) string
+}
+
+// New builds the herald command tree.
+func New(stdio IO) *cobra.Command {
+	if stdio.Getenv == nil {
+		stdio.Getenv = os.Getenv
+	}
+	root := &cobra.Command{
+		Use:           "herald",
+		Short:         "Herald delivers your application's events as signed webhooks, at least once.",
+		Version:       app.Version,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return applyEnvTwins(cmd.Flags(), stdio.Getenv)
+		},
+	}
+	root.SetOut(stdio.Out)
+	root.SetErr(stdio.Err)
+	root.AddCommand(serveCmd(stdio), workerCmd(stdio), migrateCmd(stdio))
+	return root
+}
+
+// EnvName is the environment twin of a flag.
+func EnvName(flag string) string {
+	return "HERALD_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// applyEnvTwins sets every flag not given on the command line from its
+// environment twin, so the flag's own parser checks the value.
+func applyEnvTwins(fs *pflag.FlagSet, getenv func(string) string) error {
+	var err error
+	fs.VisitAll(func(f *pflag.Flag) {
+		if err != nil || f.Changed || f.Name == "help" {
+			return
+		}
+		if v := getenv(EnvName(f.Name)); v != "" {
+			if serr := fs.Set(f.Name, v); serr != nil {
+				err = fmt.Errorf("%s=%q: %w", EnvName(f.Name), v, serr)
+			}
+		}
+	})
+	return err
+}
+
+// nodeFlags declares the flags that serve and worker share.
+func nodeFlags(fs *pflag.FlagSet, c *config.Config) {
+	fs.StringVar(&c.DB, "db", c.DB, "database: sqlite://path (embedded, one node) or postgres://... (shared by many nodes)")
+	fs.BoolVar(&c.AllowPrivateNetworks, "allow-private-networks", c.AllowPrivateNetworks, "allow deliveries to loopback, private, link-local and metadata addresses")
+	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log format: text or json")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn or error")
+	fs.IntVar(&c.Concurrency, "concurrency", c.Concurrency, "attempts in flight at once on this node")
+	fs.DurationVar(&c.PollInterval, "poll-interval", c.PollInterval, "how often an idle dispatcher looks for due retries")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long a stop waits for attempts in flight")
+}
+
+func newLogger(c *config.Config, w io.Writer) *slog.Logger {
+	level, _ := config.ParseLevel(c.LogLevel) // validated before use
+	opts := &slog.HandlerOptions{Level: level}
+	if c.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func serveCmd(stdio IO) *cobra.Command {
+	c := config.Default()
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the API and a dispatcher",
+		Long: "Run the HTTP API and a dispatcher. With no --db, Herald keeps everything in\n" +
+			"./herald.db (SQLite) and needs nothing else.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runNode(cmd.Context(), c, stdio, true)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&c.Addr, "addr", c.Addr, "address the API listens on")
+	fs.StringVar(&c.APIKey, "api-key", c.APIKey, "API key for /v1 calls (default: made on first start and printed once)")
+	fs.IntVar(&c.MaxPayloadBytes, "max-payload-bytes", c.MaxPayloadBytes, "largest event payload accepted")
+	nodeFlags(fs, &c)
+	return cmd
+}
+
+func workerCmd(stdio IO) *cobra.Command {
+	c := config.Default()
+	cmd := &cobra.Command{
+		Use:   "worker",
+		Short: "Run a dispatcher only, to scale out on a shared PostgreSQL",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runNode(cmd.Context(), c, stdio, false)
+		},
+	}
+	nodeFlags(cmd.Flags(), &c)
+	return cmd
+}
+
+func runNode(ctx context.Context, c config.Config, stdio IO, withAPI bool) error {
+	if err := c.Validate(withAPI); err != nil {
+		return fmt.Errorf("invalid configuration:\n%w", err)
+	}
+	logger := newLogger(&c, stdio.Err)
+	a, err := app.New(ctx, c, app.Deps{Logger: logger, Out: stdio.Out}, withAPI)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	if withAPI {
+		return a.Serve(ctx, nil)
+	}
+	return a.Work(ctx)
+}
+
+func migrateCmd(stdio IO) *cobra.Command {
+	c := config.Default()
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply the database migrations (serve and worker also do this at start)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := app.Migrate(cmd.Context(), c.DB, newLogger(&c, stdio.Err)); err != nil {
+				return err
+			}
+			fmt.Fprintf(stdio.Out, "database %s is up to date\n", config.Redact(c.DB))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&c.DB, "db", c.DB, "database: sqlite://path or postgres://...")
+	return cmd
+}

@@ -1,0 +1,77 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhooks/herald/internal/cli"
+)
+
+func run(t *testing.T, env map[string]string, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	cmd := cli.New(cli.IO{Out: &out, Err: &errb, Getenv: func(k string) string { return env[k] }})
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(context.Background())
+	return out.String(), errb.String(), err
+}
+
+func TestEnvName(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "HERALD_ALLOW_PRIVATE_NETWORKS", cli.EnvName("allow-private-networks"))
+	require.Equal(t, "HERALD_DB", cli.EnvName("db"))
+}
+
+func TestMigrate(t *testing.T) {
+	t.Parallel()
+	t.Run("FlagNamesTheDatabase", func(t *testing.T) {
+		t.Parallel()
+		db := "sqlite://" + filepath.Join(t.TempDir(), "a.db")
+		out, _, err := run(t, nil, "migrate", "--db", db)
+		require.NoError(t, err)
+		require.Contains(t, out, "up to date")
+		// Twice is harmless.
+		_, _, err = run(t, nil, "migrate", "--db", db)
+		require.NoError(t, err)
+	})
+	t.Run("EnvTwinNamesTheDatabase", func(t *testing.T) {
+		t.Parallel()
+		db := "sqlite://" + filepath.Join(t.TempDir(), "b.db")
+		out, _, err := run(t, map[string]string{"HERALD_DB": db}, "migrate")
+		require.NoError(t, err)
+		require.Contains(t, out, filepath.Base(filepath.Dir(db[len("sqlite://"):])))
+	})
+	t.Run("FlagWinsOverEnvTwin", func(t *testing.T) {
+		t.Parallel()
+		db := "sqlite://" + filepath.Join(t.TempDir(), "c.db")
+		_, _, err := run(t, map[string]string{"HERALD_DB": "mysql://nope"}, "migrate", "--db", db)
+		require.NoError(t, err)
+	})
+	t.Run("BadDatabaseIsAClearError", func(t *testing.T) {
+		t.Parallel()
+		_, _, err := run(t, nil, "migrate", "--db", "mysql://u:pw@h/x")
+		require.ErrorContains(t, err, "unknown scheme")
+		require.NotContains(t, err.Error(), "pw@")
+	})
+}
+
+func TestServeRejectsBadConfigAtOnce(t *testing.T) {
+	t.Parallel()
+	t.Run("BadEnvValueNamesTheVariable", func(t *testing.T) {
+		t.Parallel()
+		_, _, err := run(t, map[string]string{"HERALD_CONCURRENCY": "lots"}, "serve")
+		require.ErrorContains(t, err, "HERALD_CONCURRENCY")
+	})
+	t.Run("EveryProblemListed", func(t *testing.T) {
+		t.Parallel()
+		_, _, err := run(t, nil, "serve", "--addr", "nowhere", "--log-format", "xml", "--concurrency", "0",
+			"--db", "sqlite://"+filepath.Join(t.TempDir(), "d.db"))
+		require.ErrorContains(t, err, "addr:")
+		require.ErrorContains(t, err, "log-format:")
+		require.ErrorContains(t, err, "concurrency:")
+	})
+}

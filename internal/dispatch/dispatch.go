@@ -1,0 +1,397 @@
+// Package dispatch moves deliveries from the store to receivers: it claims
+// due deliveries in batches under a lease, hands them to a bounded pool of
+// senders, decides each outcome (delivered, retry, dead) and writes the
+// outcomes back in batches.
+//
+// Delivery is at least once: a delivery is only ever marked delivered after a
+// 2xx, and a node that dies mid-attempt leaves a lease that expires, after
+// which another node claims the delivery again (invariant 3). Every write that
+// ends a claim carries the lease token, so a node that wakes after its lease
+// expired cannot overwrite a newer outcome (invariant 10).
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/clock"
+	"github.com/heraldhooks/herald/internal/logkey"
+	"github.com/heraldhooks/herald/internal/retry"
+	"github.com/heraldhooks/herald/internal/sender"
+	"github.com/heraldhooks/herald/internal/store"
+)
+
+// Sender makes one HTTP attempt. *sender.Sender is the production one.
+type Sender interface {
+	Send(ctx context.Context, req *sender.Request) sender.Result
+}
+
+// Config wires a Dispatcher.
+type Config struct {
+	Store  store.Store
+	Sender Sender
+	Clock  clock.Clock
+	Logger *slog.Logger
+	// Concurrency is how many attempts run at once on this node (default 64).
+	Concurrency int
+	// ClaimBatch bounds one claim (default Concurrency).
+	ClaimBatch int
+	// PollInterval is how often an idle dispatcher looks for due work when
+	// no wake-up came (default 1 s). Retries that fall due are found this way.
+	PollInterval time.Duration
+	// LeaseMargin is added to twice the endpoint timeout for each lease
+	// (default 15 s), covering the outcome write after the attempt.
+	LeaseMargin time.Duration
+	// DrainTimeout is how long a stopping dispatcher lets attempts in flight
+	// finish before it cancels them and hands their leases back (default 30 s).
+	DrainTimeout time.Duration
+	// Rand draws the jitter of retry delays, in [0, 1). Default math/rand/v2.
+	Rand func() float64
+	// Hooks observe outcomes (metrics, notifications); optional.
+	Hooks Hooks
+}
+
+// Hooks let other parts observe the dispatcher without it knowing them.
+type Hooks struct {
+	// AttemptDone is called after each attempt with its claimed delivery,
+	// result and the outcome decided (before it is written).
+	AttemptDone func(c *store.ClaimedDelivery, res *sender.Result, out *store.DeliveryOutcome)
+}
+
+func (c *Config) setDefaults() {
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 64
+	}
+	if c.ClaimBatch <= 0 || c.ClaimBatch > c.Concurrency {
+		c.ClaimBatch = c.Concurrency
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = time.Second
+	}
+	if c.LeaseMargin <= 0 {
+		c.LeaseMargin = 15 * time.Second
+	}
+	if c.DrainTimeout <= 0 {
+		c.DrainTimeout = 30 * time.Second
+	}
+	if c.Rand == nil {
+		c.Rand = rand.Float64
+	}
+}
+
+// Dispatcher claims and delivers. Create it with New and start it with Run.
+type Dispatcher struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New returns a Dispatcher for cfg.
+func New(cfg Config) *Dispatcher {
+	cfg.setDefaults()
+	return &Dispatcher{cfg: cfg, log: cfg.Logger}
+}
+
+// result is what a worker hands the writer: an outcome to write, or a lease
+// to hand back when the attempt never happened (shutdown).
+type result struct {
+	outcome *store.DeliveryOutcome
+	release *store.Lease
+}
+
+// Run claims and delivers until ctx ends, then stops claiming, lets attempts
+// in flight finish (for at most DrainTimeout), writes their outcomes, hands
+// back the leases of work not attempted, and returns. It returns an error
+// only when it cannot start.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	subCtx, cancelSub := context.WithCancel(context.Background())
+	defer cancelSub()
+	wake, err := d.cfg.Store.Subscribe(subCtx)
+	if err != nil {
+		return fmt.Errorf("subscribe to wake-ups: %w", err)
+	}
+
+	// sendCtx outlives ctx by DrainTimeout so attempts in flight can finish.
+	sendCtx, cancelSend := context.WithCancel(context.Background())
+	defer cancelSend()
+	stopDrain := context.AfterFunc(ctx, func() {
+		t := time.NewTimer(d.cfg.DrainTimeout)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancelSend()
+		case <-sendCtx.Done():
+		}
+	})
+	defer stopDrain()
+
+	n := d.cfg.Concurrency
+	jobs := make(chan *store.ClaimedDelivery, n)
+	results := make(chan result, n)
+	// slots holds one token per attempt that may start; a token comes back
+	// when the attempt's outcome is written.
+	slots := make(chan struct{}, n)
+	for range n {
+		slots <- struct{}{}
+	}
+
+	var workers sync.WaitGroup
+	for range n {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for c := range jobs {
+				results <- d.attempt(ctx, sendCtx, c)
+			}
+		}()
+	}
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		d.writeResults(results, slots)
+	}()
+
+	d.claimLoop(ctx, wake, jobs, slots)
+
+	close(jobs)
+	workers.Wait()
+	close(results)
+	<-writerDone
+	return nil
+}
+
+// claimLoop claims as many deliveries as there are free slots, and sleeps
+// when nothing is due until a wake-up, the poll interval, or a free slot.
+func (d *Dispatcher) claimLoop(ctx context.Context, wake <-chan struct{}, jobs chan<- *store.ClaimedDelivery, slots chan struct{}) {
+	for ctx.Err() == nil {
+		// Take at least one slot (waiting if all are busy), then every free one.
+		select {
+		case <-slots:
+		case <-ctx.Done():
+			return
+		}
+		free := 1
+	more:
+		for free < d.cfg.ClaimBatch {
+			select {
+			case <-slots:
+				free++
+			default:
+				break more
+			}
+		}
+
+		claimed, err := d.cfg.Store.DeliveryClaim(ctx, &store.DeliveryClaimParams{
+			Limit:       free,
+			LeaseMargin: d.cfg.LeaseMargin,
+			Now:         d.cfg.Clock.StoreNow(),
+		})
+		if err != nil && ctx.Err() == nil {
+			d.log.Error("claim deliveries", logkey.Error, err)
+		}
+		for _, c := range claimed {
+			jobs <- c
+		}
+		for range free - len(claimed) {
+			slots <- struct{}{}
+		}
+		if err == nil && len(claimed) == free {
+			continue // there may be more due right now
+		}
+		d.idle(ctx, wake)
+	}
+}
+
+// idle waits for a wake-up, the poll interval, or the end.
+func (d *Dispatcher) idle(ctx context.Context, wake <-chan struct{}) {
+	t := d.cfg.Clock.NewTimer(d.cfg.PollInterval)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-wake:
+	case <-t.C():
+	}
+}
+
+// attempt runs one delivery attempt and decides its outcome. Work that has
+// not started when the dispatcher stops, or whose attempt was cut off by
+// the drain deadline, is handed back instead: it spent no attempt.
+func (d *Dispatcher) attempt(runCtx, sendCtx context.Context, c *store.ClaimedDelivery) result {
+	lease := store.Lease{DeliveryID: c.Delivery.ID, LeaseToken: c.LeaseToken}
+	if runCtx.Err() != nil {
+		return result{release: &lease}
+	}
+	ep := &c.Endpoint
+	now := d.cfg.Clock.Now()
+	secrets := []string{ep.Secret}
+	if ep.PreviousSecret != "" && ep.PreviousSecretExpiresAt != nil && now.Before(*ep.PreviousSecretExpiresAt) {
+		secrets = append(secrets, ep.PreviousSecret)
+	}
+	res := d.cfg.Sender.Send(sendCtx, &sender.Request{
+		WebhookID: c.Event.ID,
+		EventType: c.Event.EventType,
+		Body:      c.Event.Payload,
+		URL:       ep.URL,
+		Secrets:   secrets,
+		Scheme:    ep.SignatureScheme,
+		Headers:   ep.Headers,
+		Timeout:   ep.Timeout,
+		Timestamp: now,
+	})
+	if sendCtx.Err() != nil && res.Class != sender.Success {
+		return result{release: &lease}
+	}
+	out := Decide(c, &res, d.cfg.Rand())
+	out.Attempt.AttemptedAt = now
+	if d.cfg.Hooks.AttemptDone != nil {
+		d.cfg.Hooks.AttemptDone(c, &res, out)
+	}
+	d.logAttempt(c, &res, out)
+	return result{outcome: out}
+}
+
+// Decide turns the result of attempt number c.Delivery.AttemptCount+1 into
+// the delivery's next state, by the delivery rules of DESIGN.md. r in [0,1)
+// draws the retry jitter.
+func Decide(c *store.ClaimedDelivery, res *sender.Result, r float64) *store.DeliveryOutcome {
+	number := c.Delivery.AttemptCount + 1
+	out := &store.DeliveryOutcome{
+		Lease: store.Lease{DeliveryID: c.Delivery.ID, LeaseToken: c.LeaseToken},
+		Attempt: herald.Attempt{
+			Number:     number,
+			Duration:   res.Duration,
+			StatusCode: res.StatusCode,
+			Response:   res.Body,
+			Error:      res.Error,
+		},
+	}
+	switch res.Class {
+	case sender.Success:
+		out.Status = herald.StatusDelivered
+		return out
+	case sender.Gone:
+		out.Status = herald.StatusDead
+		out.DeadReason = herald.DeadGone
+		out.DisableEndpoint = string(herald.DeadGone)
+		return out
+	case sender.ClientError:
+		if !c.Endpoint.RetryClientErrors {
+			out.Status = herald.StatusDead
+			out.DeadReason = herald.DeadClientError
+			return out
+		}
+	}
+	delay, ok := retry.PolicyFor(&c.Endpoint).Next(number, r)
+	if !ok {
+		out.Status = herald.StatusDead
+		out.DeadReason = herald.DeadExhausted
+		return out
+	}
+	// Retry-After is a floor: never earlier than the receiver asked.
+	if res.RetryAfter > delay {
+		delay = res.RetryAfter
+	}
+	out.Status = herald.StatusPending
+	out.RetryIn = delay
+	return out
+}
+
+func (d *Dispatcher) logAttempt(c *store.ClaimedDelivery, res *sender.Result, out *store.DeliveryOutcome) {
+	level := slog.LevelDebug
+	if res.Class != sender.Success {
+		level = slog.LevelWarn
+	}
+	if !d.log.Enabled(context.Background(), level) {
+		return
+	}
+	d.log.Log(context.Background(), level, "attempt",
+		logkey.DeliveryID, c.Delivery.ID,
+		logkey.EndpointID, c.Endpoint.ID,
+		logkey.EventID, c.Event.ID,
+		logkey.Attempt, out.Attempt.Number,
+		logkey.StatusCode, res.StatusCode,
+		logkey.DurationMS, res.Duration.Milliseconds(),
+		logkey.Outcome, string(out.Status),
+		logkey.Error, res.Error,
+	)
+}
+
+// writeResults writes outcomes and releases in batches: it blocks for one
+// result, takes every other result already waiting (up to maxWriteBatch),
+// and writes them together. Under load batches grow by themselves; when
+// idle, a lone outcome is written at once. Writes use their own context so
+// that a stopping node still records what it did.
+func (d *Dispatcher) writeResults(results <-chan result, slots chan<- struct{}) {
+	const maxWriteBatch = 500
+	var outcomes []store.DeliveryOutcome
+	var releases []store.Lease
+	for first := range results {
+		outcomes, releases = outcomes[:0], releases[:0]
+		add := func(r result) {
+			if r.outcome != nil {
+				outcomes = append(outcomes, *r.outcome)
+			} else {
+				releases = append(releases, *r.release)
+			}
+		}
+		add(first)
+	drain:
+		for len(outcomes)+len(releases) < maxWriteBatch {
+			select {
+			case r, ok := <-results:
+				if !ok {
+					break drain
+				}
+				add(r)
+			default:
+				break drain
+			}
+		}
+		d.write(outcomes, releases)
+		for range len(outcomes) + len(releases) {
+			slots <- struct{}{}
+		}
+	}
+}
+
+func (d *Dispatcher) write(outcomes []store.DeliveryOutcome, releases []store.Lease) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if len(outcomes) > 0 {
+		applied, err := d.cfg.Store.DeliveryCompleteMany(ctx, &store.DeliveryCompleteManyParams{
+			Outcomes: outcomes,
+			Now:      d.cfg.Clock.StoreNow(),
+		})
+		if err != nil {
+			// The leases will expire and the deliveries will be claimed
+			// again: at least once, never lost.
+			d.log.Error("write outcomes", logkey.Count, len(outcomes), logkey.Error, err)
+		}
+		for i, ok := range applied {
+			if !ok {
+				d.log.Warn("outcome not applied: lease no longer held",
+					logkey.DeliveryID, outcomes[i].DeliveryID)
+			}
+		}
+	}
+	if len(releases) > 0 {
+		err := d.cfg.Store.DeliveryRelease(ctx, &store.DeliveryReleaseParams{
+			Leases: releases,
+			Now:    d.cfg.Clock.StoreNow(),
+		})
+		if err != nil && !errors.Is(err, context.Canceled) {
+			d.log.Error("release leases", logkey.Count, len(releases), logkey.Error, err)
+		}
+	}
+}

@@ -1,0 +1,220 @@
+package dispatch_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/clock"
+	"github.com/heraldhooks/herald/internal/dispatch"
+	"github.com/heraldhooks/herald/internal/sender"
+	"github.com/heraldhooks/herald/internal/store"
+	"github.com/heraldhooks/herald/internal/store/sqlitestore"
+	"github.com/heraldhooks/herald/internal/testdb"
+)
+
+func TestDecide(t *testing.T) {
+	t.Parallel()
+	claimed := func(attemptsSoFar int, ep herald.Endpoint) *store.ClaimedDelivery {
+		return &store.ClaimedDelivery{
+			Delivery:   herald.Delivery{ID: "dlv_1", AttemptCount: attemptsSoFar},
+			Endpoint:   ep,
+			LeaseToken: 7,
+		}
+	}
+	short := herald.Endpoint{RetrySchedule: []time.Duration{0, 10 * time.Second, time.Minute}}
+	tests := []struct {
+		name       string
+		c          *store.ClaimedDelivery
+		res        sender.Result
+		r          float64
+		status     herald.Status
+		reason     herald.DeadReason
+		retryIn    time.Duration
+		disable    string
+		attemptNum int
+	}{
+		{name: "SuccessDelivers", c: claimed(0, short), res: sender.Result{Class: sender.Success, StatusCode: 200},
+			status: herald.StatusDelivered, attemptNum: 1},
+		{name: "RetryableFollowsScheduleWithJitterLow", c: claimed(0, short), res: sender.Result{Class: sender.Retryable, StatusCode: 500},
+			r: 0, status: herald.StatusPending, retryIn: 8 * time.Second, attemptNum: 1},
+		{name: "RetryableSecondAttemptJitterMid", c: claimed(1, short), res: sender.Result{Class: sender.Retryable, StatusCode: 503},
+			r: 0.5, status: herald.StatusPending, retryIn: time.Minute, attemptNum: 2},
+		{name: "ExhaustedGoesDead", c: claimed(2, short), res: sender.Result{Class: sender.Retryable, StatusCode: 500},
+			status: herald.StatusDead, reason: herald.DeadExhausted, attemptNum: 3},
+		{name: "RetryAfterIsAFloor", c: claimed(0, short), res: sender.Result{Class: sender.Retryable, StatusCode: 429, RetryAfter: time.Hour},
+			r: 0.5, status: herald.StatusPending, retryIn: time.Hour, attemptNum: 1},
+		{name: "RetryAfterShorterThanScheduleKeepsSchedule", c: claimed(0, short), res: sender.Result{Class: sender.Retryable, StatusCode: 429, RetryAfter: time.Second},
+			r: 0.5, status: herald.StatusPending, retryIn: 10 * time.Second, attemptNum: 1},
+		{name: "GoneDiesAndDisables", c: claimed(0, short), res: sender.Result{Class: sender.Gone, StatusCode: 410},
+			status: herald.StatusDead, reason: herald.DeadGone, disable: "gone", attemptNum: 1},
+		{name: "ClientErrorDiesAtOnce", c: claimed(0, short), res: sender.Result{Class: sender.ClientError, StatusCode: 404},
+			status: herald.StatusDead, reason: herald.DeadClientError, attemptNum: 1},
+		{name: "ClientErrorRetriedWhenEndpointAsks", c: claimed(0, herald.Endpoint{RetryClientErrors: true, RetrySchedule: short.RetrySchedule}),
+			res: sender.Result{Class: sender.ClientError, StatusCode: 404}, r: 0.5, status: herald.StatusPending, retryIn: 10 * time.Second, attemptNum: 1},
+		{name: "DefaultScheduleSecondDelayIs30s", c: claimed(0, herald.Endpoint{}), res: sender.Result{Class: sender.Retryable},
+			r: 0.5, status: herald.StatusPending, retryIn: 30 * time.Second, attemptNum: 1},
+		{name: "DefaultScheduleSevenAttempts", c: claimed(6, herald.Endpoint{}), res: sender.Result{Class: sender.Retryable},
+			status: herald.StatusDead, reason: herald.DeadExhausted, attemptNum: 7},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			out := dispatch.Decide(tt.c, &tt.res, tt.r)
+			require.Equal(t, tt.status, out.Status)
+			require.Equal(t, tt.reason, out.DeadReason)
+			require.Equal(t, tt.retryIn, out.RetryIn)
+			require.Equal(t, tt.disable, out.DisableEndpoint)
+			require.Equal(t, tt.attemptNum, out.Attempt.Number)
+			require.Equal(t, int64(7), out.LeaseToken)
+			require.Equal(t, tt.res.StatusCode, out.Attempt.StatusCode)
+		})
+	}
+}
+
+// setup opens a fresh SQLite store with one endpoint pointing at handler.
+func setup(t *testing.T, handler http.HandlerFunc) (store.Store, *clock.Test, *herald.Endpoint) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlitestore.Open(ctx, testdb.SQLitePath(t), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	require.NoError(t, st.Migrate(ctx))
+	srv := httptest.NewServer(handler)
+	t.Cleanup(srv.Close)
+	c := clock.NewTest(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))
+	ep, err := st.EndpointCreate(ctx, &store.EndpointCreateParams{
+		Endpoint: &herald.Endpoint{
+			ConsumerID: "c1", URL: srv.URL, EventTypes: []string{"*"}, Enabled: true,
+			Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", Timeout: 10 * time.Second,
+			SignatureScheme: herald.SchemeStandard, MaxInFlight: 10,
+		},
+		Now: c.Now(),
+	})
+	require.NoError(t, err)
+	return st, c, ep
+}
+
+func ingest(t *testing.T, st store.Store, c *clock.Test) string {
+	t.Helper()
+	res, err := st.EventIngest(context.Background(), &store.EventIngestParams{
+		Events: []store.EventIngestItem{{ConsumerID: "c1", EventType: "a.b", Payload: []byte(`{}`)}},
+		Now:    c.Now(),
+	})
+	require.NoError(t, err)
+	require.Len(t, res[0].Deliveries, 1)
+	return res[0].Deliveries[0].ID
+}
+
+func startDispatcher(t *testing.T, st store.Store, c *clock.Test, drain time.Duration) (context.CancelFunc, <-chan struct{}) {
+	t.Helper()
+	d := dispatch.New(dispatch.Config{
+		Store:        st,
+		Sender:       sender.New(sender.Config{AllowPrivateNetworks: true}),
+		Clock:        c,
+		Concurrency:  4,
+		DrainTimeout: drain,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		require.NoError(t, d.Run(ctx))
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return cancel, done
+}
+
+func TestGracefulStop(t *testing.T) {
+	t.Parallel()
+
+	t.Run("FinishesAttemptsInFlight", func(t *testing.T) {
+		t.Parallel()
+		arrived, answer := make(chan struct{}), make(chan struct{})
+		st, c, _ := setup(t, func(w http.ResponseWriter, _ *http.Request) {
+			close(arrived)
+			<-answer
+			w.WriteHeader(http.StatusOK)
+		})
+		id := ingest(t, st, c)
+		stop, done := startDispatcher(t, st, c, time.Minute)
+		waitClosed(t, arrived)
+		stop()
+		close(answer)
+		waitClosed(t, done)
+		d, err := st.DeliveryGet(context.Background(), id)
+		require.NoError(t, err)
+		require.Equal(t, herald.StatusDelivered, d.Status)
+	})
+
+	t.Run("HandsBackWhatCannotFinish", func(t *testing.T) {
+		t.Parallel()
+		arrived, answer := make(chan struct{}), make(chan struct{})
+		t.Cleanup(func() { close(answer) })
+		st, c, _ := setup(t, func(w http.ResponseWriter, r *http.Request) {
+			// Read the body so the server notices when the client hangs up.
+			_, _ = io.ReadAll(r.Body)
+			close(arrived)
+			select {
+			case <-answer:
+			case <-r.Context().Done():
+			}
+		})
+		id := ingest(t, st, c)
+		stop, done := startDispatcher(t, st, c, 50*time.Millisecond)
+		waitClosed(t, arrived)
+		stop()
+		waitClosed(t, done)
+		d, err := st.DeliveryGet(context.Background(), id)
+		require.NoError(t, err)
+		require.Equal(t, herald.StatusPending, d.Status, "handed back, not left leased")
+		require.Equal(t, 0, d.AttemptCount, "an attempt cut off by shutdown spends nothing")
+		claimed, err := st.DeliveryClaim(context.Background(), &store.DeliveryClaimParams{Limit: 10, Now: c.Now()})
+		require.NoError(t, err)
+		require.Len(t, claimed, 1, "due again at once for the next node")
+	})
+}
+
+func TestWakesOnNewWorkWithoutPolling(t *testing.T) {
+	t.Parallel()
+	got := make(chan struct{}, 1)
+	st, c, _ := setup(t, func(w http.ResponseWriter, _ *http.Request) {
+		got <- struct{}{}
+	})
+	startDispatcher(t, st, c, time.Second)
+	// The dispatcher is idle on a test-clock timer that never fires: only a
+	// wake-up from the store can bring it to the new event.
+	waitFor(t, func() bool { return c.Waiters() > 0 })
+	ingest(t, st, c)
+	waitClosed(t, got)
+}
+
+func waitClosed[T any](t *testing.T, ch <-chan T) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(30 * time.Second):
+		t.Fatal("timed out")
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
+	tick := time.NewTicker(2 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline.C:
+			t.Fatal("timed out")
+		case <-tick.C:
+		}
+	}
+}
