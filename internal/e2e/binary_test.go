@@ -1,0 +1,188 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhooks/herald/internal/testdb"
+	"github.com/heraldhooks/herald/verify"
+)
+
+// TestBinaryAsAUserWould builds the herald binary and runs it as a user
+// would: `herald serve` on a fresh SQLite file with no API key (it makes and
+// prints one), an endpoint, an event, and the signed delivery arriving.
+func TestBinaryAsAUserWould(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "herald")
+	build := exec.Command("go", "build", "-o", bin, "github.com/heraldhooks/herald/cmd/herald")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+
+	addr := freeAddr(t)
+	db := "sqlite://" + filepath.Join(dir, "herald.db")
+
+	migrate := exec.Command(bin, "migrate", "--db", db)
+	out, err = migrate.CombinedOutput()
+	require.NoError(t, err, "herald migrate: %s", out)
+	require.Contains(t, string(out), "up to date")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	serve := exec.CommandContext(ctx, bin, "serve", "--addr", addr, "--db", db, "--allow-private-networks")
+	stdout, err := serve.StdoutPipe()
+	require.NoError(t, err)
+	var stderr lockedBuffer
+	serve.Stderr = &stderr
+	require.NoError(t, serve.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- serve.Wait() }()
+	t.Cleanup(func() {
+		_ = serve.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = serve.Process.Kill()
+		}
+	})
+
+	// The key is printed once on first start.
+	keyRE := regexp.MustCompile(`Bearer (hk_[A-Za-z0-9_-]+)`)
+	lines := bufio.NewScanner(stdout)
+	var key string
+	for key == "" && lines.Scan() {
+		if m := keyRE.FindStringSubmatch(lines.Text()); m != nil {
+			key = m[1]
+		}
+	}
+	require.NotEmpty(t, key, "serve printed no API key; stderr: %s", stderr.String())
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+
+	base := "http://" + addr
+	waitFor(t, "herald to answer /healthz", func() bool {
+		resp, err := http.Get(base + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+
+	call := func(method, path, key, body string) (int, map[string]any) {
+		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
+		require.NoError(t, err)
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var m map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		return resp.StatusCode, m
+	}
+
+	code, _ := call("GET", "/v1/endpoints", "", "")
+	require.Equal(t, http.StatusUnauthorized, code, "no key, no entry")
+
+	got := make(chan *http.Request, 1)
+	bodies := make(chan []byte, 1)
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- r
+		bodies <- b
+	}))
+	defer rcv.Close()
+
+	code, ep := call("POST", "/v1/endpoints", key, fmt.Sprintf(`{"url": %q, "consumer_id": "cust_42"}`, rcv.URL+"/hooks"))
+	require.Equal(t, http.StatusCreated, code, "%v", ep)
+	secret, _ := ep["secret"].(string)
+	require.True(t, strings.HasPrefix(secret, "whsec_"))
+
+	code, ev := call("POST", "/v1/events", key, `{"consumer_id":"cust_42","event_type":"order.created","payload":{"order_id":"o_1"}}`)
+	require.Equal(t, http.StatusAccepted, code, "%v", ev)
+
+	select {
+	case r := <-got:
+		body := <-bodies
+		require.Equal(t, `{"order_id":"o_1"}`, string(body))
+		require.Equal(t, ev["id"], r.Header.Get("webhook-id"))
+		v := verify.Verifier{Secrets: []string{secret}}
+		_, err := v.VerifyPayload(r.Header, body)
+		require.NoError(t, err, "the webhook verifies with the endpoint's secret")
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no delivery arrived; stderr: %s", stderr.String())
+	}
+
+	// SIGTERM stops it cleanly.
+	require.NoError(t, serve.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-exited:
+		require.NoError(t, err, "stderr: %s", stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("herald did not stop on SIGTERM")
+	}
+}
+
+// TestPrivateDestinationsRefusedByDefault: without
+// --allow-private-networks, an endpoint on loopback is refused with a
+// message naming the flag.
+func TestPrivateDestinationsRefusedByDefault(t *testing.T) {
+	t.Parallel()
+	e := setup(t, "sqlite://"+testdb.SQLitePath(t), func(o *options) { o.denyPrivate = true })
+	var out struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	code := e.call("POST", "/v1/endpoints", map[string]any{"url": "http://127.0.0.1:9/hook"}, &out)
+	require.Equal(t, http.StatusBadRequest, code)
+	require.Equal(t, "invalid_url", out.Error.Code)
+	require.Contains(t, out.Error.Message, "--allow-private-networks")
+}
+
+// lockedBuffer is a bytes.Buffer that a child process writes while the
+// test reads.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
+}

@@ -1,0 +1,140 @@
+package e2e
+
+import (
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A node dies with attempts in flight and never hands its leases back. Once
+// the leases expire another node delivers everything: nothing is lost.
+func TestCrashedNodeLeasesExpireAndWorkIsDelivered(t *testing.T) {
+	t.Parallel()
+	backends(t, func(t *testing.T, db string) {
+		e := setup(t, db, func(o *options) { o.noDispatch = true })
+		const events = 20
+		held := make(chan struct{})
+		var once sync.Once
+		rc := newReceiver(t, e.clock, func(n int, r *http.Request, w http.ResponseWriter) {
+			if n <= events {
+				// The first node's attempts never get an answer it can use.
+				select {
+				case <-held:
+				case <-r.Context().Done():
+				}
+				w.WriteHeader(http.StatusInternalServerError)
+				return
+			}
+			w.WriteHeader(http.StatusOK)
+		})
+		t.Cleanup(func() { once.Do(func() { close(held) }) })
+		e.createEndpoint(map[string]any{"consumer_id": "c1", "url": rc.URL})
+		var ids []string
+		for range events {
+			ids = append(ids, e.send("c1", "a.b", `{}`).Deliveries[0].ID)
+		}
+
+		// Node 1 claims everything, then "crashes": its database connection
+		// goes away before it can write or release anything.
+		st1, stop1, done1 := e.dispatcher(events)
+		rc.waitHits(t, events)
+		require.NoError(t, st1.Close())
+		stop1()
+		once.Do(func() { close(held) })
+		<-done1
+		for _, id := range ids {
+			require.Equal(t, "delivering", e.delivery(id).Status, "the dead node's lease still holds")
+		}
+
+		// Node 2 starts. Before the leases expire it takes nothing; after, it
+		// delivers everything.
+		e.dispatcher(8)
+		e.tick(20 * time.Second) // leases run 2 x 10 s timeout + margin
+		for _, id := range ids {
+			require.Equal(t, "delivering", e.delivery(id).Status)
+		}
+		e.tick(time.Minute)
+		for _, id := range ids {
+			d := e.waitStatus(id, "delivered")
+			require.Equal(t, 1, d.AttemptCount, "the lost attempt was never recorded, so it spent nothing")
+		}
+		require.Equal(t, 2*events, rc.count())
+	})
+}
+
+// A node whose lease expired while its attempt hung comes back and writes
+// its outcome: the write is fenced off and the newer outcome stands.
+func TestStaleNodeCannotOverwriteNewerOutcome(t *testing.T) {
+	t.Parallel()
+	backends(t, func(t *testing.T, db string) {
+		e := setup(t, db, func(o *options) { o.noDispatch = true })
+		held := make(chan struct{})
+		rc := newReceiver(t, e.clock, func(n int, r *http.Request, w http.ResponseWriter) {
+			if n == 1 {
+				<-held
+				w.WriteHeader(http.StatusGone) // would kill the delivery and disable the endpoint
+				return
+			}
+			w.WriteHeader(http.StatusOK)
+		})
+		ep := e.createEndpoint(map[string]any{"consumer_id": "c1", "url": rc.URL, "timeout": "60s"})
+		id := e.send("c1", "a.b", `{}`).Deliveries[0].ID
+
+		// Node 1 has one sender slot, so once its attempt hangs it claims nothing more.
+		_, _, _ = e.dispatcher(1)
+		rc.waitHits(t, 1)
+
+		// Its lease (2 x 60 s + margin) expires; node 2 delivers.
+		e.dispatcher(4)
+		e.tick(3 * time.Minute)
+		e.waitStatus(id, "delivered")
+
+		// Node 1's attempt now answers 410 and its outcome is written late.
+		close(held)
+		waitFor(t, "the stale attempt to be logged", func() bool { return len(e.attempts(id)) == 2 })
+		d := e.delivery(id)
+		require.Equal(t, "delivered", d.Status, "the newer outcome stands")
+		require.Nil(t, d.DeadReason)
+		var got endpointJSON
+		e.must(http.StatusOK, "GET", "/v1/endpoints/"+ep.ID, nil, &got)
+		require.True(t, got.Enabled, "a stale 410 does not disable the endpoint")
+	})
+}
+
+// Two dispatchers share one database and never deliver the same delivery
+// twice while neither lease expires.
+func TestTwoDispatchersNeverClaimTheSameDelivery(t *testing.T) {
+	t.Parallel()
+	backends(t, func(t *testing.T, db string) {
+		e := setup(t, db, func(o *options) { o.noDispatch = true })
+		rc := newReceiver(t, e.clock, nil)
+		e.createEndpoint(map[string]any{"consumer_id": "c1", "url": rc.URL})
+		const events = 400
+		var batch []map[string]any
+		for i := range events {
+			batch = append(batch, map[string]any{"consumer_id": "c1", "event_type": "a.b", "payload": i})
+		}
+		e.must(http.StatusAccepted, "POST", "/v1/events/batch", map[string]any{"events": batch}, nil)
+		e.dispatcher(16)
+		e.dispatcher(16)
+		rc.waitHits(t, events)
+		var stats struct {
+			Deliveries map[string]int64 `json:"deliveries"`
+		}
+		waitFor(t, "all delivered", func() bool {
+			e.must(http.StatusOK, "GET", "/v1/stats", nil, &stats)
+			return stats.Deliveries["delivered"] == events
+		})
+		seen := map[string]int{}
+		for _, h := range rc.all() {
+			seen[h.Headers.Get("webhook-id")]++
+		}
+		require.Len(t, seen, events)
+		for id, n := range seen {
+			require.Equal(t, 1, n, "%s delivered %d times", id, n)
+		}
+	})
+}

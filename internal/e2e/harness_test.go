@@ -1,0 +1,319 @@
+// Package e2e runs the whole of Herald in process, on real SQLite and
+// PostgreSQL databases, against real HTTP receivers (httptest), with a test
+// clock so retry schedules of hours run without sleeping.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhooks/herald/internal/app"
+	"github.com/heraldhooks/herald/internal/clock"
+	"github.com/heraldhooks/herald/internal/config"
+	"github.com/heraldhooks/herald/internal/dispatch"
+	"github.com/heraldhooks/herald/internal/sender"
+	"github.com/heraldhooks/herald/internal/store"
+	"github.com/heraldhooks/herald/internal/testdb"
+)
+
+const testAPIKey = "test-api-key-0123456789"
+
+// start is where every test clock begins.
+var start = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// backends runs fn once per storage backend, as parallel subtests.
+func backends(t *testing.T, fn func(t *testing.T, db string)) {
+	t.Run("SQLite", func(t *testing.T) {
+		t.Parallel()
+		fn(t, "sqlite://"+testdb.SQLitePath(t))
+	})
+	t.Run("PostgreSQL", func(t *testing.T) {
+		t.Parallel()
+		fn(t, testdb.PostgresURL(t))
+	})
+}
+
+// env is one Herald node under test: its API over HTTP and its dispatcher.
+type env struct {
+	t     *testing.T
+	db    string
+	clock *clock.Test
+	app   *app.App
+	api   *httptest.Server
+}
+
+type options struct {
+	concurrency int
+	noDispatch  bool
+	denyPrivate bool
+}
+
+// setup starts a Herald on db with the test clock and a running dispatcher.
+func setup(t *testing.T, db string, opts ...func(*options)) *env {
+	t.Helper()
+	o := options{concurrency: 32}
+	for _, f := range opts {
+		f(&o)
+	}
+	cfg := config.Default()
+	cfg.DB = db
+	cfg.APIKey = testAPIKey
+	cfg.AllowPrivateNetworks = !o.denyPrivate
+	cfg.Concurrency = o.concurrency
+	c := clock.NewTest(start)
+	ctx, cancel := context.WithCancel(context.Background())
+	a, err := app.New(ctx, cfg, app.Deps{Clock: c}, true)
+	require.NoError(t, err)
+	e := &env{t: t, db: db, clock: c, app: a, api: httptest.NewServer(a.Handler)}
+	done := make(chan struct{})
+	if o.noDispatch {
+		close(done)
+	} else {
+		go func() {
+			defer close(done)
+			_ = a.Dispatcher.Run(ctx)
+		}()
+	}
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		e.api.Close()
+		a.Close()
+	})
+	return e
+}
+
+// dispatcher starts another dispatcher (another "node") on its own store
+// connection to the same database. It returns the store (so a test can
+// close it, as a crash would) and a stop function.
+func (e *env) dispatcher(concurrency int) (store.Store, context.CancelFunc, <-chan struct{}) {
+	e.t.Helper()
+	st, err := app.OpenStore(context.Background(), e.db, nil)
+	require.NoError(e.t, err)
+	d := dispatch.New(dispatch.Config{
+		Store:        st,
+		Sender:       sender.New(sender.Config{AllowPrivateNetworks: true, UserAgent: "Herald/test"}),
+		Clock:        e.clock,
+		Concurrency:  concurrency,
+		DrainTimeout: time.Millisecond,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = d.Run(ctx)
+	}()
+	e.t.Cleanup(func() {
+		cancel()
+		<-done
+		st.Close()
+	})
+	return st, cancel, done
+}
+
+// call makes an API call and decodes the JSON answer into out (if not nil).
+// It returns the status code.
+func (e *env) call(method, path string, body any, out any) int {
+	e.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		buf, err := json.Marshal(b)
+		require.NoError(e.t, err)
+		rd = bytes.NewReader(buf)
+	}
+	req, err := http.NewRequest(method, e.api.URL+path, rd)
+	require.NoError(e.t, err)
+	req.Header.Set("Authorization", "Bearer "+testAPIKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(e.t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(e.t, err)
+	if out != nil && len(raw) > 0 {
+		require.NoError(e.t, json.Unmarshal(raw, out), "answer to %s %s: %s", method, path, raw)
+	}
+	return resp.StatusCode
+}
+
+// must makes an API call that must answer want.
+func (e *env) must(want int, method, path string, body any, out any) {
+	e.t.Helper()
+	var raw json.RawMessage
+	got := e.call(method, path, body, &raw)
+	require.Equal(e.t, want, got, "%s %s answered %s", method, path, raw)
+	if out != nil {
+		require.NoError(e.t, json.Unmarshal(raw, out))
+	}
+}
+
+type endpointJSON struct {
+	ID      string `json:"id"`
+	Secret  string `json:"secret"`
+	Enabled bool   `json:"enabled"`
+}
+
+type ingestJSON struct {
+	ID         string `json:"id"`
+	Duplicate  bool   `json:"duplicate"`
+	Deliveries []struct {
+		ID         string `json:"id"`
+		EndpointID string `json:"endpoint_id"`
+	} `json:"deliveries"`
+}
+
+type deliveryJSON struct {
+	ID             string     `json:"id"`
+	EventID        string     `json:"event_id"`
+	EndpointID     string     `json:"endpoint_id"`
+	Status         string     `json:"status"`
+	AttemptCount   int        `json:"attempt_count"`
+	NextAttemptAt  *time.Time `json:"next_attempt_at"`
+	LastStatusCode *int       `json:"last_status_code"`
+	LastError      string     `json:"last_error"`
+	DeadReason     *string    `json:"dead_reason"`
+}
+
+type attemptJSON struct {
+	AttemptedAt  time.Time `json:"attempted_at"`
+	DurationMS   int64     `json:"duration_ms"`
+	StatusCode   *int      `json:"status_code"`
+	ResponseBody string    `json:"response_body"`
+	Error        string    `json:"error"`
+}
+
+func (e *env) createEndpoint(body map[string]any) endpointJSON {
+	e.t.Helper()
+	var ep endpointJSON
+	e.must(http.StatusCreated, "POST", "/v1/endpoints", body, &ep)
+	return ep
+}
+
+func (e *env) send(consumer, eventType string, payload string) ingestJSON {
+	e.t.Helper()
+	var out ingestJSON
+	body := []byte(fmt.Sprintf(`{"consumer_id":%q,"event_type":%q,"payload":%s}`, consumer, eventType, payload))
+	e.must(http.StatusAccepted, "POST", "/v1/events", body, &out)
+	return out
+}
+
+func (e *env) delivery(id string) deliveryJSON {
+	e.t.Helper()
+	var d deliveryJSON
+	e.must(http.StatusOK, "GET", "/v1/deliveries/"+id, nil, &d)
+	return d
+}
+
+func (e *env) attempts(id string) []attemptJSON {
+	e.t.Helper()
+	var page struct {
+		Data []attemptJSON `json:"data"`
+	}
+	e.must(http.StatusOK, "GET", "/v1/deliveries/"+id+"/attempts", nil, &page)
+	return page.Data
+}
+
+// waitFor polls cond (real time, bounded) until it holds. Used only to wait
+// for work running on other goroutines; it never stands in for the clock.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(60 * time.Second)
+	defer deadline.Stop()
+	poll := time.NewTicker(5 * time.Millisecond)
+	defer poll.Stop()
+	for !cond() {
+		select {
+		case <-deadline.C:
+			t.Fatalf("timed out waiting for %s", what)
+		case <-poll.C:
+		}
+	}
+}
+
+// waitStatus waits until the delivery has the status and returns it.
+func (e *env) waitStatus(id, status string) deliveryJSON {
+	e.t.Helper()
+	var d deliveryJSON
+	waitFor(e.t, "delivery "+id+" to be "+status, func() bool {
+		d = e.delivery(id)
+		return d.Status == status
+	})
+	return d
+}
+
+// hit is one request a receiver got.
+type hit struct {
+	At      time.Time // on the test clock
+	Headers http.Header
+	Body    []byte
+}
+
+// receiver is an httptest server whose answers a test scripts.
+type receiver struct {
+	*httptest.Server
+	mu     sync.Mutex
+	hits   []hit
+	answer func(n int, r *http.Request, w http.ResponseWriter) // n counts from 1
+	arrive chan struct{}
+}
+
+func newReceiver(t *testing.T, c *clock.Test, answer func(n int, r *http.Request, w http.ResponseWriter)) *receiver {
+	t.Helper()
+	rc := &receiver{answer: answer, arrive: make(chan struct{}, 1<<16)}
+	rc.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		rc.mu.Lock()
+		rc.hits = append(rc.hits, hit{At: c.Now(), Headers: r.Header.Clone(), Body: body})
+		n := len(rc.hits)
+		rc.mu.Unlock()
+		rc.arrive <- struct{}{}
+		if rc.answer == nil {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		rc.answer(n, r, w)
+	}))
+	t.Cleanup(rc.Close)
+	return rc
+}
+
+func (rc *receiver) count() int {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return len(rc.hits)
+}
+
+func (rc *receiver) all() []hit {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]hit(nil), rc.hits...)
+}
+
+// waitHits waits until the receiver has had n requests.
+func (rc *receiver) waitHits(t *testing.T, n int) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%d requests at %s", n, rc.URL), func() bool { return rc.count() >= n })
+}
+
+// tick advances the test clock by d and waits until the dispatcher has
+// looked for due work and gone idle again, so that what was due has been
+// claimed (and what was not is known not to have been).
+func (e *env) tick(d time.Duration) {
+	e.t.Helper()
+	e.clock.Advance(d)
+	waitFor(e.t, "the dispatcher to go idle", func() bool { return e.clock.Waiters() > 0 })
+}
