@@ -332,3 +332,74 @@ func TestConcurrentDuplicateIngest(t *testing.T) {
 		require.Len(t, list.Data, 1, "one set of deliveries")
 	})
 }
+
+func TestDeadLetterAndReplay(t *testing.T) {
+	t.Parallel()
+	backends(t, func(t *testing.T, db string) {
+		e := setup(t, db)
+		var mu sync.Mutex
+		status := http.StatusInternalServerError
+		rc := newReceiver(t, e.clock, func(_ int, _ *http.Request, w http.ResponseWriter) {
+			mu.Lock()
+			defer mu.Unlock()
+			w.WriteHeader(status)
+		})
+		ep := e.createEndpoint(map[string]any{"consumer_id": "c1", "url": rc.URL, "retry_schedule": []string{"0s", "10s"}})
+		first := e.send("c1", "order.created", `{"n":1}`)
+		second := e.send("c1", "order.created", `{"n":2}`)
+		id1, id2 := first.Deliveries[0].ID, second.Deliveries[0].ID
+
+		rc.waitHits(t, 2)
+		e.tick(13 * time.Second) // past 10 s + 20 % jitter
+		rc.waitHits(t, 4)
+		for _, id := range []string{id1, id2} {
+			d := e.waitStatus(id, "dead")
+			require.Equal(t, "exhausted", *d.DeadReason)
+			require.Equal(t, 2, d.AttemptCount)
+		}
+		var dead struct {
+			Data []deliveryJSON `json:"data"`
+		}
+		e.must(http.StatusOK, "GET", "/v1/deliveries?status=dead&endpoint_id="+ep.ID, nil, &dead)
+		require.Len(t, dead.Data, 2, "both wait in the dead-letter queue")
+
+		mu.Lock()
+		status = http.StatusOK
+		mu.Unlock()
+
+		t.Run("OneDelivery", func(t *testing.T) {
+			var d deliveryJSON
+			e.must(http.StatusAccepted, "POST", "/v1/deliveries/"+id1+"/replay", nil, &d)
+			require.Equal(t, "pending", d.Status)
+			require.Equal(t, 0, d.AttemptCount, "a fresh attempt budget")
+			d = e.waitStatus(id1, "delivered")
+			require.Len(t, e.attempts(id1), 3, "earlier attempts stay in the log")
+			hits := rc.all()
+			require.Equal(t, first.ID, hits[len(hits)-1].Headers.Get("webhook-id"), "a replay carries the same webhook-id")
+			e.must(http.StatusNotFound, "POST", "/v1/deliveries/dlv_nope/replay", nil, nil)
+		})
+
+		t.Run("EndpointDeadInWindow", func(t *testing.T) {
+			var out struct {
+				Replayed int `json:"replayed"`
+			}
+			until := e.clock.Now().Add(time.Hour).Format(time.RFC3339)
+			e.must(http.StatusOK, "POST", "/v1/endpoints/"+ep.ID+"/replay",
+				map[string]any{"status": "dead", "since": start.Add(-time.Hour).Format(time.RFC3339), "until": until}, &out)
+			require.Equal(t, 1, out.Replayed, "only the one still dead")
+			e.waitStatus(id2, "delivered")
+		})
+
+		t.Run("WholeEvent", func(t *testing.T) {
+			var out struct {
+				Replayed int `json:"replayed"`
+			}
+			before := rc.count()
+			e.must(http.StatusOK, "POST", "/v1/events/"+second.ID+"/replay", nil, &out)
+			require.Equal(t, 1, out.Replayed)
+			rc.waitHits(t, before+1)
+			e.waitStatus(id2, "delivered")
+			require.Equal(t, second.ID, rc.all()[rc.count()-1].Headers.Get("webhook-id"))
+		})
+	})
+}

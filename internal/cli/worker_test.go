@@ -1,0 +1,72 @@
+package cli_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/cli"
+	"github.com/heraldhooks/herald/internal/store"
+	"github.com/heraldhooks/herald/internal/store/sqlitestore"
+	"github.com/heraldhooks/herald/internal/testdb"
+)
+
+// TestWorkerDispatchesAndStops: `herald worker` runs no API, only a
+// dispatcher: an event already queued in its database is delivered, and
+// the worker stops cleanly when its context ends (SIGTERM in main).
+func TestWorkerDispatchesAndStops(t *testing.T) {
+	t.Parallel()
+	path := testdb.SQLitePath(t)
+	arrived := make(chan string, 1)
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- r.Header.Get("webhook-id")
+	}))
+	defer rcv.Close()
+
+	ctx := context.Background()
+	st, err := sqlitestore.Open(ctx, path, nil)
+	require.NoError(t, err)
+	require.NoError(t, st.Migrate(ctx))
+	_, err = st.EndpointCreate(ctx, &store.EndpointCreateParams{Endpoint: &herald.Endpoint{
+		ConsumerID: "c1", URL: rcv.URL, EventTypes: []string{"*"}, Enabled: true,
+		Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", Timeout: 10 * time.Second,
+		SignatureScheme: herald.SchemeStandard,
+	}})
+	require.NoError(t, err)
+	res, err := st.EventIngest(ctx, &store.EventIngestParams{Events: []store.EventIngestItem{
+		{ConsumerID: "c1", EventType: "a.b", Payload: []byte(`{}`)},
+	}})
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		var out, errb lockedBuffer
+		cmd := cli.New(cli.IO{Out: &out, Err: &errb, Getenv: func(k string) string {
+			return map[string]string{"HERALD_ALLOW_PRIVATE_NETWORKS": "true"}[k]
+		}})
+		cmd.SetArgs([]string{"worker", "--db", "sqlite://" + path})
+		done <- cmd.ExecuteContext(runCtx)
+	}()
+	select {
+	case id := <-arrived:
+		require.Equal(t, res[0].Event.ID, id)
+	case err := <-done:
+		t.Fatalf("worker exited early: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the worker delivered nothing")
+	}
+	stop()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the worker did not stop")
+	}
+}
