@@ -126,8 +126,17 @@ type Endpoint struct {
 	MaxInFlight       int
 	SignatureScheme   SignatureScheme
 	Headers           map[string]string
-	CreatedAt         time.Time
-	UpdatedAt         time.Time
+	// Ordering "fifo" sends one delivery at a time, in event order.
+	Ordering Ordering
+	// AutoDisableAfterFailures consecutive failures disable the endpoint
+	// (0: the default, 100). AutoDisableAfter without a success, across at
+	// least AutoDisableMinFailures failed attempts, does too (0: 24 h).
+	AutoDisableAfterFailures int
+	AutoDisableAfter         time.Duration
+	// Health is kept by Herald (breaker, streak, pause); read only.
+	Health    EndpointHealth
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // Event is something that happened, for one consumer. Payload is kept byte

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
 	"sync"
 	"time"
 
@@ -276,6 +277,11 @@ func Decide(c *store.ClaimedDelivery, res *sender.Result, r float64) *store.Deli
 			Error:      res.Error,
 		},
 	}
+	// Backpressure concerns the whole endpoint, whatever becomes of this
+	// delivery: a Retry-After (the sender reads it on 429 and 503 only)
+	// pauses it; a bare 429 slows it down.
+	out.PauseFor = res.RetryAfter
+	out.Throttled = res.StatusCode == http.StatusTooManyRequests && res.RetryAfter == 0
 	switch res.Class {
 	case sender.Success:
 		out.Status = herald.StatusDelivered

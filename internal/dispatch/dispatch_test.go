@@ -52,6 +52,8 @@ func TestDecide(t *testing.T) {
 			r: 0.5, status: herald.StatusPending, retryIn: time.Hour, attemptNum: 1},
 		{name: "RetryAfterShorterThanScheduleKeepsSchedule", c: claimed(0, short), res: sender.Result{Class: sender.Retryable, StatusCode: 429, RetryAfter: time.Second},
 			r: 0.5, status: herald.StatusPending, retryIn: 10 * time.Second, attemptNum: 1},
+		{name: "TooManyRequestsWithoutRetryAfterThrottles", c: claimed(0, short), res: sender.Result{Class: sender.Retryable, StatusCode: 429},
+			r: 0.5, status: herald.StatusPending, retryIn: 10 * time.Second, attemptNum: 1},
 		{name: "GoneDiesAndDisables", c: claimed(0, short), res: sender.Result{Class: sender.Gone, StatusCode: 410},
 			status: herald.StatusDead, reason: herald.DeadGone, disable: "gone", attemptNum: 1},
 		{name: "ClientErrorDiesAtOnce", c: claimed(0, short), res: sender.Result{Class: sender.ClientError, StatusCode: 404},
@@ -74,6 +76,8 @@ func TestDecide(t *testing.T) {
 			require.Equal(t, tt.attemptNum, out.Attempt.Number)
 			require.Equal(t, int64(7), out.LeaseToken)
 			require.Equal(t, tt.res.StatusCode, out.Attempt.StatusCode)
+			require.Equal(t, tt.res.RetryAfter, out.PauseFor, "a Retry-After pauses the endpoint")
+			require.Equal(t, tt.res.StatusCode == 429 && tt.res.RetryAfter == 0, out.Throttled)
 		})
 	}
 }

@@ -67,6 +67,8 @@ type Store interface {
 	// EndpointSetEnabled enables or disables the endpoint. Disabling sends
 	// its live deliveries dead with reason endpoint_disabled, in the same
 	// transaction, so they can be replayed once it is enabled again.
+	// Enabling starts its health afresh (herald.NewEndpointHealth): a
+	// re-enabled endpoint is not judged by the streak that disabled it.
 	EndpointSetEnabled(ctx context.Context, p *EndpointSetEnabledParams) (*herald.Endpoint, error)
 	// EndpointRotateSecret sets a new secret and keeps the old one signing
 	// until p.PreviousValidFor has passed.
@@ -82,11 +84,31 @@ type Store interface {
 	EventList(ctx context.Context, p *EventListParams) (*Page[*herald.Event], error)
 
 	// DeliveryClaim takes up to p.Limit due deliveries (pending and due, or
-	// delivering with an expired lease) of enabled endpoints, oldest due
-	// first, marks them delivering under a new lease token and returns them
-	// in that order with their event and endpoint. Each lease lasts twice the endpoint
-	// timeout plus p.LeaseMargin (invariant 10). Concurrent claimers never
-	// get the same delivery (FOR UPDATE SKIP LOCKED on PostgreSQL).
+	// delivering with an expired lease), marks them delivering under a new
+	// lease token and returns them, oldest due first, with their event and
+	// endpoint (Health included). Each lease lasts twice the endpoint
+	// timeout plus p.LeaseMargin (invariant 10). Concurrent claimers, on any
+	// node, never get the same delivery (FOR UPDATE SKIP LOCKED on
+	// PostgreSQL).
+	//
+	// A claim protects endpoints and shares the work fairly (DESIGN.md):
+	//   - Only enabled endpoints, not paused by a Retry-After, whose breaker
+	//     lets work through (breaker.GateAt): a closed breaker sets no limit;
+	//     after the open period exactly one probe is claimed and the breaker
+	//     becomes half-open (breaker.Probing, with the probe's lease expiry).
+	//   - Per endpoint, at most ratelimit.Allowance deliveries: the in-flight
+	//     cap counts the endpoint's deliveries leased on every node, and the
+	//     token bucket (kept in the store, spent by ratelimit.Take) limits
+	//     the rate across nodes. Deliveries that find no room stay pending
+	//     and due; they spend no attempt (invariant 4).
+	//   - Fairness: endpoints with due work are taken in random order and
+	//     p.Limit is dealt out one delivery per endpoint per round, so one
+	//     endpoint's backlog of millions cannot starve another's single
+	//     delivery. Within an endpoint, new deliveries (attempt_count 0) go
+	//     before retries, then oldest due first.
+	//   - FIFO endpoints (Ordering fifo) give at most their head: the live
+	//     (pending or delivering) delivery ingested first, and only when it
+	//     is due and none of the endpoint's deliveries is in flight.
 	DeliveryClaim(ctx context.Context, p *DeliveryClaimParams) ([]*ClaimedDelivery, error)
 	// DeliveryCompleteMany records each outcome's attempt and, where the
 	// delivery is still delivering under that lease token, applies the
@@ -95,6 +117,22 @@ type Store interface {
 	// an error, the outcome is just not applied (invariant 10): the attempt
 	// is logged, but the delivery's status, attempt count and last result
 	// stay, and its DisableEndpoint is ignored.
+	//
+	// In the same transaction, each applied outcome updates its endpoint's
+	// health through breaker.Config.Observe (breaker.Default thresholds;
+	// the window counts the endpoint's attempts over the last 10 minutes,
+	// fetched only when breaker.NeedsWindow says so), in the order given.
+	// What follows is written too: an endpoint to disable (Effects.Disable,
+	// or DisableEndpoint) is disabled as EndpointSetEnabled does, and
+	// notification events are ingested for the endpoint's consumer exactly
+	// as EventIngest would (fan-out to its matching endpoints):
+	// herald.endpoint.failing (Effects.NotifyFailing),
+	// herald.endpoint.recovered (Effects.NotifyRecovered),
+	// herald.endpoint.disabled (whenever the outcome disables the endpoint)
+	// and herald.delivery.dead (an outcome that goes dead), with the payload
+	// types of the herald package. An outcome for a delivery of a
+	// notification event (herald.IsNotification) updates health but emits
+	// no notification, so notifications cannot loop.
 	DeliveryCompleteMany(ctx context.Context, p *DeliveryCompleteManyParams) ([]bool, error)
 	// DeliveryRelease puts leased deliveries back to pending, due now,
 	// spending no attempt: a node shutting down hands its work back.
@@ -106,12 +144,19 @@ type Store interface {
 	// gives ErrConflict, and so does one whose endpoint is disabled or gone.
 	DeliveryReplay(ctx context.Context, p *DeliveryReplayParams) (*herald.Delivery, error)
 	// DeliveryReplayMany replays every delivery that matches the filter and
-	// can be replayed (terminal, endpoint enabled), and says how many.
+	// can be replayed (terminal, endpoint enabled), and says how many. With
+	// p.DryRun it changes nothing and says how many it would replay. With
+	// p.Rate > 0 the replayed deliveries are paced: the i-th (from 0, in
+	// the order they were created) is due at Now + i/Rate seconds, so a
+	// recovered endpoint is not flooded.
 	DeliveryReplayMany(ctx context.Context, p *DeliveryReplayManyParams) (int, error)
 	// DeliveryCancel makes a pending or delivering delivery cancelled; an
 	// attempt in flight then finds its lease gone. Terminal ones give
 	// ErrConflict.
 	DeliveryCancel(ctx context.Context, p *DeliveryCancelParams) (*herald.Delivery, error)
+	// EndpointHealthGet returns the endpoint's health with SuccessRate1h and
+	// Attempts1h computed over the hour before p.Now.
+	EndpointHealthGet(ctx context.Context, p *EndpointHealthParams) (*herald.EndpointHealth, error)
 	// AttemptList lists a delivery's attempts, oldest first.
 	AttemptList(ctx context.Context, p *AttemptListParams) (*Page[*herald.Attempt], error)
 
@@ -261,6 +306,12 @@ type DeliveryOutcome struct {
 	// an applied outcome disables: a stale one may predate an operator's
 	// re-enable.
 	DisableEndpoint string
+	// PauseFor is a Retry-After from a 429 or 503: the whole endpoint
+	// pauses that long (breaker.Result.PauseFor).
+	PauseFor time.Duration
+	// Throttled is a 429 without Retry-After: the endpoint slows down
+	// (breaker.Result.Throttled).
+	Throttled bool
 }
 
 // DeliveryCompleteManyParams carries a batch of outcomes.
@@ -301,7 +352,17 @@ type DeliveryReplayManyParams struct {
 	Status     herald.Status
 	Since      time.Time
 	Until      time.Time
-	Now        time.Time
+	// Rate paces the replay in deliveries per second (0: all due now).
+	Rate float64
+	// DryRun only counts.
+	DryRun bool
+	Now    time.Time
+}
+
+// EndpointHealthParams names the endpoint whose health to read.
+type EndpointHealthParams struct {
+	ID  string
+	Now time.Time
 }
 
 // DeliveryCancelParams names one delivery to cancel.

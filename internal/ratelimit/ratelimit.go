@@ -1,0 +1,81 @@
+// Package ratelimit decides how many deliveries of one endpoint a claim may
+// start now: the Retry-After pause, the in-flight cap, the token bucket
+// (scaled down after 429s) and FIFO ordering. It is pure: the stores keep
+// the bucket in the database, under the claim's lock on the endpoint, so the
+// limits hold across every node sharing that database.
+package ratelimit
+
+import (
+	"math"
+	"time"
+
+	"github.com/heraldhooks/herald"
+)
+
+// Bucket is a token bucket's state: Tokens as of At. The zero Bucket is full.
+type Bucket struct {
+	Tokens float64
+	At     time.Time
+}
+
+// MaxInFlight is the endpoint's in-flight cap now: its max_in_flight (default
+// 10) scaled by the health's rate factor, at least 1; 1 for FIFO endpoints.
+func MaxInFlight(ep *herald.Endpoint, h *herald.EndpointHealth) int {
+	if ep.Ordering == herald.OrderingFIFO {
+		return 1
+	}
+	n := ep.MaxInFlight
+	if n <= 0 {
+		n = herald.DefaultMaxInFlight
+	}
+	return max(1, int(math.Floor(float64(n)*factor(h))))
+}
+
+func factor(h *herald.EndpointHealth) float64 {
+	if h.RateFactor <= 0 || h.RateFactor > 1 {
+		return 1
+	}
+	return h.RateFactor
+}
+
+// Refill returns the bucket as of now for the endpoint's rate limit.
+func Refill(ep *herald.Endpoint, h *herald.EndpointHealth, b Bucket, now time.Time) Bucket {
+	if ep.RateLimit == nil || ep.RateLimit.PerSecond <= 0 {
+		return Bucket{At: now}
+	}
+	burst := float64(max(ep.RateLimit.Burst, 1))
+	if b.At.IsZero() {
+		return Bucket{Tokens: burst, At: now}
+	}
+	if now.Before(b.At) {
+		return b // clocks of nodes differ; never refill backwards
+	}
+	rate := ep.RateLimit.PerSecond * factor(h)
+	tokens := math.Min(burst, b.Tokens+rate*now.Sub(b.At).Seconds())
+	return Bucket{Tokens: tokens, At: now}
+}
+
+// Allowance is how many deliveries of the endpoint may start at now, given
+// how many are in flight (leased, lease not expired) across all nodes.
+func Allowance(ep *herald.Endpoint, h *herald.EndpointHealth, b Bucket, inFlight int, now time.Time) int {
+	if h.PausedUntil != nil && now.Before(*h.PausedUntil) {
+		return 0
+	}
+	n := MaxInFlight(ep, h) - inFlight
+	if n <= 0 {
+		return 0
+	}
+	if ep.RateLimit != nil && ep.RateLimit.PerSecond > 0 {
+		n = min(n, int(math.Floor(Refill(ep, h, b, now).Tokens+1e-9)))
+	}
+	return max(n, 0)
+}
+
+// Take spends n tokens of the bucket at now (after refilling it).
+func Take(ep *herald.Endpoint, h *herald.EndpointHealth, b Bucket, n int, now time.Time) Bucket {
+	b = Refill(ep, h, b, now)
+	if ep.RateLimit != nil && ep.RateLimit.PerSecond > 0 {
+		b.Tokens = math.Max(0, b.Tokens-float64(n))
+	}
+	return b
+}
