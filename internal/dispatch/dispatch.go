@@ -58,11 +58,24 @@ type Config struct {
 	Hooks Hooks
 }
 
-// Hooks let other parts observe the dispatcher without it knowing them.
+// Hooks let other parts observe the dispatcher without it knowing them
+// (metrics, for one). Every hook is optional, is called from the
+// dispatcher's own goroutines, and must be quick and safe for concurrent
+// use: it runs on the path of every attempt.
 type Hooks struct {
+	// InFlight is called with +1 just before an attempt's request goes out
+	// and with -1 once it has come back (or been cut off), so the sum is the
+	// number of requests in flight on this node.
+	InFlight func(delta int)
 	// AttemptDone is called after each attempt with its claimed delivery,
 	// result and the outcome decided (before it is written).
 	AttemptDone func(c *store.ClaimedDelivery, res *sender.Result, out *store.DeliveryOutcome)
+	// OutcomeWritten is called once per outcome after the batch holding it
+	// was written, with the claimed delivery it ends and the time the
+	// outcome was decided, on the dispatcher's clock. applied is false when
+	// the store did not apply it: the lease was no longer held, or the write
+	// failed (the lease then expires and the delivery is claimed again).
+	OutcomeWritten func(c *store.ClaimedDelivery, out *store.DeliveryOutcome, decidedAt time.Time, applied bool)
 }
 
 func (c *Config) setDefaults() {
@@ -105,10 +118,13 @@ func New(cfg Config) *Dispatcher {
 }
 
 // result is what a worker hands the writer: an outcome to write, or a lease
-// to hand back when the attempt never happened (shutdown).
+// to hand back when the attempt never happened (shutdown). An outcome comes
+// with the claim it ends and the time it was decided, for Hooks.OutcomeWritten.
 type result struct {
-	outcome *store.DeliveryOutcome
-	release *store.Lease
+	outcome   *store.DeliveryOutcome
+	release   *store.Lease
+	claimed   *store.ClaimedDelivery
+	decidedAt time.Time
 }
 
 // Run claims and delivers until ctx ends, then stops claiming, lets attempts
@@ -239,6 +255,9 @@ func (d *Dispatcher) attempt(runCtx, sendCtx context.Context, c *store.ClaimedDe
 	if ep.PreviousSecret != "" && ep.PreviousSecretExpiresAt != nil && now.Before(*ep.PreviousSecretExpiresAt) {
 		secrets = append(secrets, ep.PreviousSecret)
 	}
+	if d.cfg.Hooks.InFlight != nil {
+		d.cfg.Hooks.InFlight(1)
+	}
 	res := d.cfg.Sender.Send(sendCtx, &sender.Request{
 		WebhookID: c.Event.ID,
 		EventType: c.Event.EventType,
@@ -250,6 +269,9 @@ func (d *Dispatcher) attempt(runCtx, sendCtx context.Context, c *store.ClaimedDe
 		Timeout:   ep.Timeout,
 		Timestamp: now,
 	})
+	if d.cfg.Hooks.InFlight != nil {
+		d.cfg.Hooks.InFlight(-1)
+	}
 	if sendCtx.Err() != nil && res.Class != sender.Success {
 		return result{release: &lease}
 	}
@@ -259,7 +281,7 @@ func (d *Dispatcher) attempt(runCtx, sendCtx context.Context, c *store.ClaimedDe
 		d.cfg.Hooks.AttemptDone(c, &res, out)
 	}
 	d.logAttempt(c, &res, out)
-	return result{outcome: out}
+	return result{outcome: out, claimed: c, decidedAt: d.cfg.Clock.Now()}
 }
 
 // Decide turns the result of attempt number c.Delivery.AttemptCount+1 into
@@ -341,12 +363,14 @@ func (d *Dispatcher) logAttempt(c *store.ClaimedDelivery, res *sender.Result, ou
 func (d *Dispatcher) writeResults(results <-chan result, slots chan<- struct{}) {
 	const maxWriteBatch = 500
 	var outcomes []store.DeliveryOutcome
+	var written []result // parallel to outcomes
 	var releases []store.Lease
 	for first := range results {
-		outcomes, releases = outcomes[:0], releases[:0]
+		outcomes, written, releases = outcomes[:0], written[:0], releases[:0]
 		add := func(r result) {
 			if r.outcome != nil {
 				outcomes = append(outcomes, *r.outcome)
+				written = append(written, r)
 			} else {
 				releases = append(releases, *r.release)
 			}
@@ -364,18 +388,27 @@ func (d *Dispatcher) writeResults(results <-chan result, slots chan<- struct{}) 
 				break drain
 			}
 		}
-		d.write(outcomes, releases)
+		applied := d.write(outcomes, releases)
+		if hook := d.cfg.Hooks.OutcomeWritten; hook != nil {
+			for i := range outcomes {
+				hook(written[i].claimed, &outcomes[i], written[i].decidedAt, i < len(applied) && applied[i])
+			}
+		}
+		clear(written) // let the claims go
 		for range len(outcomes) + len(releases) {
 			slots <- struct{}{}
 		}
 	}
 }
 
-func (d *Dispatcher) write(outcomes []store.DeliveryOutcome, releases []store.Lease) {
+// write writes a batch and says, for each outcome, whether the store
+// applied it (none when the write failed).
+func (d *Dispatcher) write(outcomes []store.DeliveryOutcome, releases []store.Lease) (applied []bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if len(outcomes) > 0 {
-		applied, err := d.cfg.Store.DeliveryCompleteMany(ctx, &store.DeliveryCompleteManyParams{
+		var err error
+		applied, err = d.cfg.Store.DeliveryCompleteMany(ctx, &store.DeliveryCompleteManyParams{
 			Outcomes: outcomes,
 			Now:      d.cfg.Clock.StoreNow(),
 		})
@@ -400,4 +433,5 @@ func (d *Dispatcher) write(outcomes []store.DeliveryOutcome, releases []store.Le
 			d.log.Error("release leases", logkey.Count, len(releases), logkey.Error, err)
 		}
 	}
+	return applied
 }

@@ -1,0 +1,41 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+
+	"github.com/heraldhooks/herald/internal/store"
+)
+
+// errNoStats is a store answering Stats with neither stats nor an error.
+var errNoStats = errors.New("store returned no stats")
+
+// CountIngest returns st with its EventIngest counted into
+// herald_events_ingested_total: every event the call committed, idempotent
+// duplicates excluded. The app gives the API this store, so the API counts
+// what it accepted without knowing of metrics; everything else passes
+// through untouched. Events the store ingests on its own (notifications)
+// do not pass here and are not counted.
+func (m *Metrics) CountIngest(st store.Store) store.Store {
+	return &ingestCounter{Store: st, m: m}
+}
+
+type ingestCounter struct {
+	store.Store
+	m *Metrics
+}
+
+func (s *ingestCounter) EventIngest(ctx context.Context, p *store.EventIngestParams) ([]store.EventIngestResult, error) {
+	res, err := s.Store.EventIngest(ctx, p)
+	if err != nil {
+		return res, err
+	}
+	n := 0
+	for i := range res {
+		if !res[i].Duplicate {
+			n++
+		}
+	}
+	s.m.EventsIngested(n)
+	return res, nil
+}
