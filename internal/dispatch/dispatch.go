@@ -173,13 +173,18 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			}
 		}()
 	}
+	// kick wakes the claim loop when outcomes are written: a finished
+	// attempt frees room under its endpoint's in-flight cap (and moves a
+	// FIFO endpoint's head), so capped endpoints flow at the speed of their
+	// answers rather than of the poll interval.
+	kick := make(chan struct{}, 1)
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
-		d.writeResults(results, slots)
+		d.writeResults(results, slots, kick)
 	}()
 
-	d.claimLoop(ctx, wake, jobs, slots)
+	d.claimLoop(ctx, wake, kick, jobs, slots)
 
 	close(jobs)
 	workers.Wait()
@@ -190,7 +195,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 
 // claimLoop claims as many deliveries as there are free slots, and sleeps
 // when nothing is due until a wake-up, the poll interval, or a free slot.
-func (d *Dispatcher) claimLoop(ctx context.Context, wake <-chan struct{}, jobs chan<- *store.ClaimedDelivery, slots chan struct{}) {
+func (d *Dispatcher) claimLoop(ctx context.Context, wake, kick <-chan struct{}, jobs chan<- *store.ClaimedDelivery, slots chan struct{}) {
 	for ctx.Err() == nil {
 		// Take at least one slot (waiting if all are busy), then every free one.
 		select {
@@ -226,17 +231,18 @@ func (d *Dispatcher) claimLoop(ctx context.Context, wake <-chan struct{}, jobs c
 		if err == nil && len(claimed) == free {
 			continue // there may be more due right now
 		}
-		d.idle(ctx, wake)
+		d.idle(ctx, wake, kick)
 	}
 }
 
-// idle waits for a wake-up, the poll interval, or the end.
-func (d *Dispatcher) idle(ctx context.Context, wake <-chan struct{}) {
+// idle waits for a wake-up, a written outcome, the poll interval, or the end.
+func (d *Dispatcher) idle(ctx context.Context, wake, kick <-chan struct{}) {
 	t := d.cfg.Clock.NewTimer(d.cfg.PollInterval)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 	case <-wake:
+	case <-kick:
 	case <-t.C():
 	}
 }
@@ -360,7 +366,7 @@ func (d *Dispatcher) logAttempt(c *store.ClaimedDelivery, res *sender.Result, ou
 // and writes them together. Under load batches grow by themselves; when
 // idle, a lone outcome is written at once. Writes use their own context so
 // that a stopping node still records what it did.
-func (d *Dispatcher) writeResults(results <-chan result, slots chan<- struct{}) {
+func (d *Dispatcher) writeResults(results <-chan result, slots chan<- struct{}, kick chan<- struct{}) {
 	const maxWriteBatch = 500
 	var outcomes []store.DeliveryOutcome
 	var written []result // parallel to outcomes
@@ -397,6 +403,10 @@ func (d *Dispatcher) writeResults(results <-chan result, slots chan<- struct{}) 
 		clear(written) // let the claims go
 		for range len(outcomes) + len(releases) {
 			slots <- struct{}{}
+		}
+		select {
+		case kick <- struct{}{}:
+		default:
 		}
 	}
 }

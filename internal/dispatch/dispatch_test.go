@@ -222,3 +222,24 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 	}
 }
+
+// TestCappedEndpointFlowsAtTheSpeedOfItsAnswers: with room for one attempt
+// at a time, each written outcome makes the dispatcher look again at once;
+// the test clock never moves, so the poll interval cannot explain it.
+func TestCappedEndpointFlowsAtTheSpeedOfItsAnswers(t *testing.T) {
+	t.Parallel()
+	got := make(chan struct{}, 10)
+	st, c, ep := setup(t, func(w http.ResponseWriter, _ *http.Request) {
+		got <- struct{}{}
+	})
+	ep.MaxInFlight = 1
+	_, err := st.EndpointUpdate(context.Background(), &store.EndpointUpdateParams{Endpoint: ep, Now: c.Now()})
+	require.NoError(t, err)
+	for range 5 {
+		ingest(t, st, c)
+	}
+	startDispatcher(t, st, c, time.Second)
+	for range 5 {
+		waitClosed(t, got)
+	}
+}
