@@ -22,6 +22,9 @@ import (
 
 // IO is where commands read and write; tests pass buffers.
 type IO struct {
+	// In is read by commands that take "-" for standard input (os.Stdin
+	// when nil).
+	In  io.Reader
 	Out io.Writer
 	Err io.Writer
 	// Getenv reads the environment twins (os.Getenv in production).
@@ -32,6 +35,9 @@ type IO struct {
 func New(stdio IO) *cobra.Command {
 	if stdio.Getenv == nil {
 		stdio.Getenv = os.Getenv
+	}
+	if stdio.In == nil {
+		stdio.In = os.Stdin
 	}
 	root := &cobra.Command{
 		Use:           "herald",
@@ -46,12 +52,28 @@ func New(stdio IO) *cobra.Command {
 	root.SetOut(stdio.Out)
 	root.SetErr(stdio.Err)
 	root.AddCommand(serveCmd(stdio), workerCmd(stdio), migrateCmd(stdio))
+	root.AddCommand(endpointsCmd(stdio), eventsCmd(stdio), deliveriesCmd(stdio), statsCmd(stdio))
+	root.AddCommand(listenCmd(stdio))
 	return root
 }
 
 // EnvName is the environment twin of a flag.
 func EnvName(flag string) string {
 	return "HERALD_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// envAnnotation, set on a flag, names its environment twin when EnvName's
+// would clash with another command's meaning of the same variable (listen's
+// --addr is HERALD_LISTEN_ADDR, since HERALD_ADDR is where serve listens, and
+// its --status HERALD_LISTEN_STATUS). Every other flag keeps EnvName's twin.
+const envAnnotation = "herald_env"
+
+// envNameOf is the environment twin of f.
+func envNameOf(f *pflag.Flag) string {
+	if names := f.Annotations[envAnnotation]; len(names) > 0 {
+		return names[0]
+	}
+	return EnvName(f.Name)
 }
 
 // applyEnvTwins sets every flag not given on the command line from its
@@ -62,9 +84,10 @@ func applyEnvTwins(fs *pflag.FlagSet, getenv func(string) string) error {
 		if err != nil || f.Changed || f.Name == "help" {
 			return
 		}
-		if v := getenv(EnvName(f.Name)); v != "" {
+		name := envNameOf(f)
+		if v := getenv(name); v != "" {
 			if serr := fs.Set(f.Name, v); serr != nil {
-				err = fmt.Errorf("%s=%q: %w", EnvName(f.Name), v, serr)
+				err = fmt.Errorf("%s=%q: %w", name, v, serr)
 			}
 		}
 	})

@@ -1,0 +1,507 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/heraldhooks/herald/internal/client"
+)
+
+func endpointsCmd(stdio IO) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "endpoints",
+		Aliases: []string{"endpoint", "ep"},
+		Short:   "Register and manage the URLs events are delivered to",
+		Args:    cobra.NoArgs, // an unknown subcommand is an error, not help
+		RunE:    showHelp,
+	}
+	r := remoteFlags(cmd.PersistentFlags(), stdio)
+	cmd.AddCommand(
+		endpointCreateCmd(r), endpointListCmd(r), endpointGetCmd(r), endpointUpdateCmd(r),
+		endpointDeleteCmd(r), endpointRotateSecretCmd(r), endpointEnableCmd(r, true),
+		endpointEnableCmd(r, false), endpointReplayCmd(r),
+	)
+	return cmd
+}
+
+// endpointFlags are the settings create and update take.
+type endpointFlags struct {
+	url                string
+	consumer           string
+	description        string
+	eventTypes         []string
+	timeout            time.Duration
+	retrySchedule      string
+	maxInFlight        int
+	rateLimitPerSecond float64
+	rateLimitBurst     int
+	signatureScheme    string
+	headers            []string
+	retryClientErrors  bool
+}
+
+func addEndpointFlags(fs *pflag.FlagSet, creating bool) *endpointFlags {
+	f := &endpointFlags{}
+	fs.StringVar(&f.url, "url", "", "URL the webhooks are POSTed to")
+	if creating {
+		// Not on update: an endpoint stays with its consumer, and an
+		// exported HERALD_CONSUMER must not make every update fail.
+		fs.StringVar(&f.consumer, "consumer", "", "consumer (customer) id that owns the endpoint (default \"default\")")
+	}
+	fs.StringVar(&f.description, "description", "", "free text describing the endpoint")
+	fs.StringSliceVar(&f.eventTypes, "event-type", nil, "event type or pattern to receive (order.created, order.*, *); repeat for more (default *)")
+	fs.DurationVar(&f.timeout, "timeout", 0, "how long one attempt may take, 1s to 60s (default 10s)")
+	fs.StringVar(&f.retrySchedule, "retry-schedule", "", "delay before each attempt, comma-separated, as \"0s,30s,5m\"; its length is the number of attempts")
+	fs.IntVar(&f.maxInFlight, "max-in-flight", 0, "attempts in flight at once to this endpoint")
+	fs.Float64Var(&f.rateLimitPerSecond, "rate-limit-per-second", 0, "attempts per second at most (update: 0 removes the limit)")
+	fs.IntVar(&f.rateLimitBurst, "rate-limit-burst", 0, "attempts in a burst above the rate (default: the rate, rounded up)")
+	fs.StringVar(&f.signatureScheme, "signature-scheme", "", "standard (Standard Webhooks) or hmac-sha256")
+	fs.StringArrayVar(&f.headers, "header", nil, "extra request header K=V; repeat for more (update: replaces them all)")
+	fs.BoolVar(&f.retryClientErrors, "retry-client-errors", false, "retry 4xx answers instead of giving up at once")
+	return f
+}
+
+// params builds the request from the flags that were given (on the command
+// line or by their twins), so an update changes only those. current fetches
+// the endpoint for an update that gives half a rate limit.
+func (f *endpointFlags) params(fs *pflag.FlagSet, current func() (*client.Endpoint, error)) (*client.EndpointParams, error) {
+	p := &client.EndpointParams{}
+	given := fs.Changed
+	if given("url") {
+		p.URL = &f.url
+	}
+	if given("consumer") {
+		p.ConsumerID = &f.consumer
+	}
+	if given("description") {
+		p.Description = &f.description
+	}
+	if given("event-type") {
+		if len(f.eventTypes) == 0 {
+			return nil, errors.New("--event-type: give at least one event type or pattern")
+		}
+		p.EventTypes = f.eventTypes
+	}
+	if given("timeout") {
+		d := client.Duration(f.timeout)
+		p.Timeout = &d
+	}
+	if given("retry-schedule") {
+		sched, err := parseSchedule(f.retrySchedule)
+		if err != nil {
+			return nil, err
+		}
+		p.RetrySchedule = sched
+	}
+	if given("max-in-flight") {
+		p.MaxInFlight = &f.maxInFlight
+	}
+	if given("signature-scheme") {
+		p.SignatureScheme = &f.signatureScheme
+	}
+	if given("header") {
+		h, err := parseHeaders(f.headers)
+		if err != nil {
+			return nil, err
+		}
+		p.Headers = h
+	}
+	if given("retry-client-errors") {
+		p.RetryClientErrors = &f.retryClientErrors
+	}
+	if err := f.rateLimit(p, given, current); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// rateLimit sets the rate limit from its two flags. A rate alone takes a
+// burst of the rate rounded up (on update, the current burst); a burst
+// alone needs a rate (on update, the current one). On update a rate of 0
+// removes the limit.
+func (f *endpointFlags) rateLimit(p *client.EndpointParams, given func(string) bool, current func() (*client.Endpoint, error)) error {
+	rateGiven, burstGiven := given("rate-limit-per-second"), given("rate-limit-burst")
+	if !rateGiven && !burstGiven {
+		return nil
+	}
+	updating := current != nil
+	if rateGiven && f.rateLimitPerSecond == 0 && updating {
+		if burstGiven {
+			return errors.New("--rate-limit-per-second 0 removes the rate limit; give no --rate-limit-burst with it")
+		}
+		p.Reset = append(p.Reset, "rate_limit")
+		return nil
+	}
+	rate, burst := f.rateLimitPerSecond, f.rateLimitBurst
+	if !rateGiven || !burstGiven {
+		var cur *client.RateLimit
+		if updating {
+			ep, err := current()
+			if err != nil {
+				return err
+			}
+			cur = ep.RateLimit
+		}
+		switch {
+		case !rateGiven && cur == nil:
+			return errors.New("--rate-limit-burst needs --rate-limit-per-second")
+		case !rateGiven:
+			rate = cur.PerSecond
+		case cur != nil:
+			burst = cur.Burst
+		default:
+			burst = int(math.Max(1, math.Ceil(rate)))
+		}
+	}
+	if !(rate > 0) {
+		return errors.New("--rate-limit-per-second must be above 0")
+	}
+	if burst < 1 {
+		return errors.New("--rate-limit-burst must be at least 1")
+	}
+	p.RateLimit = &client.RateLimit{PerSecond: rate, Burst: burst}
+	return nil
+}
+
+// parseSchedule reads "0s,30s,5m".
+func parseSchedule(s string) ([]client.Duration, error) {
+	var out []client.Duration
+	for i, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		d, err := time.ParseDuration(part)
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("--retry-schedule: delay %d (%q) is not a duration such as 30s", i+1, part)
+		}
+		out = append(out, client.Duration(d))
+	}
+	return out, nil
+}
+
+// parseHeaders reads K=V pairs.
+func parseHeaders(kvs []string) (map[string]string, error) {
+	out := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--header %q: write it as Name=value", kv)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+func endpointCreateCmd(r *remote) *cobra.Command {
+	var quiet bool
+	cmd := &cobra.Command{
+		Use:   "create --url URL [flags]",
+		Short: "Register an endpoint; prints it with its signing secret",
+		Example: "  herald endpoints create --url https://example.com/hooks --consumer cust_42 --event-type 'order.*'\n" +
+			"  herald endpoints create --url http://127.0.0.1:4000/hooks --retry-schedule 0s,5s,30s --header X-Team=a",
+		Args: cobra.NoArgs,
+	}
+	f := addEndpointFlags(cmd.Flags(), true)
+	addQuiet(cmd.Flags(), &quiet)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if !cmd.Flags().Changed("url") {
+			return errors.New("--url is required: where should the webhooks go?")
+		}
+		p, err := f.params(cmd.Flags(), nil)
+		if err != nil {
+			return err
+		}
+		return r.run(cmd, func(ctx context.Context, c *client.Client) error {
+			ep, err := c.EndpointCreate(ctx, p)
+			if err != nil {
+				return err
+			}
+			switch {
+			case r.json:
+				return printRaw(r.stdio.Out, ep.Raw)
+			case quiet:
+				_, err := fmt.Fprintln(r.stdio.Out, ep.ID)
+				return err
+			}
+			return printEndpoint(r.stdio.Out, ep)
+		})
+	}
+	return cmd
+}
+
+func endpointListCmd(r *remote) *cobra.Command {
+	var consumer string
+	cmd := &cobra.Command{
+		Use:   "list [--consumer ID]",
+		Short: "List endpoints",
+		Args:  cobra.NoArgs,
+	}
+	cmd.Flags().StringVar(&consumer, "consumer", "", "only this consumer's endpoints")
+	l := addListFlags(cmd.Flags())
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		opts, err := l.options()
+		if err != nil {
+			return err
+		}
+		return r.run(cmd, func(ctx context.Context, c *client.Client) error {
+			page, err := c.EndpointList(ctx, &client.EndpointListParams{ConsumerID: consumer, ListOptions: opts})
+			if err != nil {
+				return err
+			}
+			return printPage(r, l, page, func(ep *client.Endpoint) string { return ep.ID }, endpointTable)
+		})
+	}
+	return cmd
+}
+
+func endpointTable(t *tableWriter, eps []client.Endpoint) {
+	t.row("ID", "STATUS", "CONSUMER", "URL", "EVENT TYPES", "CREATED")
+	for i := range eps {
+		ep := &eps[i]
+		t.row(ep.ID, endpointStatus(ep), ep.ConsumerID, ep.URL, strings.Join(ep.EventTypes, ","), shortTime(ep.CreatedAt))
+	}
+}
+
+func endpointStatus(ep *client.Endpoint) string {
+	if ep.Enabled {
+		return "enabled"
+	}
+	return "disabled"
+}
+
+func endpointGetCmd(r *remote) *cobra.Command {
+	return &cobra.Command{
+		Use:   "get ID",
+		Short: "Show an endpoint and its settings",
+		Args:  oneID("endpoint"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return r.run(cmd, func(ctx context.Context, c *client.Client) error {
+				ep, err := c.EndpointGet(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				return r.printEndpoint(ep)
+			})
+		},
+	}
+}
+
+func endpointUpdateCmd(r *remote) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "update ID [flags]",
+		Short:   "Change an endpoint's settings; only the flags given change",
+		Example: "  herald endpoints update ep_… --event-type order.created --event-type order.paid\n  herald endpoints update ep_… --rate-limit-per-second 0",
+		Args:    oneID("endpoint"),
+	}
+	f := addEndpointFlags(cmd.Flags(), false)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		return r.run(cmd, func(ctx context.Context, c *client.Client) error {
+			p, err := f.params(cmd.Flags(), func() (*client.Endpoint, error) { return c.EndpointGet(ctx, args[0]) })
+			if err != nil {
+				return err
+			}
+			if isEmptyUpdate(p) {
+				return errors.New("nothing to update: give at least one setting flag (see --help)")
+			}
+			ep, err := c.EndpointUpdate(ctx, args[0], p)
+			if err != nil {
+				return err
+			}
+			return r.printEndpoint(ep)
+		})
+	}
+	return cmd
+}
+
+func isEmptyUpdate(p *client.EndpointParams) bool {
+	return p.URL == nil && p.Description == nil && p.EventTypes == nil && p.Timeout == nil &&
+		p.RetrySchedule == nil && p.RetryPolicy == nil && p.RetryClientErrors == nil && p.RateLimit == nil &&
+		p.MaxInFlight == nil && p.SignatureScheme == nil && p.Headers == nil && len(p.Reset) == 0
+}
+
+func endpointDeleteCmd(r *remote) *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete ID",
+		Short: "Delete an endpoint; its pending deliveries are cancelled, its history stays",
+		Args:  oneID("endpoint"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return r.run(cmd, func(ctx context.Context, c *client.Client) error {
+				if err := c.EndpointDelete(ctx, args[0]); err != nil {
+					return err
+				}
+				if r.json {
+					// The API answers 204 with no body; say what happened.
+					return printJSONValue(r.stdio.Out, map[string]any{"id": args[0], "deleted": true})
+				}
+				_, err := fmt.Fprintf(r.stdio.Out, "deleted endpoint %s\n", args[0])
+				return err
+			})
+		},
+	}
+}
+
+func endpointRotateSecretCmd(r *remote) *cobra.Command {
+	return &cobra.Command{
+		Use:   "rotate-secret ID",
+		Short: "Give an endpoint a new signing secret; the old one keeps signing for 24 h",
+		Args:  oneID("endpoint"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return r.run(cmd, func(ctx context.Context, c *client.Client) error {
+				ep, err := c.EndpointRotateSecret(ctx, args[0], "")
+				if err != nil {
+					return err
+				}
+				if r.json {
+					return printRaw(r.stdio.Out, ep.Raw)
+				}
+				b := newBlock(r.stdio.Out)
+				b.line("id", ep.ID)
+				b.line("secret", ep.Secret)
+				b.line("previous secret signs until", longTimePtr(ep.PreviousSecretExpiresAt))
+				return b.flush()
+			})
+		},
+	}
+}
+
+// endpointEnableCmd is enable, or disable when enable is false.
+func endpointEnableCmd(r *remote, enable bool) *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "enable ID",
+		Short: "Enable an endpoint, so deliveries to it resume",
+		Args:  oneID("endpoint"),
+	}
+	if !enable {
+		cmd.Use = "disable ID"
+		cmd.Short = "Disable an endpoint; its pending deliveries go dead (replay them after enabling it)"
+		cmd.Flags().StringVar(&reason, "reason", "", "why, kept with the endpoint")
+	}
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		return r.run(cmd, func(ctx context.Context, c *client.Client) error {
+			var ep *client.Endpoint
+			var err error
+			if enable {
+				ep, err = c.EndpointEnable(ctx, args[0])
+			} else {
+				ep, err = c.EndpointDisable(ctx, args[0], reason)
+			}
+			if err != nil {
+				return err
+			}
+			if r.json {
+				return printRaw(r.stdio.Out, ep.Raw)
+			}
+			_, err = fmt.Fprintf(r.stdio.Out, "endpoint %s is %s\n", ep.ID, endpointStatus(ep))
+			return err
+		})
+	}
+	return cmd
+}
+
+func endpointReplayCmd(r *remote) *cobra.Command {
+	var status, since, until string
+	cmd := &cobra.Command{
+		Use:     "replay ID [--status dead] [--since T] [--until T]",
+		Short:   "Send an endpoint's dead (or other terminal) deliveries again",
+		Example: "  herald endpoints replay ep_… --status dead --since 2h\n  herald endpoints replay ep_… --since 2024-05-01T00:00:00Z --until 2024-05-02T00:00:00Z",
+		Args:    oneID("endpoint"),
+	}
+	cmd.Flags().StringVar(&status, "status", "dead", "which deliveries: dead, delivered or cancelled")
+	cmd.Flags().StringVar(&since, "since", "", "only deliveries created at or after this RFC 3339 time, or this long ago (2h)")
+	cmd.Flags().StringVar(&until, "until", "", "only deliveries created before this RFC 3339 time, or this long ago")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		now := time.Now()
+		p := &client.ReplayParams{Status: status}
+		var err error
+		if p.Since, err = parseWhen("since", since, now); err != nil {
+			return err
+		}
+		if p.Until, err = parseWhen("until", until, now); err != nil {
+			return err
+		}
+		return r.run(cmd, func(ctx context.Context, c *client.Client) error {
+			out, err := c.EndpointReplay(ctx, args[0], p)
+			if err != nil {
+				return err
+			}
+			if r.json {
+				return printRaw(r.stdio.Out, out.Raw)
+			}
+			_, err = fmt.Fprintf(r.stdio.Out, "replayed %s of endpoint %s\n", plural(out.Replayed, "delivery", "deliveries"), args[0])
+			return err
+		})
+	}
+	return cmd
+}
+
+// printEndpoint prints ep as --json asks, or as a block.
+func (r *remote) printEndpoint(ep *client.Endpoint) error {
+	if r.json {
+		return printRaw(r.stdio.Out, ep.Raw)
+	}
+	return printEndpoint(r.stdio.Out, ep)
+}
+
+// printEndpoint writes every setting of ep, its secret included: the API
+// answers it, and the person asking needs it to verify webhooks.
+func printEndpoint(w io.Writer, ep *client.Endpoint) error {
+	b := newBlock(w)
+	b.line("id", ep.ID)
+	b.line("consumer", ep.ConsumerID)
+	b.line("url", ep.URL)
+	b.line("description", ep.Description)
+	b.line("event types", strings.Join(ep.EventTypes, ", "))
+	status := endpointStatus(ep)
+	if !ep.Enabled && ep.DisabledReason != "" {
+		status += " (" + ep.DisabledReason + ")"
+	}
+	b.line("status", status)
+	b.line("secret", ep.Secret)
+	if ep.PreviousSecretExpiresAt != nil {
+		b.line("previous secret signs until", longTimePtr(ep.PreviousSecretExpiresAt))
+	}
+	b.line("signature scheme", ep.SignatureScheme)
+	b.line("timeout", ep.Timeout.String())
+	if p := ep.RetryPolicy; p != nil {
+		b.line("retry policy", fmt.Sprintf("%s: base %s, factor %g, cap %s, %d attempts", p.Type, p.Base, p.Factor, p.Cap, p.Attempts))
+	} else {
+		sched := make([]string, len(ep.RetrySchedule))
+		for i, d := range ep.RetrySchedule {
+			sched[i] = d.String()
+		}
+		b.line("retry schedule", strings.Join(sched, ", "))
+	}
+	b.line("retry client errors", yesNo(ep.RetryClientErrors))
+	if rl := ep.RateLimit; rl != nil {
+		b.line("rate limit", fmt.Sprintf("%g/s, burst %d", rl.PerSecond, rl.Burst))
+	} else {
+		b.line("rate limit", "none")
+	}
+	b.line("max in flight", fmt.Sprint(ep.MaxInFlight))
+	b.line("headers", formatHeaders(ep.Headers))
+	b.line("created", longTime(ep.CreatedAt))
+	b.line("updated", longTime(ep.UpdatedAt))
+	return b.flush()
+}
+
+func formatHeaders(h map[string]string) string {
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + h[k]
+	}
+	return strings.Join(parts, ", ")
+}
