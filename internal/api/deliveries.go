@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -87,6 +88,9 @@ func (s *Server) deliveryReplay(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	d, err := s.store.DeliveryReplay(r.Context(), &store.DeliveryReplayParams{ID: id, Now: s.storeNow()})
+	if errors.Is(err, store.ErrConflict) {
+		return s.replayConflict(r, id, err)
+	}
 	if err != nil {
 		return storeError("replay delivery", err, "delivery", id)
 	}
@@ -104,9 +108,31 @@ func (s *Server) deliveryCancel(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	d, err := s.store.DeliveryCancel(r.Context(), &store.DeliveryCancelParams{ID: id, Now: s.storeNow()})
+	if errors.Is(err, store.ErrConflict) {
+		if cur, gerr := s.store.DeliveryGet(r.Context(), id); gerr == nil {
+			return &apiError{http.StatusConflict, "conflict",
+				fmt.Sprintf("delivery %s is %s; only a pending or delivering delivery can be cancelled", id, cur.Status)}
+		}
+	}
 	if err != nil {
 		return storeError("cancel delivery", err, "delivery", id)
 	}
 	writeJSON(w, http.StatusOK, toDeliveryJSON(d))
 	return nil
+}
+
+// replayConflict explains why the store refused to replay delivery id: it
+// is still live, or its endpoint is disabled or deleted.
+func (s *Server) replayConflict(r *http.Request, id string, err error) error {
+	d, gerr := s.store.DeliveryGet(r.Context(), id)
+	switch {
+	case gerr != nil:
+		return storeError("replay delivery", err, "delivery", id)
+	case !d.Status.Terminal():
+		return &apiError{http.StatusConflict, "conflict",
+			fmt.Sprintf("delivery %s is %s; only a delivered, dead or cancelled delivery can be replayed", id, d.Status)}
+	}
+	return &apiError{http.StatusConflict, "conflict",
+		fmt.Sprintf("the endpoint %s of delivery %s is disabled or deleted; enable it (POST /v1/endpoints/%s/enable) before replaying its deliveries",
+			d.EndpointID, id, d.EndpointID)}
 }

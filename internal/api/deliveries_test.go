@@ -117,6 +117,7 @@ func TestDeliveryGet(t *testing.T) {
 		var d deliveryOut
 		e.do("POST", path+"/replay", nil).must(http.StatusAccepted, &d)
 		require.Equal(t, "pending", d.Status)
+		require.Equal(t, 0, d.AttemptCount, "a fresh attempt budget")
 		require.Nil(t, d.DeadReason)
 		require.NotNil(t, d.NextAttemptAt)
 		require.Equal(t, start.Add(time.Minute+time.Second), *d.NextAttemptAt, "due now")
@@ -127,7 +128,14 @@ func TestDeliveryGet(t *testing.T) {
 		require.Len(t, page.Data, 1)
 
 		msg := e.do("POST", path+"/replay", nil).apiErr(http.StatusConflict, "conflict")
-		require.NotContains(t, msg, "internal")
+		require.Equal(t, "delivery "+failEv.Deliveries[0].ID+" is pending; only a delivered, dead or cancelled delivery can be replayed", msg)
+	})
+
+	t.Run("ReplayOfDisabledEndpoint", func(t *testing.T) {
+		e.do("POST", "/v1/endpoints/"+bad.ID+"/disable", nil).must(http.StatusOK, nil)
+		id := failEv.Deliveries[0].ID
+		msg := e.do("POST", "/v1/deliveries/"+id+"/replay", nil).apiErr(http.StatusConflict, "conflict")
+		require.Equal(t, "the endpoint "+bad.ID+" of delivery "+id+" is disabled or deleted; enable it (POST /v1/endpoints/"+bad.ID+"/enable) before replaying its deliveries", msg)
 	})
 }
 
@@ -143,7 +151,8 @@ func TestDeliveryCancel(t *testing.T) {
 	require.Equal(t, "cancelled", d.Status)
 	require.Nil(t, d.NextAttemptAt)
 
-	e.do("POST", path+"/cancel", nil).apiErr(http.StatusConflict, "conflict")
+	msg := e.do("POST", path+"/cancel", nil).apiErr(http.StatusConflict, "conflict")
+	require.Equal(t, "delivery "+ev.Deliveries[0].ID+" is cancelled; only a pending or delivering delivery can be cancelled", msg)
 	e.do("POST", path+"/cancel", `{"why":"x"}`).apiErr(http.StatusBadRequest, "unknown_field")
 	e.do("POST", "/v1/deliveries/dlv_missing/cancel", nil).apiErr(http.StatusNotFound, "not_found")
 	e.do("POST", "/v1/deliveries/dlv_missing/replay", nil).apiErr(http.StatusNotFound, "not_found")

@@ -408,6 +408,37 @@ func TestEndpointRotateSecret(t *testing.T) {
 		e.do("POST", "/v1/endpoints/"+ep.ID+"/rotate-secret", `{"secret":1}`).apiErr(http.StatusBadRequest, "invalid_type")
 	})
 
+	t.Run("OldSecretSigns24Hours", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t)
+		ep := e.createEndpoint(map[string]any{})
+		path := "/v1/endpoints/" + ep.ID
+		var first, second, got endpointOut
+		e.do("POST", path+"/rotate-secret", nil).must(http.StatusOK, &first)
+
+		// The endpoint shows when the old secret stops signing, on every read.
+		e.do("GET", path, nil).must(http.StatusOK, &got)
+		require.Equal(t, start.Add(24*time.Hour), *got.PreviousSecretExpiresAt)
+		stored, err := e.store.EndpointGet(t.Context(), ep.ID)
+		require.NoError(t, err)
+		require.Equal(t, ep.Secret, stored.PreviousSecret, "the old secret still signs")
+		require.Equal(t, start.Add(24*time.Hour), stored.PreviousSecretExpiresAt.UTC())
+
+		// Rotating again: the secret just replaced signs for the next 24 h.
+		e.clock.Advance(2 * time.Hour)
+		e.do("POST", path+"/rotate-secret", nil).must(http.StatusOK, &second)
+		require.Equal(t, start.Add(26*time.Hour), *second.PreviousSecretExpiresAt)
+		stored, err = e.store.EndpointGet(t.Context(), ep.ID)
+		require.NoError(t, err)
+		require.Equal(t, first.Secret, stored.PreviousSecret)
+		require.Equal(t, second.Secret, stored.Secret)
+
+		// Other changes keep the rotation as it is.
+		e.do("PATCH", path, `{"description":"x"}`).must(http.StatusOK, &got)
+		require.Equal(t, start.Add(26*time.Hour), *got.PreviousSecretExpiresAt)
+		require.Equal(t, second.Secret, got.Secret)
+	})
+
 	t.Run("Missing", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t)

@@ -292,6 +292,15 @@ func TestEventBatch(t *testing.T) {
 		var out listOut[ingestOut]
 		e.do("POST", "/v1/events/batch", full).must(http.StatusAccepted, &out)
 		require.Len(t, out.Data, 1000)
+
+		// Lists give 50 by default and at most 1000 a page.
+		var page listOut[eventOut]
+		e.do("GET", "/v1/events", nil).must(http.StatusOK, &page)
+		require.Len(t, page.Data, 50)
+		require.NotEmpty(t, page.NextCursor)
+		e.do("GET", "/v1/events?limit=1000", nil).must(http.StatusOK, &page)
+		require.Len(t, page.Data, 1000)
+		require.Empty(t, page.NextCursor)
 	})
 
 	t.Run("HeaderKeyRefused", func(t *testing.T) {
@@ -327,6 +336,16 @@ func TestEventList(t *testing.T) {
 		require.Len(t, page.Data, 2)
 		require.Equal(t, []string{ids[2], ids[1]}, []string{page.Data[0].ID, page.Data[1].ID})
 		require.Equal(t, start.Add(2*time.Minute), page.Data[0].CreatedAt)
+
+		// All four together; since is inclusive, until exclusive.
+		e.do("GET", "/v1/events?consumer_id=c1&event_type=order.created&since=2024-05-01T12:02:00Z&until=2024-05-01T12:04:00Z", nil).must(http.StatusOK, &page)
+		require.Len(t, page.Data, 1)
+		require.Equal(t, ids[2], page.Data[0].ID)
+		e.do("GET", "/v1/events?event_type=order.created&since=2024-05-01T12:02:00Z", nil).must(http.StatusOK, &page)
+		require.Len(t, page.Data, 3, "both consumers")
+		e.do("GET", "/v1/events?consumer_id=c1&until=2024-05-01T12:01:00Z", nil).must(http.StatusOK, &page)
+		require.Len(t, page.Data, 1)
+		require.Equal(t, ids[0], page.Data[0].ID)
 	})
 
 	t.Run("Pages", func(t *testing.T) {

@@ -1,6 +1,9 @@
 // Package api serves Herald's HTTP API (API.md): the /v1 resources
 // (endpoints, events, deliveries, stats), each call authenticated by a bearer
-// API key, and the unauthenticated probes /healthz and /readyz.
+// API key, the unauthenticated probes /healthz and /readyz, and
+// /openapi.json, the OpenAPI 3.1 description of all of it (openapi.json at
+// the module root). The tests hold that document to Routes and to every
+// answer they receive, so the two cannot drift apart.
 //
 // Requests and answers are typed structs (json.go); every failure answers
 // {"error":{"code","message"}}, where the code is machine-readable and the
@@ -115,37 +118,58 @@ func New(cfg Config) *Server {
 	if floor := int64(s.maxPayload) + envelopeSlack; s.maxBatchBody < floor {
 		s.maxBatchBody = floor
 	}
-	s.routes()
+	for _, rt := range s.routes() {
+		s.handle(rt.Method+" "+rt.Path, rt.handler)
+	}
 	return s
 }
 
-func (s *Server) routes() {
-	s.handle("GET /healthz", s.healthz)
-	s.handle("GET /readyz", s.readyz)
+// Route is one call the API serves: a method and a path pattern as
+// net/http.ServeMux reads them ("{id}" is one path segment). The same list
+// builds the mux and is checked against openapi.json, so neither can drift.
+type Route struct {
+	Method string
+	Path   string
 
-	s.handle("POST /v1/endpoints", s.endpointCreate)
-	s.handle("GET /v1/endpoints", s.endpointList)
-	s.handle("GET /v1/endpoints/{id}", s.endpointGet)
-	s.handle("PATCH /v1/endpoints/{id}", s.endpointUpdate)
-	s.handle("DELETE /v1/endpoints/{id}", s.endpointDelete)
-	s.handle("POST /v1/endpoints/{id}/rotate-secret", s.endpointRotateSecret)
-	s.handle("POST /v1/endpoints/{id}/enable", s.endpointEnable)
-	s.handle("POST /v1/endpoints/{id}/disable", s.endpointDisable)
-	s.handle("POST /v1/endpoints/{id}/replay", s.endpointReplay)
+	handler handlerFunc
+}
 
-	s.handle("POST /v1/events", s.eventIngest)
-	s.handle("POST /v1/events/batch", s.eventIngestBatch)
-	s.handle("GET /v1/events", s.eventList)
-	s.handle("GET /v1/events/{id}", s.eventGet)
-	s.handle("POST /v1/events/{id}/replay", s.eventReplay)
+// Routes lists every call the API serves; GET routes also answer HEAD.
+// /metrics and /ui/ are mounted beside the API by the app, not here.
+func Routes() []Route {
+	return (&Server{}).routes()
+}
 
-	s.handle("GET /v1/deliveries", s.deliveryList)
-	s.handle("GET /v1/deliveries/{id}", s.deliveryGet)
-	s.handle("GET /v1/deliveries/{id}/attempts", s.attemptList)
-	s.handle("POST /v1/deliveries/{id}/replay", s.deliveryReplay)
-	s.handle("POST /v1/deliveries/{id}/cancel", s.deliveryCancel)
+func (s *Server) routes() []Route {
+	return []Route{
+		{"GET", "/healthz", s.healthz},
+		{"GET", "/readyz", s.readyz},
+		{"GET", "/openapi.json", s.openAPI},
 
-	s.handle("GET /v1/stats", s.stats)
+		{"POST", "/v1/endpoints", s.endpointCreate},
+		{"GET", "/v1/endpoints", s.endpointList},
+		{"GET", "/v1/endpoints/{id}", s.endpointGet},
+		{"PATCH", "/v1/endpoints/{id}", s.endpointUpdate},
+		{"DELETE", "/v1/endpoints/{id}", s.endpointDelete},
+		{"POST", "/v1/endpoints/{id}/rotate-secret", s.endpointRotateSecret},
+		{"POST", "/v1/endpoints/{id}/enable", s.endpointEnable},
+		{"POST", "/v1/endpoints/{id}/disable", s.endpointDisable},
+		{"POST", "/v1/endpoints/{id}/replay", s.endpointReplay},
+
+		{"POST", "/v1/events", s.eventIngest},
+		{"POST", "/v1/events/batch", s.eventIngestBatch},
+		{"GET", "/v1/events", s.eventList},
+		{"GET", "/v1/events/{id}", s.eventGet},
+		{"POST", "/v1/events/{id}/replay", s.eventReplay},
+
+		{"GET", "/v1/deliveries", s.deliveryList},
+		{"GET", "/v1/deliveries/{id}", s.deliveryGet},
+		{"GET", "/v1/deliveries/{id}/attempts", s.attemptList},
+		{"POST", "/v1/deliveries/{id}/replay", s.deliveryReplay},
+		{"POST", "/v1/deliveries/{id}/cancel", s.deliveryCancel},
+
+		{"GET", "/v1/stats", s.stats},
+	}
 }
 
 // handlerFunc serves one call; a returned error becomes the error answer.
@@ -254,14 +278,15 @@ func badRequest(code, format string, args ...any) *apiError {
 }
 
 // storeError turns the error of the store operation op about the kind
-// (endpoint, event, delivery) named id into its answer: 404, 409 with the
-// store's message, or the error wrapped with op (a 500).
+// (endpoint, event, delivery) named id into its answer: 404, 409, or the
+// error wrapped with op (a 500). The store's own text never reaches the
+// client; callers that can say more about a conflict do so first.
 func storeError(op string, err error, kind, id string) error {
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return &apiError{http.StatusNotFound, "not_found", fmt.Sprintf("no %s has id %q", kind, id)}
 	case errors.Is(err, store.ErrConflict):
-		return &apiError{http.StatusConflict, "conflict", err.Error()}
+		return &apiError{http.StatusConflict, "conflict", fmt.Sprintf("%s %s is not in a state that allows this call", kind, id)}
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }
@@ -275,7 +300,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		if errors.Is(err, store.ErrNotFound) {
 			ae = &apiError{http.StatusNotFound, "not_found", "not found"}
 		} else if errors.Is(err, store.ErrConflict) {
-			ae = &apiError{http.StatusConflict, "conflict", err.Error()}
+			ae = &apiError{http.StatusConflict, "conflict", "the current state of the resource does not allow this call"}
 		} else {
 			s.log.Error("api call failed", "method", r.Method, "path", r.URL.Path, logkey.Error, err)
 			ae = &apiError{http.StatusInternalServerError, "internal_error", "internal error; see the server log"}

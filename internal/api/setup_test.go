@@ -6,9 +6,9 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
@@ -31,11 +31,17 @@ type env struct {
 	url   string
 	store store.Store
 	clock *clock.Test
+	spec  *spec
 }
 
 type options struct {
 	allowPrivate bool
 	maxPayload   int
+	maxBatch     int
+	// wrap, when set, stands between the API and the store.
+	wrap func(store.Store) store.Store
+	// logger, when set, receives the API's log.
+	logger *slog.Logger
 }
 
 // setup serves a fresh API over a fresh SQLite store.
@@ -50,16 +56,24 @@ func setup(t *testing.T, opts ...func(*options)) *env {
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	require.NoError(t, st.Migrate(ctx))
+	doc, err := parseSpec()
+	require.NoError(t, err)
 	clk := clock.NewTest(start)
+	var served store.Store = st
+	if o.wrap != nil {
+		served = o.wrap(st)
+	}
 	srv := httptest.NewServer(api.New(api.Config{
-		Store:                st,
+		Store:                served,
 		Clock:                clk,
+		Logger:               o.logger,
 		APIKeyHash:           sha256.Sum256([]byte(testKey)),
 		AllowPrivateNetworks: o.allowPrivate,
 		MaxPayloadBytes:      o.maxPayload,
+		MaxBatchBytes:        o.maxBatch,
 	}))
 	t.Cleanup(srv.Close)
-	return &env{t: t, url: srv.URL, store: st, clock: clk}
+	return &env{t: t, url: srv.URL, store: st, clock: clk, spec: doc}
 }
 
 // response is one answer.
@@ -71,7 +85,9 @@ type response struct {
 }
 
 // do sends body (a string as is, anything else as JSON, nil for none) with
-// the API key, and extra headers as name/value pairs.
+// the API key, and extra headers as name/value pairs. Every exchange is
+// checked against openapi.json (spec.checkExchange): a status, field or
+// error code the document does not list fails the test.
 func (e *env) do(method, path string, body any, headers ...string) *response {
 	e.t.Helper()
 	return e.doKey(testKey, method, path, body, headers...)
@@ -80,16 +96,20 @@ func (e *env) do(method, path string, body any, headers ...string) *response {
 func (e *env) doKey(key, method, path string, body any, headers ...string) *response {
 	e.t.Helper()
 	var rd io.Reader
+	var sent []byte
 	switch b := body.(type) {
 	case nil:
 	case string:
-		rd = strings.NewReader(b)
+		sent = []byte(b)
 	case []byte:
-		rd = bytes.NewReader(b)
+		sent = b
 	default:
 		raw, err := json.Marshal(b)
 		require.NoError(e.t, err)
-		rd = bytes.NewReader(raw)
+		sent = raw
+	}
+	if body != nil {
+		rd = bytes.NewReader(sent)
 	}
 	req, err := http.NewRequest(method, e.url+path, rd)
 	require.NoError(e.t, err)
@@ -107,6 +127,9 @@ func (e *env) doKey(key, method, path string, body any, headers ...string) *resp
 	defer res.Body.Close()
 	raw, err := io.ReadAll(res.Body)
 	require.NoError(e.t, err)
+	for _, p := range e.spec.checkExchange(method, req.URL, sent, res.StatusCode, res.Header, raw) {
+		e.t.Errorf("openapi.json: %s", p)
+	}
 	return &response{t: e.t, status: res.StatusCode, header: res.Header, body: raw}
 }
 

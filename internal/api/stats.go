@@ -53,6 +53,16 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// openAPI serves GET /openapi.json: the OpenAPI 3.1 description of this
+// API (openapi.json at the module root). No key needed.
+func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	w.Write(herald.OpenAPI)
+	return nil
+}
+
 // readyz serves GET /readyz: 200 when the database answers, 503 when not.
 // No key needed.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
