@@ -1,33 +1,96 @@
 package sqlitestore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/breaker"
+	"github.com/heraldhooks/herald/internal/ratelimit"
 	"github.com/heraldhooks/herald/internal/store"
 )
 
-// claimQuery picks the due deliveries of enabled endpoints, oldest due
-// first, with their event and endpoint. It walks the partial index
-// deliveries_due in (due_at, id) order and stops at the limit, so a backlog
-// of deliveries that are not due yet costs nothing; INDEXED BY keeps the
-// planner from preferring the status index and sorting the whole backlog.
-var claimQuery = `SELECT ` + prefixed("d", deliveryColumns) + `, ` +
-	prefixed("ev", eventColumns) + `, ` + prefixed("e", endpointColumns) + `
-	FROM deliveries d INDEXED BY deliveries_due
-	JOIN endpoints e ON e.id = d.endpoint_id
+// candidatesQuery picks, in random order, the enabled endpoints that are
+// not blocked (paused, or breaker open) and have a due delivery, with their
+// token bucket and how many of their leases are unexpired. A FIFO endpoint
+// has due work only when its head (the live delivery ingested first) is
+// due. The due checks are EXISTS probes of deliveries_endpoint_queue, one
+// for new deliveries and one for retries, so each stops at its first row.
+// Arguments: now (five times), then the limit.
+var candidatesQuery = `SELECT ` + prefixed("e", endpointColumns) + `, e.bucket_tokens, e.bucket_at,
+		(SELECT count(*) FROM deliveries f INDEXED BY deliveries_in_flight
+			WHERE f.endpoint_id = e.id AND f.status = 'delivering' AND f.due_at > ?1) AS in_flight
+	FROM endpoints e
+	WHERE e.enabled = 1 AND e.deleted_at IS NULL AND (e.blocked_until IS NULL OR e.blocked_until <= ?1)
+		AND CASE WHEN e.ordering = 'fifo' THEN
+			(SELECT h.due_at FROM deliveries h INDEXED BY deliveries_endpoint_seq
+				WHERE h.endpoint_id = e.id AND h.status IN ` + liveStatuses + `
+				ORDER BY h.seq LIMIT 1) <= ?1
+		ELSE
+			EXISTS (SELECT 1 FROM deliveries d INDEXED BY deliveries_endpoint_queue
+				WHERE d.endpoint_id = e.id AND d.status IN ` + liveStatuses + `
+					AND (d.attempt_count > 0) = 0 AND d.due_at <= ?1)
+			OR EXISTS (SELECT 1 FROM deliveries d INDEXED BY deliveries_endpoint_queue
+				WHERE d.endpoint_id = e.id AND d.status IN ` + liveStatuses + `
+					AND (d.attempt_count > 0) = 1 AND d.due_at <= ?1)
+		END
+	ORDER BY random()
+	LIMIT ?2`
+
+// claimedColumns are a claimed delivery with its event, its stored due_at
+// (for a delivering row, the lease expiry) and its seq.
+var claimedColumns = prefixed("d", deliveryColumns) + `, ` + prefixed("ev", eventColumns) + `, d.due_at, d.seq`
+
+// takeQuery takes an endpoint's due deliveries of one kind, new
+// (attempt_count 0) or retries, oldest due first, then in ingest order:
+// a range of deliveries_endpoint_queue. Arguments: endpoint id, retries
+// (0 or 1), now, limit.
+var takeQuery = `SELECT ` + claimedColumns + `
+	FROM deliveries d INDEXED BY deliveries_endpoint_queue
 	JOIN events ev ON ev.id = d.event_id
-	WHERE d.status IN ` + liveStatuses + ` AND d.due_at <= ? AND e.enabled = 1 AND e.deleted_at IS NULL
-	ORDER BY d.due_at, d.id
+	WHERE d.endpoint_id = ? AND d.status IN ` + liveStatuses + ` AND (d.attempt_count > 0) = ? AND d.due_at <= ?
+	ORDER BY d.due_at, d.seq
 	LIMIT ?`
 
-// DeliveryClaim leases up to p.Limit due deliveries: pending and due, or
-// delivering with an expired lease. All of it happens in one write
-// transaction, and SQLite has one writer, so no two claims overlap.
+// headQuery reads a FIFO endpoint's head: its live delivery ingested first.
+var headQuery = `SELECT ` + claimedColumns + `
+	FROM deliveries d INDEXED BY deliveries_endpoint_seq
+	JOIN events ev ON ev.id = d.event_id
+	WHERE d.endpoint_id = ? AND d.status IN ` + liveStatuses + `
+	ORDER BY d.seq
+	LIMIT 1`
+
+// claimTarget is one candidate endpoint of a claim.
+type claimTarget struct {
+	ep     herald.Endpoint
+	bucket ratelimit.Bucket
+	// allowance is how many of its deliveries this claim may take.
+	allowance int
+	probe     bool
+	// leaseExpiry is when the leases taken from it run out.
+	leaseExpiry time.Time
+	taken       []*claimedRow
+	// exhausted: it gave fewer than it was asked for, so it has no more.
+	exhausted bool
+}
+
+// claimedRow is a claimed delivery with what orders the claim's answer.
+type claimedRow struct {
+	c   *store.ClaimedDelivery
+	due int64
+	seq int64
+}
+
+// DeliveryClaim leases up to p.Limit due deliveries, sharing the limit
+// fairly among the endpoints with due work and keeping each endpoint's
+// breaker, pause, in-flight cap, token bucket and FIFO order (see
+// store.Store). All of it happens in one write transaction, and SQLite has
+// one writer, so no two claims overlap: the in-flight counts and buckets
+// they read are exact.
 func (s *Store) DeliveryClaim(ctx context.Context, p *store.DeliveryClaimParams) ([]*store.ClaimedDelivery, error) {
 	if p.Limit <= 0 {
 		return nil, nil
@@ -35,47 +98,29 @@ func (s *Store) DeliveryClaim(ctx context.Context, p *store.DeliveryClaimParams)
 	t := now(p.Now)
 	var out []*store.ClaimedDelivery
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, claimQuery, micros(t), p.Limit)
+		targets, err := claimTargets(ctx, tx, p, t)
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			c := &store.ClaimedDelivery{}
-			dd, finishD := deliveryDest(&c.Delivery)
-			de, finishEv := eventDest(&c.Event)
-			dp, finishEp := endpointDest(&c.Endpoint)
-			dest := append(append(dd, de...), dp...)
-			if err := rows.Scan(dest...); err != nil {
-				return err
-			}
-			finishD()
-			finishEv()
-			if err := finishEp(); err != nil {
-				return err
-			}
-			out = append(out, c)
+		if len(targets) == 0 {
+			return nil
 		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		rows.Close()
-
-		lease, err := tx.PrepareContext(ctx, `UPDATE deliveries
-			SET status = 'delivering', lease_token = lease_token + 1, due_at = ?, updated_at = ?
-			WHERE id = ? RETURNING lease_token`)
+		rows, err := takeShares(ctx, tx, targets, p.Limit, t)
 		if err != nil {
 			return err
 		}
-		defer lease.Close()
-		for _, c := range out {
-			c.LeaseExpiresAt = t.Add(2*c.Endpoint.Timeout + p.LeaseMargin).Truncate(time.Microsecond)
-			if err := lease.QueryRowContext(ctx, micros(c.LeaseExpiresAt), micros(t), c.Delivery.ID).Scan(&c.LeaseToken); err != nil {
+		for _, tg := range targets {
+			if err := afterClaim(ctx, tx, tg, t); err != nil {
 				return err
 			}
-			c.Delivery.Status = herald.StatusDelivering
-			c.Delivery.NextAttemptAt = nil
-			c.Delivery.UpdatedAt = t
+		}
+		// Oldest due first; deliveries due together in ingest order.
+		slices.SortFunc(rows, func(a, b *claimedRow) int {
+			return cmp.Or(cmp.Compare(a.due, b.due), cmp.Compare(a.seq, b.seq))
+		})
+		out = make([]*store.ClaimedDelivery, len(rows))
+		for i, r := range rows {
+			out[i] = r.c
 		}
 		return nil
 	})
@@ -85,144 +130,221 @@ func (s *Store) DeliveryClaim(ctx context.Context, p *store.DeliveryClaimParams)
 	return out, nil
 }
 
-// DeliveryCompleteMany logs each outcome's attempt and applies the outcome
-// where the delivery is still delivering under its lease token, all in one
-// transaction.
-func (s *Store) DeliveryCompleteMany(ctx context.Context, p *store.DeliveryCompleteManyParams) ([]bool, error) {
-	t := now(p.Now)
-	applied := make([]bool, len(p.Outcomes))
-	for i, o := range p.Outcomes {
-		switch o.Status {
-		case herald.StatusDelivered, herald.StatusPending, herald.StatusDead:
-		default:
-			return nil, fmt.Errorf("complete deliveries: outcome %d of %s: status %q is not delivered, pending or dead", i, o.DeliveryID, o.Status)
-		}
-	}
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		lookup, err := tx.PrepareContext(ctx, `SELECT endpoint_id, status, lease_token FROM deliveries WHERE id = ?`)
-		if err != nil {
-			return err
-		}
-		defer lookup.Close()
-		logAttempt, err := tx.PrepareContext(ctx, `INSERT INTO attempts
-			(id, delivery_id, endpoint_id, number, attempted_at, duration_ns, status_code, response, error)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-		if err != nil {
-			return err
-		}
-		defer logAttempt.Close()
-		apply, err := tx.PrepareContext(ctx, `UPDATE deliveries SET
-				status = ?, attempt_count = attempt_count + 1, due_at = ?, last_status_code = ?,
-				last_error = ?, dead_reason = ?, delivered_at = ?, updated_at = ?
-			WHERE id = ? AND status = 'delivering' AND lease_token = ?`)
-		if err != nil {
-			return err
-		}
-		defer apply.Close()
-
-		for i, o := range p.Outcomes {
-			var (
-				endpointID, status string
-				token              int64
-			)
-			err := lookup.QueryRowContext(ctx, o.DeliveryID).Scan(&endpointID, &status, &token)
-			if errors.Is(err, sql.ErrNoRows) {
-				// No delivery to log the attempt against: nothing applies.
-				continue
-			}
-			if err != nil {
-				return err
-			}
-
-			a := o.Attempt
-			if a.ID == "" {
-				a.ID = herald.NewID(herald.PrefixAttempt, t)
-			}
-			if a.AttemptedAt.IsZero() {
-				a.AttemptedAt = t
-			}
-			resp := a.Response
-			if resp == nil {
-				resp = []byte{}
-			}
-			if _, err := logAttempt.ExecContext(ctx, a.ID, o.DeliveryID, endpointID, a.Number,
-				micros(a.AttemptedAt), int64(a.Duration), a.StatusCode, resp, a.Error); err != nil {
-				return fmt.Errorf("log attempt of %s: %w", o.DeliveryID, err)
-			}
-
-			if status != string(herald.StatusDelivering) || token != o.LeaseToken {
-				continue // stale: the lease was lost (invariant 10)
-			}
-			var (
-				due, deliveredAt sql.NullInt64
-				deadReason       string
-			)
-			switch o.Status {
-			case herald.StatusPending:
-				due = sql.NullInt64{Int64: micros(t.Add(o.RetryIn)), Valid: true}
-			case herald.StatusDelivered:
-				deliveredAt = sql.NullInt64{Int64: micros(t), Valid: true}
-			case herald.StatusDead:
-				deadReason = string(o.DeadReason)
-			}
-			res, err := apply.ExecContext(ctx, string(o.Status), due, a.StatusCode, a.Error, deadReason,
-				deliveredAt, micros(t), o.DeliveryID, o.LeaseToken)
-			if err != nil {
-				return fmt.Errorf("apply outcome of %s: %w", o.DeliveryID, err)
-			}
-			if n, err := res.RowsAffected(); err != nil {
-				return err
-			} else if n == 0 {
-				continue
-			}
-			applied[i] = true
-			if o.DisableEndpoint != "" {
-				if err := setEnabled(ctx, tx, endpointID, false, o.DisableEndpoint, t); err != nil && !errors.Is(err, store.ErrNotFound) {
-					return fmt.Errorf("disable endpoint %s: %w", endpointID, err)
-				}
-			}
-		}
-		return nil
-	})
+// claimTargets reads candidate endpoints in random order and keeps those
+// that may give something now, each with its allowance, until p.Limit of
+// them are found. It reads up to twice that many candidates, so that
+// endpoints at their cap do not leave a small claim empty-handed.
+func claimTargets(ctx context.Context, tx *sql.Tx, p *store.DeliveryClaimParams, t time.Time) ([]*claimTarget, error) {
+	rows, err := tx.QueryContext(ctx, candidatesQuery, micros(t), 2*p.Limit)
 	if err != nil {
-		return nil, fmt.Errorf("complete deliveries: %w", err)
+		return nil, err
 	}
-	return applied, nil
+	defer rows.Close()
+	var targets []*claimTarget
+	for rows.Next() && len(targets) < p.Limit {
+		tg := &claimTarget{}
+		var (
+			bucketAt sql.NullInt64
+			inFlight int
+		)
+		dest, finish := endpointDest(&tg.ep)
+		if err := rows.Scan(append(dest, &tg.bucket.Tokens, &bucketAt, &inFlight)...); err != nil {
+			return nil, err
+		}
+		if err := finish(); err != nil {
+			return nil, err
+		}
+		if bucketAt.Valid {
+			tg.bucket.At = fromMicros(bucketAt.Int64)
+		}
+		h := &tg.ep.Health
+		gate := breaker.GateAt(h, t)
+		if gate == breaker.Blocked {
+			continue
+		}
+		n := ratelimit.Allowance(&tg.ep, h, tg.bucket, inFlight, t)
+		if gate == breaker.Probe {
+			tg.probe = true
+			n = min(n, 1)
+		}
+		if n <= 0 {
+			continue
+		}
+		tg.allowance = min(n, p.Limit)
+		timeout := tg.ep.Timeout
+		if timeout <= 0 {
+			timeout = herald.DefaultTimeout
+		}
+		tg.leaseExpiry = t.Add(2*timeout + p.LeaseMargin).Truncate(time.Microsecond)
+		targets = append(targets, tg)
+	}
+	return targets, rows.Err()
 }
 
-// DeliveryRelease puts leased deliveries back to pending, due now, without
-// spending an attempt; leases no longer held are skipped.
-func (s *Store) DeliveryRelease(ctx context.Context, p *store.DeliveryReleaseParams) error {
-	if len(p.Leases) == 0 {
+// takeShares deals limit out to the targets one delivery per endpoint per
+// round, takes each endpoint's share and leases it. An endpoint that has
+// fewer due deliveries than its share leaves the rest to the others in a
+// further deal, so a claim is only short when every endpoint is.
+func takeShares(ctx context.Context, tx *sql.Tx, targets []*claimTarget, limit int, t time.Time) ([]*claimedRow, error) {
+	take, err := tx.PrepareContext(ctx, takeQuery)
+	if err != nil {
+		return nil, err
+	}
+	defer take.Close()
+	head, err := tx.PrepareContext(ctx, headQuery)
+	if err != nil {
+		return nil, err
+	}
+	defer head.Close()
+	lease, err := tx.PrepareContext(ctx, `UPDATE deliveries
+		SET status = 'delivering', lease_token = lease_token + 1, due_at = ?, updated_at = ?
+		WHERE id = ? RETURNING lease_token`)
+	if err != nil {
+		return nil, err
+	}
+	defer lease.Close()
+
+	var all []*claimedRow
+	left := limit
+	for left > 0 {
+		shares := deal(targets, left)
+		if len(shares) == 0 {
+			break
+		}
+		for tg, share := range shares {
+			var got []*claimedRow
+			if tg.ep.Ordering == herald.OrderingFIFO {
+				got, err = takeHead(ctx, head, tg, t)
+			} else {
+				got, err = takeDue(ctx, take, tg, share, t)
+			}
+			if err != nil {
+				return nil, err
+			}
+			for _, r := range got {
+				c := r.c
+				c.LeaseExpiresAt = tg.leaseExpiry
+				if err := lease.QueryRowContext(ctx, micros(c.LeaseExpiresAt), micros(t), c.Delivery.ID).Scan(&c.LeaseToken); err != nil {
+					return nil, fmt.Errorf("lease %s: %w", c.Delivery.ID, err)
+				}
+				c.Delivery.Status = herald.StatusDelivering
+				c.Delivery.NextAttemptAt = nil
+				c.Delivery.UpdatedAt = t
+			}
+			tg.taken = append(tg.taken, got...)
+			all = append(all, got...)
+			left -= len(got)
+			if len(got) < share {
+				tg.exhausted = true
+			}
+		}
+	}
+	return all, nil
+}
+
+// deal shares n out among the targets that can still give, one per
+// endpoint per round in the targets' (random) order.
+func deal(targets []*claimTarget, n int) map[*claimTarget]int {
+	shares := map[*claimTarget]int{}
+	for n > 0 {
+		dealt := false
+		for _, tg := range targets {
+			if n == 0 {
+				break
+			}
+			if tg.exhausted || len(tg.taken)+shares[tg] >= tg.allowance {
+				continue
+			}
+			shares[tg]++
+			n--
+			dealt = true
+		}
+		if !dealt {
+			break
+		}
+	}
+	return shares
+}
+
+// takeDue reads up to n due deliveries of a target, new ones before
+// retries, oldest due first within each.
+func takeDue(ctx context.Context, take *sql.Stmt, tg *claimTarget, n int, t time.Time) ([]*claimedRow, error) {
+	var out []*claimedRow
+	for _, retries := range []int{0, 1} {
+		if len(out) == n {
+			break
+		}
+		rows, err := take.QueryContext(ctx, tg.ep.ID, retries, micros(t), n-len(out))
+		if err != nil {
+			return nil, err
+		}
+		got, err := scanClaimed(rows, &tg.ep)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, got...)
+	}
+	return out, nil
+}
+
+// takeHead reads a FIFO target's head if it is due: pending and due, or
+// delivering under an expired lease (its attempt was lost).
+func takeHead(ctx context.Context, head *sql.Stmt, tg *claimTarget, t time.Time) ([]*claimedRow, error) {
+	rows, err := head.QueryContext(ctx, tg.ep.ID)
+	if err != nil {
+		return nil, err
+	}
+	got, err := scanClaimed(rows, &tg.ep)
+	if err != nil {
+		return nil, err
+	}
+	if len(got) == 0 || got[0].due > micros(t) {
+		return nil, nil
+	}
+	return got, nil
+}
+
+// scanClaimed reads rows of claimedColumns and closes them.
+func scanClaimed(rows *sql.Rows, ep *herald.Endpoint) ([]*claimedRow, error) {
+	defer rows.Close()
+	var out []*claimedRow
+	for rows.Next() {
+		r := &claimedRow{c: &store.ClaimedDelivery{Endpoint: *ep}}
+		dd, finishD := deliveryDest(&r.c.Delivery)
+		de, finishEv := eventDest(&r.c.Event)
+		if err := rows.Scan(append(append(dd, de...), &r.due, &r.seq)...); err != nil {
+			return nil, err
+		}
+		finishD()
+		finishEv()
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// afterClaim writes what a claim changed of a target: its token bucket,
+// spent by what it gave, and, for a probe, the half-open breaker whose next
+// probe may go when this one's lease has run out.
+func afterClaim(ctx context.Context, tx *sql.Tx, tg *claimTarget, t time.Time) error {
+	if len(tg.taken) == 0 {
 		return nil
 	}
-	t := now(p.Now)
-	released := false
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		stmt, err := tx.PrepareContext(ctx, `UPDATE deliveries SET status = 'pending', due_at = ?, updated_at = ?
-			WHERE id = ? AND status = 'delivering' AND lease_token = ?`)
-		if err != nil {
+	ep := &tg.ep
+	if ep.RateLimit != nil && ep.RateLimit.PerSecond > 0 {
+		b := ratelimit.Take(ep, &ep.Health, tg.bucket, len(tg.taken), t)
+		if _, err := tx.ExecContext(ctx, `UPDATE endpoints SET bucket_tokens = ?, bucket_at = ? WHERE id = ?`,
+			b.Tokens, micros(b.At), ep.ID); err != nil {
+			return fmt.Errorf("spend tokens of endpoint %s: %w", ep.ID, err)
+		}
+	}
+	if tg.probe {
+		ep.Health = breaker.Probing(ep.Health, tg.leaseExpiry)
+		if err := writeHealth(ctx, tx, ep.ID, &ep.Health); err != nil {
 			return err
 		}
-		defer stmt.Close()
-		for _, l := range p.Leases {
-			res, err := stmt.ExecContext(ctx, micros(t), micros(t), l.DeliveryID, l.LeaseToken)
-			if err != nil {
-				return fmt.Errorf("release %s: %w", l.DeliveryID, err)
-			}
-			if n, err := res.RowsAffected(); err != nil {
-				return err
-			} else if n > 0 {
-				released = true
-			}
+		for _, r := range tg.taken {
+			r.c.Endpoint.Health = ep.Health
 		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("release deliveries: %w", err)
-	}
-	if released {
-		s.notify()
 	}
 	return nil
 }

@@ -120,6 +120,11 @@ func (s *Store) DeliveryList(ctx context.Context, p *store.DeliveryListParams) (
 const replaySet = `status = 'pending', attempt_count = 0, due_at = ?, dead_reason = '',
 	delivered_at = NULL, updated_at = ?`
 
+// replayPacedSet is replaySet with the due time spread out: arguments now,
+// microseconds between two deliveries, now; r.n numbers the deliveries.
+const replayPacedSet = `status = 'pending', attempt_count = 0, due_at = ? + CAST(round(r.n * ?) AS INTEGER),
+	dead_reason = '', delivered_at = NULL, updated_at = ?`
+
 // replayableEndpoint holds for deliveries whose endpoint can take them.
 const replayableEndpoint = `endpoint_id IN (SELECT id FROM endpoints WHERE enabled = 1 AND deleted_at IS NULL)`
 
@@ -162,10 +167,15 @@ func (s *Store) DeliveryReplay(ctx context.Context, p *store.DeliveryReplayParam
 }
 
 // DeliveryReplayMany replays every terminal delivery of p.EventID or
-// p.EndpointID that matches the filter and whose endpoint is enabled.
+// p.EndpointID that matches the filter and whose endpoint is enabled. With
+// p.DryRun it only counts them; with p.Rate > 0 the i-th of them (in
+// creation order) is due i/Rate seconds after Now.
 func (s *Store) DeliveryReplayMany(ctx context.Context, p *store.DeliveryReplayManyParams) (int, error) {
 	if p.EventID == "" && p.EndpointID == "" {
 		return 0, errors.New("replay deliveries: an event or an endpoint is required")
+	}
+	if p.Rate < 0 {
+		return 0, fmt.Errorf("replay deliveries: rate %g is negative", p.Rate)
 	}
 	t := now(p.Now)
 	w := &where{}
@@ -186,10 +196,31 @@ func (s *Store) DeliveryReplayMany(ctx context.Context, p *store.DeliveryReplayM
 	if !p.Until.IsZero() {
 		w.add("created_at < ?", micros(p.Until))
 	}
+	if p.DryRun {
+		var n int
+		if err := s.reader.QueryRowContext(ctx, `SELECT count(*) FROM deliveries`+w.String(), w.args...).Scan(&n); err != nil {
+			return 0, fmt.Errorf("count deliveries to replay: %w", err)
+		}
+		return n, nil
+	}
 	var n int64
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE deliveries SET `+replaySet+w.String(),
-			append([]any{micros(t), micros(t)}, w.args...)...)
+		var (
+			res sql.Result
+			err error
+		)
+		if p.Rate > 0 {
+			// The i-th (from 0) is due at Now + i/Rate seconds, rounded to
+			// the microsecond.
+			res, err = tx.ExecContext(ctx, `UPDATE deliveries SET `+replayPacedSet+`
+				FROM (SELECT id, row_number() OVER (ORDER BY created_at, seq) - 1 AS n
+					FROM deliveries`+w.String()+`) AS r
+				WHERE deliveries.id = r.id`,
+				append([]any{micros(t), 1e6 / p.Rate, micros(t)}, w.args...)...)
+		} else {
+			res, err = tx.ExecContext(ctx, `UPDATE deliveries SET `+replaySet+w.String(),
+				append([]any{micros(t), micros(t)}, w.args...)...)
+		}
 		if err != nil {
 			return err
 		}

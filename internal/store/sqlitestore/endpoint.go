@@ -17,7 +17,8 @@ import (
 const endpointColumns = `id, consumer_id, url, description, event_types, secret, previous_secret,
 	previous_secret_expires_at, enabled, disabled_reason, timeout_ns, retry_schedule,
 	retry_exponential, retry_client_errors, rate_limit, max_in_flight, signature_scheme,
-	headers, created_at, updated_at`
+	headers, created_at, updated_at, ordering, auto_disable_after_failures, auto_disable_after_ns,
+	health`
 
 // prefixed qualifies each of a comma-separated column list with alias.
 func prefixed(alias, columns string) string {
@@ -34,14 +35,15 @@ func endpointDest(ep *herald.Endpoint) ([]any, func() error) {
 	var (
 		prevExpires                                           sql.NullInt64
 		eventTypes, schedule, exponential, rateLimit, headers string
-		timeoutNS, createdAt, updatedAt                       int64
-		scheme                                                string
+		timeoutNS, createdAt, updatedAt, autoDisableAfterNS   int64
+		scheme, ordering, health                              string
 	)
 	dest := []any{
 		&ep.ID, &ep.ConsumerID, &ep.URL, &ep.Description, &eventTypes, &ep.Secret, &ep.PreviousSecret,
 		&prevExpires, &ep.Enabled, &ep.DisabledReason, &timeoutNS, &schedule,
 		&exponential, &ep.RetryClientErrors, &rateLimit, &ep.MaxInFlight, &scheme,
-		&headers, &createdAt, &updatedAt,
+		&headers, &createdAt, &updatedAt, &ordering, &ep.AutoDisableAfterFailures, &autoDisableAfterNS,
+		&health,
 	}
 	return dest, func() error {
 		ep.PreviousSecretExpiresAt = fromNullMicros(prevExpires)
@@ -49,6 +51,13 @@ func endpointDest(ep *herald.Endpoint) ([]any, func() error) {
 		ep.SignatureScheme = herald.SignatureScheme(scheme)
 		ep.CreatedAt = fromMicros(createdAt)
 		ep.UpdatedAt = fromMicros(updatedAt)
+		ep.Ordering = herald.Ordering(ordering)
+		ep.AutoDisableAfter = time.Duration(autoDisableAfterNS)
+		h, err := decodeHealth(health)
+		if err != nil {
+			return fmt.Errorf("decode endpoint %s health: %w", ep.ID, err)
+		}
+		ep.Health = h
 		ep.EventTypes, ep.RetrySchedule, ep.RetryExponential, ep.RateLimit, ep.Headers = nil, nil, nil, nil, nil
 		for _, f := range []struct {
 			name string
@@ -77,6 +86,13 @@ func scanEndpoint(sc scanner) (*herald.Endpoint, error) {
 		return nil, err
 	}
 	return ep, finish()
+}
+
+// freshHealth is the stored health of an endpoint not yet tried: a new
+// endpoint's, and a re-enabled one's.
+func freshHealth() string {
+	h := herald.NewEndpointHealth()
+	return encodeHealth(&h)
 }
 
 // endpointSettings are the JSON-encoded list-valued settings of ep.
@@ -139,12 +155,13 @@ func (s *Store) EndpointCreate(ctx context.Context, p *store.EndpointCreateParam
 	var out *herald.Endpoint
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO endpoints (`+endpointColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO NOTHING`,
 			id, in.ConsumerID, in.URL, in.Description, set.eventTypes, in.Secret, in.PreviousSecret,
 			nullMicros(in.PreviousSecretExpiresAt), in.Enabled, in.DisabledReason, int64(in.Timeout), set.schedule,
 			set.exponential, in.RetryClientErrors, set.rateLimit, in.MaxInFlight, string(in.SignatureScheme),
-			set.headers, micros(t), micros(t))
+			set.headers, micros(t), micros(t), string(in.Ordering), in.AutoDisableAfterFailures, int64(in.AutoDisableAfter),
+			freshHealth())
 		if err != nil {
 			return err
 		}
@@ -219,11 +236,13 @@ func (s *Store) EndpointUpdate(ctx context.Context, p *store.EndpointUpdateParam
 		res, err := tx.ExecContext(ctx, `UPDATE endpoints SET
 				url = ?, description = ?, event_types = ?, timeout_ns = ?, retry_schedule = ?,
 				retry_exponential = ?, retry_client_errors = ?, rate_limit = ?, max_in_flight = ?,
-				signature_scheme = ?, headers = ?, updated_at = ?
+				signature_scheme = ?, headers = ?, ordering = ?, auto_disable_after_failures = ?,
+				auto_disable_after_ns = ?, updated_at = ?
 			WHERE id = ? AND deleted_at IS NULL`,
 			in.URL, in.Description, set.eventTypes, int64(in.Timeout), set.schedule,
 			set.exponential, in.RetryClientErrors, set.rateLimit, in.MaxInFlight,
-			string(in.SignatureScheme), set.headers, micros(t), in.ID)
+			string(in.SignatureScheme), set.headers, string(in.Ordering), in.AutoDisableAfterFailures,
+			int64(in.AutoDisableAfter), micros(t), in.ID)
 		if err := oneRow(res, err); err != nil {
 			return err
 		}
@@ -284,16 +303,20 @@ func (s *Store) EndpointSetEnabled(ctx context.Context, p *store.EndpointSetEnab
 	return out, nil
 }
 
-// setEnabled writes an endpoint's enabled state inside tx; disabling sends
-// its live deliveries dead.
+// setEnabled writes an endpoint's enabled state inside tx. Enabling starts
+// its health and token bucket afresh; disabling sends its live deliveries
+// dead.
 func setEnabled(ctx context.Context, tx *sql.Tx, id string, enabled bool, reason string, t time.Time) error {
-	res, err := tx.ExecContext(ctx, `UPDATE endpoints SET enabled = ?, disabled_reason = ?, updated_at = ?
-		WHERE id = ? AND deleted_at IS NULL`, enabled, reason, micros(t), id)
+	if enabled {
+		res, err := tx.ExecContext(ctx, `UPDATE endpoints SET enabled = 1, disabled_reason = '', updated_at = ?,
+				health = ?, blocked_until = NULL, bucket_tokens = 0, bucket_at = NULL
+			WHERE id = ? AND deleted_at IS NULL`, micros(t), freshHealth(), id)
+		return oneRow(res, err)
+	}
+	res, err := tx.ExecContext(ctx, `UPDATE endpoints SET enabled = 0, disabled_reason = ?, updated_at = ?
+		WHERE id = ? AND deleted_at IS NULL`, reason, micros(t), id)
 	if err := oneRow(res, err); err != nil {
 		return err
-	}
-	if enabled {
-		return nil
 	}
 	_, err = tx.ExecContext(ctx, `UPDATE deliveries SET status = 'dead', dead_reason = ?, due_at = NULL, updated_at = ?
 		WHERE endpoint_id = ? AND status IN ('pending', 'delivering')`,

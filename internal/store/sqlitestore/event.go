@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/heraldhooks/herald"
 	"github.com/heraldhooks/herald/internal/store"
@@ -54,90 +55,14 @@ func (s *Store) EventIngest(ctx context.Context, p *store.EventIngestParams) ([]
 		return []store.EventIngestResult{}, nil
 	}
 	t := now(p.Now)
-	results := make([]store.EventIngestResult, len(p.Events))
-	created := false
+	var (
+		results []store.EventIngestResult
+		created bool
+	)
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		findKey, err := tx.PrepareContext(ctx, `SELECT `+eventColumns+` FROM events WHERE consumer_id = ? AND idempotency_key = ?`)
-		if err != nil {
-			return err
-		}
-		defer findKey.Close()
-		listRefs, err := tx.PrepareContext(ctx, `SELECT id, endpoint_id FROM deliveries WHERE event_id = ? ORDER BY id`)
-		if err != nil {
-			return err
-		}
-		defer listRefs.Close()
-		insertEvent, err := tx.PrepareContext(ctx, `INSERT INTO events (`+eventColumns+`) VALUES (?, ?, ?, ?, ?, ?)`)
-		if err != nil {
-			return err
-		}
-		defer insertEvent.Close()
-		insertDelivery, err := tx.PrepareContext(ctx, `INSERT INTO deliveries
-			(id, event_id, endpoint_id, consumer_id, event_type, status, attempt_count, due_at,
-			 lease_token, last_status_code, last_error, dead_reason, created_at, updated_at)
-			VALUES (?, ?, ?, ?, ?, 'pending', 0, ?, 0, 0, '', '', ?, ?)`)
-		if err != nil {
-			return err
-		}
-		defer insertDelivery.Close()
-
-		targets := map[string][]fanOutTarget{}
-		for i, item := range p.Events {
-			if item.IdempotencyKey != "" {
-				first, err := scanEvent(findKey.QueryRowContext(ctx, item.ConsumerID, item.IdempotencyKey))
-				switch {
-				case err == nil:
-					refs, err := deliveryRefs(ctx, listRefs, first.ID)
-					if err != nil {
-						return err
-					}
-					results[i] = store.EventIngestResult{Event: first, Duplicate: true, Deliveries: refs}
-					continue
-				case !errors.Is(err, sql.ErrNoRows):
-					return err
-				}
-			}
-
-			eps, ok := targets[item.ConsumerID]
-			if !ok {
-				if eps, err = fanOutTargets(ctx, tx, item.ConsumerID); err != nil {
-					return err
-				}
-				targets[item.ConsumerID] = eps
-			}
-
-			payload := item.Payload
-			if payload == nil {
-				payload = []byte{}
-			}
-			ev := &herald.Event{
-				ID:             herald.NewID(herald.PrefixEvent, t),
-				ConsumerID:     item.ConsumerID,
-				EventType:      item.EventType,
-				Payload:        append([]byte(nil), payload...),
-				IdempotencyKey: item.IdempotencyKey,
-				CreatedAt:      t,
-			}
-			key := sql.NullString{String: ev.IdempotencyKey, Valid: ev.IdempotencyKey != ""}
-			if _, err := insertEvent.ExecContext(ctx, ev.ID, ev.ConsumerID, ev.EventType, ev.Payload, key, micros(t)); err != nil {
-				return fmt.Errorf("event %d: %w", i, err)
-			}
-			refs := []store.DeliveryRef{}
-			for _, ep := range eps {
-				if !herald.MatchAny(ep.eventTypes, ev.EventType) {
-					continue
-				}
-				id := herald.NewID(herald.PrefixDelivery, t)
-				if _, err := insertDelivery.ExecContext(ctx, id, ev.ID, ep.id, ev.ConsumerID, ev.EventType,
-					micros(t), micros(t), micros(t)); err != nil {
-					return fmt.Errorf("event %d: %w", i, err)
-				}
-				refs = append(refs, store.DeliveryRef{ID: id, EndpointID: ep.id})
-				created = true
-			}
-			results[i] = store.EventIngestResult{Event: ev, Deliveries: refs}
-		}
-		return nil
+		var err error
+		results, created, err = ingest(ctx, tx, p.Events, t)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ingest events: %w", err)
@@ -146,6 +71,107 @@ func (s *Store) EventIngest(ctx context.Context, p *store.EventIngestParams) ([]
 		s.notify()
 	}
 	return results, nil
+}
+
+// ingest writes events and their deliveries inside tx: for EventIngest,
+// and for the notifications an outcome emits. It reports whether any
+// delivery was made, so that the caller wakes the dispatchers once it has
+// committed.
+func ingest(ctx context.Context, tx *sql.Tx, items []store.EventIngestItem, t time.Time) ([]store.EventIngestResult, bool, error) {
+	results := make([]store.EventIngestResult, len(items))
+	created := false
+	findKey, err := tx.PrepareContext(ctx, `SELECT `+eventColumns+` FROM events WHERE consumer_id = ? AND idempotency_key = ?`)
+	if err != nil {
+		return nil, false, err
+	}
+	defer findKey.Close()
+	listRefs, err := tx.PrepareContext(ctx, `SELECT id, endpoint_id FROM deliveries WHERE event_id = ? ORDER BY id`)
+	if err != nil {
+		return nil, false, err
+	}
+	defer listRefs.Close()
+	insertEvent, err := tx.PrepareContext(ctx, `INSERT INTO events (`+eventColumns+`) VALUES (?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return nil, false, err
+	}
+	defer insertEvent.Close()
+	// Each delivery takes the next number of the counter as its seq: the
+	// ingest order, which FIFO endpoints follow.
+	nextSeq, err := tx.PrepareContext(ctx, `UPDATE sequences SET value = value + 1 WHERE name = 'delivery_seq' RETURNING value`)
+	if err != nil {
+		return nil, false, err
+	}
+	defer nextSeq.Close()
+	insertDelivery, err := tx.PrepareContext(ctx, `INSERT INTO deliveries
+		(id, event_id, endpoint_id, consumer_id, event_type, status, attempt_count, due_at,
+		 lease_token, last_status_code, last_error, dead_reason, created_at, updated_at, seq)
+		VALUES (?, ?, ?, ?, ?, 'pending', 0, ?, 0, 0, '', '', ?, ?, ?)`)
+	if err != nil {
+		return nil, false, err
+	}
+	defer insertDelivery.Close()
+
+	targets := map[string][]fanOutTarget{}
+	for i, item := range items {
+		if item.IdempotencyKey != "" {
+			first, err := scanEvent(findKey.QueryRowContext(ctx, item.ConsumerID, item.IdempotencyKey))
+			switch {
+			case err == nil:
+				refs, err := deliveryRefs(ctx, listRefs, first.ID)
+				if err != nil {
+					return nil, false, err
+				}
+				results[i] = store.EventIngestResult{Event: first, Duplicate: true, Deliveries: refs}
+				continue
+			case !errors.Is(err, sql.ErrNoRows):
+				return nil, false, err
+			}
+		}
+
+		eps, ok := targets[item.ConsumerID]
+		if !ok {
+			if eps, err = fanOutTargets(ctx, tx, item.ConsumerID); err != nil {
+				return nil, false, err
+			}
+			targets[item.ConsumerID] = eps
+		}
+
+		payload := item.Payload
+		if payload == nil {
+			payload = []byte{}
+		}
+		ev := &herald.Event{
+			ID:             herald.NewID(herald.PrefixEvent, t),
+			ConsumerID:     item.ConsumerID,
+			EventType:      item.EventType,
+			Payload:        append([]byte(nil), payload...),
+			IdempotencyKey: item.IdempotencyKey,
+			CreatedAt:      t,
+		}
+		key := sql.NullString{String: ev.IdempotencyKey, Valid: ev.IdempotencyKey != ""}
+		if _, err := insertEvent.ExecContext(ctx, ev.ID, ev.ConsumerID, ev.EventType, ev.Payload, key, micros(t)); err != nil {
+			return nil, false, fmt.Errorf("event %d: %w", i, err)
+		}
+		refs := []store.DeliveryRef{}
+		for _, ep := range eps {
+			if !herald.MatchAny(ep.eventTypes, ev.EventType) {
+				continue
+			}
+			id := herald.NewID(herald.PrefixDelivery, t)
+			var seq int64
+			if err := nextSeq.QueryRowContext(ctx).Scan(&seq); err != nil {
+				return nil, false, fmt.Errorf("event %d: next delivery seq: %w", i, err)
+			}
+			if _, err := insertDelivery.ExecContext(ctx, id, ev.ID, ep.id, ev.ConsumerID, ev.EventType,
+				micros(t), micros(t), micros(t), seq); err != nil {
+				return nil, false, fmt.Errorf("event %d: %w", i, err)
+			}
+			refs = append(refs, store.DeliveryRef{ID: id, EndpointID: ep.id})
+			created = true
+		}
+		results[i] = store.EventIngestResult{Event: ev, Deliveries: refs}
+	}
+	return results, created, nil
 }
 
 // fanOutTargets lists the enabled endpoints of consumer with their filters.

@@ -124,10 +124,10 @@ func TestConcurrentMigrateAppliesOnce(t *testing.T) {
 	require.Equal(t, len(ms), n)
 }
 
-func TestClaimWalksTheDueIndex(t *testing.T) {
-	t.Parallel()
-	s := openInternal(t)
-	rows, err := s.reader.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+claimQuery, int64(0), 10)
+// queryPlan explains query, one line per step.
+func queryPlan(t *testing.T, s *Store, query string, args ...any) string {
+	t.Helper()
+	rows, err := s.reader.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+query, args...)
 	require.NoError(t, err)
 	defer rows.Close()
 	var plan []string
@@ -140,7 +140,31 @@ func TestClaimWalksTheDueIndex(t *testing.T) {
 		plan = append(plan, detail)
 	}
 	require.NoError(t, rows.Err())
-	joined := strings.Join(plan, "\n")
-	require.Contains(t, joined, "deliveries_due", joined)
-	require.NotContains(t, joined, "TEMP B-TREE", "no sort: the index gives due order\n%s", joined)
+	return strings.Join(plan, "\n")
+}
+
+func TestClaimQueriesUseTheEndpointIndexes(t *testing.T) {
+	t.Parallel()
+	s := openInternal(t)
+	t.Run("Candidates", func(t *testing.T) {
+		t.Parallel()
+		plan := queryPlan(t, s, candidatesQuery, int64(0), 10)
+		// Each due check is a range of the queue index, not a walk of the
+		// endpoint's backlog.
+		require.Contains(t, plan, "deliveries_endpoint_queue (endpoint_id=? AND <expr>=? AND due_at<?)")
+		require.Contains(t, plan, "deliveries_endpoint_seq (endpoint_id=?)")
+		require.Contains(t, plan, "deliveries_in_flight (endpoint_id=? AND due_at>?)")
+	})
+	t.Run("Take", func(t *testing.T) {
+		t.Parallel()
+		plan := queryPlan(t, s, takeQuery, "ep_x", 0, int64(0), 10)
+		require.Contains(t, plan, "deliveries_endpoint_queue (endpoint_id=? AND <expr>=? AND due_at<?)")
+		require.NotContains(t, plan, "TEMP B-TREE", "no sort: the index gives the order")
+	})
+	t.Run("Head", func(t *testing.T) {
+		t.Parallel()
+		plan := queryPlan(t, s, headQuery, "ep_x")
+		require.Contains(t, plan, "deliveries_endpoint_seq (endpoint_id=?)")
+		require.NotContains(t, plan, "TEMP B-TREE", "no sort: the index gives the order")
+	})
 }

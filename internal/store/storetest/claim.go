@@ -37,7 +37,7 @@ func testClaimOnlyDue(t *testing.T, s store.Store) {
 }
 
 func testClaimOrderAndLimit(t *testing.T, s store.Store) {
-	// Two endpoints so that order is by due time, not by endpoint.
+	// Two endpoints: a claim answers oldest due first across them.
 	createEndpoint(t, s, newEndpoint("c", "a"), at(0))
 	createEndpoint(t, s, newEndpoint("c", "b"), at(0))
 	var ids []string
@@ -50,7 +50,6 @@ func testClaimOrderAndLimit(t *testing.T, s store.Store) {
 		require.Len(t, res.Deliveries, 1)
 		ids = append(ids, res.Deliveries[0].ID)
 	}
-	// A retry due before the newest delivery goes before it.
 	taken := claim(t, s, at(5*time.Second), 1)
 	require.Len(t, taken, 1)
 	require.Equal(t, ids[0], taken[0].Delivery.ID)
@@ -61,7 +60,9 @@ func testClaimOrderAndLimit(t *testing.T, s store.Store) {
 	require.Len(t, last.Deliveries, 1)
 	newest := last.Deliveries[0].ID
 
-	order := []string{ids[1], ids[2], ids[3], ids[4], ids[0], newest}
+	// Within endpoint a new deliveries go first, so its retry (due 5.5 s)
+	// comes after its newest delivery (due 6 s).
+	order := []string{ids[1], ids[2], ids[3], ids[4], newest, ids[0]}
 	var got []string
 	for _, limit := range []int{2, 3, 2} {
 		claimed := claim(t, s, at(10*time.Second), limit)

@@ -25,7 +25,7 @@ func completeCases() []testCase {
 }
 
 func testCompleteDelivered(t *testing.T, s store.Store) {
-	ep := createEndpoint(t, s, newEndpoint("c"), at(0))
+	ep := createEndpoint(t, s, newEndpoint("c", "order.*"), at(0))
 	id := ingestFor(t, s, at(0), ep)
 	c := claimOne(t, s, at(time.Second), id)
 
@@ -73,7 +73,7 @@ func testCompleteDelivered(t *testing.T, s store.Store) {
 }
 
 func testCompleteRetry(t *testing.T, s store.Store) {
-	ep := createEndpoint(t, s, newEndpoint("c"), at(0))
+	ep := createEndpoint(t, s, newEndpoint("c", "order.*"), at(0))
 	id := ingestFor(t, s, at(0), ep)
 	c := claimOne(t, s, at(0), id)
 
@@ -134,7 +134,7 @@ func testCompleteRetry(t *testing.T, s store.Store) {
 }
 
 func testCompleteDead(t *testing.T, s store.Store) {
-	ep := createEndpoint(t, s, newEndpoint("c"), at(0))
+	ep := createEndpoint(t, s, newEndpoint("c", "order.*"), at(0))
 	id := ingestFor(t, s, at(0), ep)
 	c := claimOne(t, s, at(0), id)
 
@@ -158,7 +158,7 @@ func testCompleteDead(t *testing.T, s store.Store) {
 }
 
 func testCompleteBatch(t *testing.T, s store.Store) {
-	ep := createEndpoint(t, s, newEndpoint("c"), at(0))
+	ep := createEndpoint(t, s, newEndpoint("c", "order.*"), at(0))
 	a := ingestFor(t, s, at(0), ep)
 	b := ingestFor(t, s, at(time.Second), ep)
 	c := ingestFor(t, s, at(2*time.Second), ep)
@@ -185,7 +185,7 @@ func testCompleteBatch(t *testing.T, s store.Store) {
 }
 
 func testCompleteStaleLease(t *testing.T, s store.Store) {
-	ep := createEndpoint(t, s, newEndpoint("c"), at(0))
+	ep := createEndpoint(t, s, newEndpoint("c", "order.*"), at(0))
 	id := ingestFor(t, s, at(0), ep)
 	old := claimOne(t, s, at(0), id)
 
@@ -227,7 +227,7 @@ func testCompleteStaleLease(t *testing.T, s store.Store) {
 }
 
 func testCompleteCancelled(t *testing.T, s store.Store) {
-	ep := createEndpoint(t, s, newEndpoint("c"), at(0))
+	ep := createEndpoint(t, s, newEndpoint("c", "order.*"), at(0))
 	id := ingestFor(t, s, at(0), ep)
 	c := claimOne(t, s, at(0), id)
 
@@ -244,8 +244,8 @@ func testCompleteCancelled(t *testing.T, s store.Store) {
 }
 
 func testCompleteDisableEndpoint(t *testing.T, s store.Store) {
-	ep := createEndpoint(t, s, newEndpoint("c"), at(0))
-	other := createEndpoint(t, s, newEndpoint("c2"), at(0))
+	ep := createEndpoint(t, s, newEndpoint("c", "order.*"), at(0))
+	other := createEndpoint(t, s, newEndpoint("c2", "order.*"), at(0))
 	done := ingestFor(t, s, at(0), ep)
 	finish(t, s, at(0), claimOne(t, s, at(0), done), herald.StatusDelivered)
 	gone := ingestFor(t, s, at(0), ep)
@@ -286,7 +286,7 @@ func testCompleteDisableEndpoint(t *testing.T, s store.Store) {
 }
 
 func testCompleteStaleDisable(t *testing.T, s store.Store) {
-	ep := createEndpoint(t, s, newEndpoint("c"), at(0))
+	ep := createEndpoint(t, s, newEndpoint("c", "order.*"), at(0))
 	id := ingestFor(t, s, at(0), ep)
 	old := claimOne(t, s, at(0), id)
 	fresh := claimOne(t, s, old.LeaseExpiresAt, id)
@@ -310,7 +310,7 @@ func releaseCases() []testCase {
 }
 
 func testRelease(t *testing.T, s store.Store) {
-	slow := newEndpoint("c")
+	slow := newEndpoint("c", "order.*")
 	slow.Timeout = time.Minute // leases of 2m7s: none expires here
 	ep := createEndpoint(t, s, slow, at(0))
 	id := ingestFor(t, s, at(0), ep)

@@ -38,7 +38,7 @@ func listDeliveries(t *testing.T, s store.Store, p store.DeliveryListParams) []s
 func testDeliveryListFilters(t *testing.T, s store.Store) {
 	a1 := createEndpoint(t, s, newEndpoint("a"), at(0))
 	a2 := createEndpoint(t, s, newEndpoint("a", "order.*"), at(0))
-	b1 := createEndpoint(t, s, newEndpoint("b"), at(0))
+	b1 := createEndpoint(t, s, newEndpoint("b", "order.*"), at(0))
 
 	ev1 := ingestOne(t, s, at(1*time.Second), "a", "order.created") // a1, a2
 	ev2 := ingestOne(t, s, at(2*time.Second), "a", "invoice.paid")  // a1

@@ -45,6 +45,11 @@ func fullEndpoint() *herald.Endpoint {
 		MaxInFlight:       7,
 		SignatureScheme:   herald.SchemeHMACSHA256,
 		Headers:           map[string]string{"X-Team": "a", "X-Env": "prod ünï"},
+		Ordering:          herald.OrderingFIFO,
+		// Past 32 bits in nanoseconds.
+		AutoDisableAfterFailures: 7,
+		AutoDisableAfter:         36*time.Hour + time.Second,
+		Health:                   herald.NewEndpointHealth(),
 	}
 }
 
@@ -68,6 +73,10 @@ func requireEndpoint(t *testing.T, want, got *herald.Endpoint) {
 
 func testEndpointRoundTrip(t *testing.T, s store.Store) {
 	in := fullEndpoint()
+	// Health is Herald's to keep: what a caller passes is not stored.
+	in.Health.BreakerState = herald.BreakerOpen
+	in.Health.ConsecutiveFailures = 9
+	in.Health.RateFactor = 0.25
 	created := createEndpoint(t, s, in, at(0))
 
 	require.Regexp(t, `^ep_[0-9a-z]{26}$`, created.ID)
@@ -110,6 +119,10 @@ func testEndpointMinimal(t *testing.T, s store.Store) {
 	require.Nil(t, got.RateLimit)
 	require.Zero(t, got.MaxInFlight)
 	require.Empty(t, got.Headers)
+	require.Equal(t, herald.OrderingNone, got.Ordering)
+	require.Zero(t, got.AutoDisableAfterFailures)
+	require.Zero(t, got.AutoDisableAfter)
+	require.Equal(t, herald.NewEndpointHealth(), got.Health, "an endpoint starts healthy")
 	requireTime(t, at(0), got.CreatedAt)
 }
 
@@ -237,6 +250,9 @@ func testEndpointUpdate(t *testing.T, s store.Store) {
 		MaxInFlight:       2,
 		SignatureScheme:   herald.SchemeStandard,
 		Headers:           map[string]string{"X-New": "1"},
+		Ordering:          herald.OrderingNone,
+		AutoDisableAfter:  time.Hour,
+		Health:            herald.EndpointHealth{BreakerState: herald.BreakerOpen, ConsecutiveFailures: 4},
 		CreatedAt:         at(99 * time.Hour),
 	}
 	got, err := s.EndpointUpdate(t.Context(), &store.EndpointUpdateParams{Endpoint: upd, Now: at(time.Minute)})
@@ -260,6 +276,9 @@ func testEndpointUpdate(t *testing.T, s store.Store) {
 		MaxInFlight:             upd.MaxInFlight,
 		SignatureScheme:         upd.SignatureScheme,
 		Headers:                 upd.Headers,
+		Ordering:                herald.OrderingNone,
+		AutoDisableAfter:        time.Hour,
+		Health:                  herald.NewEndpointHealth(),
 		CreatedAt:               at(0),
 		UpdatedAt:               at(time.Minute),
 	}
@@ -280,7 +299,7 @@ func testEndpointUpdate(t *testing.T, s store.Store) {
 }
 
 func testEndpointDelete(t *testing.T, s store.Store) {
-	ep := createEndpoint(t, s, newEndpoint("c"), at(0))
+	ep := createEndpoint(t, s, newEndpoint("c", "order.*"), at(0))
 	other := createEndpoint(t, s, newEndpoint("c2"), at(0))
 	delivered := ingestFor(t, s, at(1*time.Second), ep)
 	pending := ingestFor(t, s, at(2*time.Second), ep)

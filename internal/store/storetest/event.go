@@ -271,7 +271,9 @@ func testIngestConcurrentDuplicates(t *testing.T, s store.Store) {
 }
 
 func testIngestPayloadBytes(t *testing.T, s store.Store) {
-	ep := createEndpoint(t, s, newEndpoint("c"), at(0))
+	in := newEndpoint("c")
+	in.MaxInFlight = 20 // one claim takes them all
+	ep := createEndpoint(t, s, in, at(0))
 	payloads := []string{
 		`{"b":1,"a":2,"c":{"z":0,"y":[3,2,1]}}`,
 		"{ \"a\" :\t[ 1 , 2 ] ,\n  \"b\":null }\n",

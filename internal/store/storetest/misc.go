@@ -20,7 +20,7 @@ func attemptCases() []testCase {
 }
 
 func testAttemptList(t *testing.T, s store.Store) {
-	ep := createEndpoint(t, s, newEndpoint("c"), at(0))
+	ep := createEndpoint(t, s, newEndpoint("c", "order.*"), at(0))
 	id := ingestFor(t, s, at(0), ep)
 	other := ingestFor(t, s, at(0), ep)
 	leases := claimAll(t, s, at(0))
@@ -84,7 +84,7 @@ func testStatsEmpty(t *testing.T, s store.Store) {
 }
 
 func testStats(t *testing.T, s store.Store) {
-	ep := createEndpoint(t, s, newEndpoint("c"), at(0))
+	ep := createEndpoint(t, s, newEndpoint("c", "order.*"), at(0))
 	delivered := ingestFor(t, s, at(0), ep)
 	dead := ingestFor(t, s, at(0), ep)
 	cancelled := ingestFor(t, s, at(0), ep)

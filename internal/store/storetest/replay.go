@@ -40,7 +40,7 @@ func deadAfter(t *testing.T, s store.Store, ep *herald.Endpoint, now time.Time, 
 }
 
 func testReplayTerminal(t *testing.T, s store.Store) {
-	ep := createEndpoint(t, s, newEndpoint("c"), at(0))
+	ep := createEndpoint(t, s, newEndpoint("c", "order.*"), at(0))
 	dead := deadAfter(t, s, ep, at(0), 3)
 	d := requireStatus(t, s, dead, herald.StatusDead)
 	require.Equal(t, 3, d.AttemptCount)
@@ -85,8 +85,8 @@ func testReplayTerminal(t *testing.T, s store.Store) {
 }
 
 func testReplayRefused(t *testing.T, s store.Store) {
-	ep := createEndpoint(t, s, newEndpoint("c"), at(0))
-	doomed := createEndpoint(t, s, newEndpoint("c2"), at(0))
+	ep := createEndpoint(t, s, newEndpoint("c", "order.*"), at(0))
+	doomed := createEndpoint(t, s, newEndpoint("c2", "order.*"), at(0))
 	dead := deadAfter(t, s, doomed, at(0), 1)
 	pending := ingestFor(t, s, at(time.Hour), ep)
 	delivering := ingestFor(t, s, at(time.Hour), ep)
@@ -116,10 +116,10 @@ func testReplayRefused(t *testing.T, s store.Store) {
 }
 
 func testReplayManyByEvent(t *testing.T, s store.Store) {
-	e1 := createEndpoint(t, s, newEndpoint("c"), at(0))
-	e2 := createEndpoint(t, s, newEndpoint("c"), at(0))
-	e3 := createEndpoint(t, s, newEndpoint("c"), at(0))
-	e4 := createEndpoint(t, s, newEndpoint("c"), at(0))
+	e1 := createEndpoint(t, s, newEndpoint("c", "order.*"), at(0))
+	e2 := createEndpoint(t, s, newEndpoint("c", "order.*"), at(0))
+	e3 := createEndpoint(t, s, newEndpoint("c", "order.*"), at(0))
+	e4 := createEndpoint(t, s, newEndpoint("c", "order.*"), at(0))
 	res := ingestOne(t, s, at(0), "c", "order.created")
 	unrelated := ingestOne(t, s, at(0), "c", "order.created")
 	byEp := map[string]string{}
@@ -161,8 +161,8 @@ func testReplayManyByEvent(t *testing.T, s store.Store) {
 }
 
 func testReplayManyByEndpoint(t *testing.T, s store.Store) {
-	ep := createEndpoint(t, s, newEndpoint("c"), at(0))
-	other := createEndpoint(t, s, newEndpoint("c2"), at(0))
+	ep := createEndpoint(t, s, newEndpoint("c", "order.*"), at(0))
+	other := createEndpoint(t, s, newEndpoint("c2", "order.*"), at(0))
 	var dead []string
 	for i := range 4 {
 		dead = append(dead, deadAfter(t, s, ep, at(time.Duration(i)*time.Hour), 1))
@@ -204,7 +204,7 @@ func testReplayManyByEndpoint(t *testing.T, s store.Store) {
 }
 
 func testReplayManyNeedsFilter(t *testing.T, s store.Store) {
-	ep := createEndpoint(t, s, newEndpoint("c"), at(0))
+	ep := createEndpoint(t, s, newEndpoint("c", "order.*"), at(0))
 	dead := deadAfter(t, s, ep, at(0), 1)
 	_, err := s.DeliveryReplayMany(t.Context(), &store.DeliveryReplayManyParams{Status: herald.StatusDead, Now: at(time.Hour)})
 	require.Error(t, err)

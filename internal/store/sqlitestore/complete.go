@@ -1,0 +1,321 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/breaker"
+	"github.com/heraldhooks/herald/internal/store"
+)
+
+// DeliveryCompleteMany logs each outcome's attempt and applies the outcome
+// where the delivery is still delivering under its lease token; each
+// applied outcome then updates its endpoint's health (breaker.Observe),
+// disables the endpoint when that calls for it, and emits the
+// notifications it deserves, all in one transaction. Outcomes are taken in
+// the order given, each seeing the health the ones before it left.
+func (s *Store) DeliveryCompleteMany(ctx context.Context, p *store.DeliveryCompleteManyParams) ([]bool, error) {
+	t := now(p.Now)
+	applied := make([]bool, len(p.Outcomes))
+	for i, o := range p.Outcomes {
+		switch o.Status {
+		case herald.StatusDelivered, herald.StatusPending, herald.StatusDead:
+		default:
+			return nil, fmt.Errorf("complete deliveries: outcome %d of %s: status %q is not delivered, pending or dead", i, o.DeliveryID, o.Status)
+		}
+	}
+	created := false
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		c, err := newCompleter(ctx, tx, t)
+		if err != nil {
+			return err
+		}
+		defer c.close()
+		for i := range p.Outcomes {
+			if applied[i], err = c.complete(&p.Outcomes[i]); err != nil {
+				return err
+			}
+		}
+		created, err = c.finish()
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("complete deliveries: %w", err)
+	}
+	if created {
+		s.notify()
+	}
+	return applied, nil
+}
+
+// completer applies the outcomes of one DeliveryCompleteMany call.
+type completer struct {
+	ctx context.Context
+	tx  *sql.Tx
+	t   time.Time
+	cfg breaker.Config
+
+	lookup, logAttempt, apply, window *sql.Stmt
+	// endpoints are those whose health this call changes, by id.
+	endpoints map[string]*herald.Endpoint
+	notes     []store.EventIngestItem
+}
+
+func newCompleter(ctx context.Context, tx *sql.Tx, t time.Time) (*completer, error) {
+	c := &completer{ctx: ctx, tx: tx, t: t, cfg: breaker.Default(), endpoints: map[string]*herald.Endpoint{}}
+	for _, st := range []struct {
+		into  **sql.Stmt
+		query string
+	}{
+		{&c.lookup, `SELECT endpoint_id, status, lease_token, event_id, event_type, consumer_id FROM deliveries WHERE id = ?`},
+		{&c.logAttempt, `INSERT INTO attempts
+			(id, delivery_id, endpoint_id, number, attempted_at, duration_ns, status_code, response, error)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`},
+		{&c.apply, `UPDATE deliveries SET
+				status = ?, attempt_count = attempt_count + 1, due_at = ?, last_status_code = ?,
+				last_error = ?, dead_reason = ?, delivered_at = ?, updated_at = ?
+			WHERE id = ? AND status = 'delivering' AND lease_token = ?
+			RETURNING attempt_count`},
+		// The breaker window: the endpoint's attempts over [from, to] and
+		// how many of them failed (anything but a 2xx, no answer too).
+		{&c.window, `SELECT count(*), coalesce(sum(status_code NOT BETWEEN 200 AND 299), 0)
+			FROM attempts WHERE endpoint_id = ? AND attempted_at >= ? AND attempted_at <= ?`},
+	} {
+		stmt, err := tx.PrepareContext(ctx, st.query)
+		if err != nil {
+			c.close()
+			return nil, err
+		}
+		*st.into = stmt
+	}
+	return c, nil
+}
+
+func (c *completer) close() {
+	for _, st := range []*sql.Stmt{c.lookup, c.logAttempt, c.apply, c.window} {
+		if st != nil {
+			st.Close()
+		}
+	}
+}
+
+// complete logs o's attempt and applies o if its lease still holds, with
+// what follows for the endpoint; it reports whether o was applied.
+func (c *completer) complete(o *store.DeliveryOutcome) (bool, error) {
+	ctx, t := c.ctx, c.t
+	var (
+		endpointID, status, eventID, eventType, consumerID string
+		token                                              int64
+	)
+	err := c.lookup.QueryRowContext(ctx, o.DeliveryID).Scan(&endpointID, &status, &token, &eventID, &eventType, &consumerID)
+	if errors.Is(err, sql.ErrNoRows) {
+		// No delivery to log the attempt against: nothing applies.
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+
+	a := o.Attempt
+	if a.ID == "" {
+		a.ID = herald.NewID(herald.PrefixAttempt, t)
+	}
+	if a.AttemptedAt.IsZero() {
+		a.AttemptedAt = t
+	}
+	resp := a.Response
+	if resp == nil {
+		resp = []byte{}
+	}
+	if _, err := c.logAttempt.ExecContext(ctx, a.ID, o.DeliveryID, endpointID, a.Number,
+		micros(a.AttemptedAt), int64(a.Duration), a.StatusCode, resp, a.Error); err != nil {
+		return false, fmt.Errorf("log attempt of %s: %w", o.DeliveryID, err)
+	}
+
+	if status != string(herald.StatusDelivering) || token != o.LeaseToken {
+		return false, nil // stale: the lease was lost (invariant 10)
+	}
+	var (
+		due, deliveredAt sql.NullInt64
+		deadReason       string
+	)
+	switch o.Status {
+	case herald.StatusPending:
+		due = sql.NullInt64{Int64: micros(t.Add(o.RetryIn)), Valid: true}
+	case herald.StatusDelivered:
+		deliveredAt = sql.NullInt64{Int64: micros(t), Valid: true}
+	case herald.StatusDead:
+		deadReason = string(o.DeadReason)
+	}
+	var attemptCount int
+	err = c.apply.QueryRowContext(ctx, string(o.Status), due, a.StatusCode, a.Error, deadReason,
+		deliveredAt, micros(t), o.DeliveryID, o.LeaseToken).Scan(&attemptCount)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("apply outcome of %s: %w", o.DeliveryID, err)
+	}
+
+	ep, err := c.endpoint(endpointID)
+	if errors.Is(err, store.ErrNotFound) {
+		return true, nil // deleted: it has no health to keep
+	}
+	if err != nil {
+		return true, err
+	}
+	result := breaker.Result{
+		Success:    o.Status == herald.StatusDelivered,
+		StatusCode: a.StatusCode,
+		Error:      a.Error,
+		PauseFor:   o.PauseFor,
+		Throttled:  o.Throttled,
+	}
+	var w breaker.Window
+	if !result.Success && c.cfg.NeedsWindow(&ep.Health) {
+		if err := c.window.QueryRowContext(ctx, endpointID, micros(t.Add(-c.cfg.Window)), micros(t)).
+			Scan(&w.Attempts, &w.Failures); err != nil {
+			return true, fmt.Errorf("count attempts of endpoint %s: %w", endpointID, err)
+		}
+	}
+	h, fx := c.cfg.Observe(ep, ep.Health, result, w, t)
+	ep.Health = h
+
+	// Notifications about notifications could loop: none are emitted.
+	emit := !herald.IsNotification(eventType)
+	if emit && o.Status == herald.StatusDead {
+		c.notify(ep, herald.NotifyDeliveryDead, herald.DeliveryDeadPayload{
+			DeliveryID:     o.DeliveryID,
+			EventID:        eventID,
+			EventType:      eventType,
+			EndpointID:     endpointID,
+			ConsumerID:     consumerID,
+			DeadReason:     deadReason,
+			AttemptCount:   attemptCount,
+			LastStatusCode: a.StatusCode,
+			LastError:      a.Error,
+		})
+	}
+	if emit && fx.NotifyFailing {
+		c.notify(ep, herald.NotifyEndpointFailing, herald.EndpointFailingPayload{
+			EndpointID:          ep.ID,
+			ConsumerID:          ep.ConsumerID,
+			URL:                 ep.URL,
+			ConsecutiveFailures: h.ConsecutiveFailures,
+			FailingSince:        *h.FailingSince,
+			LastStatusCode:      a.StatusCode,
+			LastError:           a.Error,
+		})
+	}
+	if emit && fx.NotifyRecovered {
+		c.notify(ep, herald.NotifyEndpointRecovered, herald.EndpointRecoveredPayload{
+			EndpointID:     ep.ID,
+			ConsumerID:     ep.ConsumerID,
+			URL:            ep.URL,
+			FailedAttempts: fx.FailedAttempts,
+			FailingSince:   fx.FailingSince,
+			RecoveredAt:    t,
+		})
+	}
+	reason := o.DisableEndpoint
+	if reason == "" {
+		reason = fx.Disable
+	}
+	if reason != "" && ep.Enabled {
+		if err := setEnabled(ctx, c.tx, endpointID, false, reason, t); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return true, fmt.Errorf("disable endpoint %s: %w", endpointID, err)
+		}
+		ep.Enabled = false
+		ep.DisabledReason = reason
+		if emit {
+			c.notify(ep, herald.NotifyEndpointDisabled, herald.EndpointDisabledPayload{
+				EndpointID: ep.ID,
+				ConsumerID: ep.ConsumerID,
+				URL:        ep.URL,
+				Reason:     reason,
+				DisabledAt: t,
+			})
+		}
+	}
+	return true, nil
+}
+
+// endpoint reads an endpoint once per call; later outcomes see the health
+// the earlier ones left.
+func (c *completer) endpoint(id string) (*herald.Endpoint, error) {
+	if ep, ok := c.endpoints[id]; ok {
+		return ep, nil
+	}
+	ep, err := getEndpoint(c.ctx, c.tx, id)
+	if err != nil {
+		return nil, err
+	}
+	c.endpoints[id] = ep
+	return ep, nil
+}
+
+// notify queues a notification for the endpoint's consumer.
+func (c *completer) notify(ep *herald.Endpoint, eventType string, payload any) {
+	n := herald.NewNotification(ep.ConsumerID, eventType, payload)
+	c.notes = append(c.notes, store.EventIngestItem{ConsumerID: n.ConsumerID, EventType: n.EventType, Payload: n.Payload})
+}
+
+// finish writes the health of every endpoint the outcomes touched and
+// ingests the notifications, after every disable, so that an endpoint this
+// call disabled receives none. It reports whether deliveries were made.
+func (c *completer) finish() (bool, error) {
+	for id, ep := range c.endpoints {
+		if err := writeHealth(c.ctx, c.tx, id, &ep.Health); err != nil {
+			return false, err
+		}
+	}
+	if len(c.notes) == 0 {
+		return false, nil
+	}
+	_, created, err := ingest(c.ctx, c.tx, c.notes, c.t)
+	if err != nil {
+		return false, fmt.Errorf("ingest notifications: %w", err)
+	}
+	return created, nil
+}
+
+// DeliveryRelease puts leased deliveries back to pending, due now, without
+// spending an attempt; leases no longer held are skipped.
+func (s *Store) DeliveryRelease(ctx context.Context, p *store.DeliveryReleaseParams) error {
+	if len(p.Leases) == 0 {
+		return nil
+	}
+	t := now(p.Now)
+	released := false
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		stmt, err := tx.PrepareContext(ctx, `UPDATE deliveries SET status = 'pending', due_at = ?, updated_at = ?
+			WHERE id = ? AND status = 'delivering' AND lease_token = ?`)
+		if err != nil {
+			return err
+		}
+		defer stmt.Close()
+		for _, l := range p.Leases {
+			res, err := stmt.ExecContext(ctx, micros(t), micros(t), l.DeliveryID, l.LeaseToken)
+			if err != nil {
+				return fmt.Errorf("release %s: %w", l.DeliveryID, err)
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return err
+			} else if n > 0 {
+				released = true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("release deliveries: %w", err)
+	}
+	if released {
+		s.notify()
+	}
+	return nil
+}

@@ -1,0 +1,144 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/store"
+)
+
+// healthRecord is how an endpoint's health is kept in endpoints.health:
+// JSON with times as unix microseconds and durations as nanoseconds, like
+// the rest of the schema. SuccessRate1h and Attempts1h are not kept; they
+// are computed from the attempts on request.
+type healthRecord struct {
+	BreakerState        string `json:"breaker_state"`
+	ConsecutiveFailures int    `json:"consecutive_failures,omitempty"`
+	FailingSince        *int64 `json:"failing_since,omitempty"`
+	FailingNotified     bool   `json:"failing_notified,omitempty"`
+	LastSuccessAt       *int64 `json:"last_success_at,omitempty"`
+	LastFailureAt       *int64 `json:"last_failure_at,omitempty"`
+	ProbeAt             *int64 `json:"probe_at,omitempty"`
+	CooldownNS          int64  `json:"cooldown_ns,omitempty"`
+	PausedUntil         *int64 `json:"paused_until,omitempty"`
+	// RateFactor is always written: 0 would read as "not throttled".
+	RateFactor float64 `json:"rate_factor"`
+}
+
+func microsPtr(t *time.Time) *int64 {
+	if t == nil {
+		return nil
+	}
+	v := micros(*t)
+	return &v
+}
+
+func timePtr(us *int64) *time.Time {
+	if us == nil {
+		return nil
+	}
+	t := fromMicros(*us)
+	return &t
+}
+
+// encodeHealth is the stored form of h.
+func encodeHealth(h *herald.EndpointHealth) string {
+	b, err := json.Marshal(healthRecord{
+		BreakerState:        string(h.BreakerState),
+		ConsecutiveFailures: h.ConsecutiveFailures,
+		FailingSince:        microsPtr(h.FailingSince),
+		FailingNotified:     h.FailingNotified,
+		LastSuccessAt:       microsPtr(h.LastSuccessAt),
+		LastFailureAt:       microsPtr(h.LastFailureAt),
+		ProbeAt:             microsPtr(h.ProbeAt),
+		CooldownNS:          int64(h.Cooldown),
+		PausedUntil:         microsPtr(h.PausedUntil),
+		RateFactor:          h.RateFactor,
+	})
+	if err != nil {
+		// A struct of numbers, strings and bools always encodes.
+		panic("sqlitestore: encode health: " + err.Error())
+	}
+	return string(b)
+}
+
+// decodeHealth reads a stored health.
+func decodeHealth(raw string) (herald.EndpointHealth, error) {
+	var r healthRecord
+	if err := json.Unmarshal([]byte(raw), &r); err != nil {
+		return herald.EndpointHealth{}, err
+	}
+	h := herald.EndpointHealth{
+		BreakerState:        herald.BreakerState(r.BreakerState),
+		ConsecutiveFailures: r.ConsecutiveFailures,
+		FailingSince:        timePtr(r.FailingSince),
+		FailingNotified:     r.FailingNotified,
+		LastSuccessAt:       timePtr(r.LastSuccessAt),
+		LastFailureAt:       timePtr(r.LastFailureAt),
+		ProbeAt:             timePtr(r.ProbeAt),
+		Cooldown:            time.Duration(r.CooldownNS),
+		PausedUntil:         timePtr(r.PausedUntil),
+		RateFactor:          r.RateFactor,
+	}
+	if h.BreakerState == "" {
+		h.BreakerState = herald.BreakerClosed
+	}
+	if h.RateFactor <= 0 || h.RateFactor > 1 {
+		h.RateFactor = 1
+	}
+	return h, nil
+}
+
+// writeHealth stores an endpoint's health and, in step with it, its
+// blocked_until.
+func writeHealth(ctx context.Context, tx *sql.Tx, id string, h *herald.EndpointHealth) error {
+	_, err := tx.ExecContext(ctx, `UPDATE endpoints SET health = ?, blocked_until = ? WHERE id = ?`,
+		encodeHealth(h), nullMicros(h.BlockedUntil()), id)
+	if err != nil {
+		return fmt.Errorf("write health of endpoint %s: %w", id, err)
+	}
+	return nil
+}
+
+// EndpointHealthGet returns the endpoint's stored health with Attempts1h
+// and SuccessRate1h (the share of 2xx answers) over the attempts made in
+// (Now - 1h, Now].
+func (s *Store) EndpointHealthGet(ctx context.Context, p *store.EndpointHealthParams) (*herald.EndpointHealth, error) {
+	t := now(p.Now)
+	// One read transaction: the health and the counts agree.
+	tx, err := s.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("get health of endpoint %s: %w", p.ID, err)
+	}
+	defer tx.Rollback()
+
+	var raw string
+	err = tx.QueryRowContext(ctx, `SELECT health FROM endpoints WHERE id = ? AND deleted_at IS NULL`, p.ID).Scan(&raw)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("get health of endpoint %s: %w", p.ID, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get health of endpoint %s: %w", p.ID, err)
+	}
+	h, err := decodeHealth(raw)
+	if err != nil {
+		return nil, fmt.Errorf("get health of endpoint %s: decode: %w", p.ID, err)
+	}
+	var total, ok int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(status_code BETWEEN 200 AND 299), 0)
+		FROM attempts WHERE endpoint_id = ? AND attempted_at > ? AND attempted_at <= ?`,
+		p.ID, micros(t.Add(-time.Hour)), micros(t)).Scan(&total, &ok); err != nil {
+		return nil, fmt.Errorf("get health of endpoint %s: count attempts: %w", p.ID, err)
+	}
+	h.Attempts1h = total
+	if total > 0 {
+		rate := float64(ok) / float64(total)
+		h.SuccessRate1h = &rate
+	}
+	return &h, nil
+}
