@@ -63,6 +63,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Setting", settingCases()},
 		{"Subscribe", subscribeCases()},
 		{"Lifecycle", lifecycleCases()},
+		{"Breaker", breakerCases()},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
