@@ -64,6 +64,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Subscribe", subscribeCases()},
 		{"Lifecycle", lifecycleCases()},
 		{"Breaker", breakerCases()},
+		{"Limits", limitCases()},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
