@@ -214,6 +214,7 @@ func (d *Dispatcher) claimLoop(ctx context.Context, wake, kick <-chan struct{}, 
 			}
 		}
 
+		lookedAt := d.cfg.Clock.Now()
 		claimed, err := d.cfg.Store.DeliveryClaim(ctx, &store.DeliveryClaimParams{
 			Limit:       free,
 			LeaseMargin: d.cfg.LeaseMargin,
@@ -231,13 +232,21 @@ func (d *Dispatcher) claimLoop(ctx context.Context, wake, kick <-chan struct{}, 
 		if err == nil && len(claimed) == free {
 			continue // there may be more due right now
 		}
-		d.idle(ctx, wake, kick)
+		d.idle(ctx, wake, kick, lookedAt)
 	}
 }
 
-// idle waits for a wake-up, a written outcome, the poll interval, or the end.
-func (d *Dispatcher) idle(ctx context.Context, wake, kick <-chan struct{}) {
-	t := d.cfg.Clock.NewTimer(d.cfg.PollInterval)
+// idle waits for a wake-up, a written outcome, the end, or the poll
+// interval counted from lookedAt, when the last claim looked: time that
+// passed during the claim (a slow database, or a test clock moved meanwhile)
+// counts, so work that fell due while the claim ran is not left waiting a
+// whole interval more.
+func (d *Dispatcher) idle(ctx context.Context, wake, kick <-chan struct{}, lookedAt time.Time) {
+	wait := d.cfg.PollInterval - d.cfg.Clock.Now().Sub(lookedAt)
+	if wait <= 0 {
+		return
+	}
+	t := d.cfg.Clock.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():

@@ -86,6 +86,7 @@ func TestStaleNodeCannotOverwriteNewerOutcome(t *testing.T) {
 		// Node 1 has one sender slot, so once its attempt hangs it claims nothing more.
 		_, _, _ = e.dispatcher(1)
 		rc.waitHits(t, 1)
+		e.stuck.Add(1) // its only slot is held: it will not go idle on the clock
 
 		// Its lease (2 x 60 s + margin) expires; node 2 delivers.
 		e.dispatcher(4)

@@ -9,9 +9,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,6 +29,10 @@ import (
 )
 
 const testAPIKey = "test-api-key-0123456789"
+
+// pollInterval is how often idle dispatchers look for due work, on the test
+// clock: every tick of at least this much makes them look.
+const pollInterval = 50 * time.Millisecond
 
 // start is where every test clock begins.
 var start = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -50,12 +56,17 @@ type env struct {
 	clock *clock.Test
 	app   *app.App
 	api   *httptest.Server
+	// nodes counts the dispatchers running, each idle on one test-clock
+	// timer when it has nothing to do; stuck counts those a test keeps
+	// busy on purpose (every sender slot held), which never go idle.
+	nodes, stuck atomic.Int64
 }
 
 type options struct {
 	concurrency int
 	noDispatch  bool
 	denyPrivate bool
+	logger      *slog.Logger // nil: discard
 }
 
 // setup starts a Herald on db with the test clock and a running dispatcher.
@@ -70,15 +81,17 @@ func setup(t *testing.T, db string, opts ...func(*options)) *env {
 	cfg.APIKey = testAPIKey
 	cfg.AllowPrivateNetworks = !o.denyPrivate
 	cfg.Concurrency = o.concurrency
+	cfg.PollInterval = pollInterval
 	c := clock.NewTest(start)
 	ctx, cancel := context.WithCancel(context.Background())
-	a, err := app.New(ctx, cfg, app.Deps{Clock: c}, true)
+	a, err := app.New(ctx, cfg, app.Deps{Clock: c, Logger: o.logger}, true)
 	require.NoError(t, err)
 	e := &env{t: t, db: db, clock: c, app: a, api: httptest.NewServer(a.Handler)}
 	done := make(chan struct{})
 	if o.noDispatch {
 		close(done)
 	} else {
+		e.nodes.Add(1)
 		go func() {
 			defer close(done)
 			_ = a.Dispatcher.Run(ctx)
@@ -105,20 +118,27 @@ func (e *env) dispatcher(concurrency int) (store.Store, context.CancelFunc, <-ch
 		Sender:       sender.New(sender.Config{AllowPrivateNetworks: true, UserAgent: "Herald/test"}),
 		Clock:        e.clock,
 		Concurrency:  concurrency,
+		PollInterval: pollInterval,
 		DrainTimeout: time.Millisecond,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	e.nodes.Add(1)
 	go func() {
 		defer close(done)
 		_ = d.Run(ctx)
 	}()
-	e.t.Cleanup(func() {
+	var once sync.Once
+	stop := func() {
 		cancel()
+		once.Do(func() { e.nodes.Add(-1) })
+	}
+	e.t.Cleanup(func() {
+		stop()
 		<-done
 		st.Close()
 	})
-	return st, cancel, done
+	return st, stop, done
 }
 
 // call makes an API call and decodes the JSON answer into out (if not nil).
@@ -309,11 +329,11 @@ func (rc *receiver) waitHits(t *testing.T, n int) {
 	waitFor(t, fmt.Sprintf("%d requests at %s", n, rc.URL), func() bool { return rc.count() >= n })
 }
 
-// tick advances the test clock by d and waits until the dispatcher has
+// tick advances the test clock by d and waits until every dispatcher has
 // looked for due work and gone idle again, so that what was due has been
 // claimed (and what was not is known not to have been).
 func (e *env) tick(d time.Duration) {
 	e.t.Helper()
 	e.clock.Advance(d)
-	waitFor(e.t, "the dispatcher to go idle", func() bool { return e.clock.Waiters() > 0 })
+	waitFor(e.t, "the dispatchers to go idle", func() bool { return int64(e.clock.Waiters()) >= e.nodes.Load()-e.stuck.Load() })
 }
