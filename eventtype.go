@@ -45,11 +45,13 @@ func ValidateEventTypePattern(p string) error {
 }
 
 // MatchEventType reports whether event type t matches pattern p: "*" matches
-// everything, "order.*" matches "order.created" and "order.line.added" (but
-// not "order" itself), and anything else must equal t.
+// every event the operator sends, "order.*" matches "order.created" and
+// "order.line.added" (but not "order" itself), and anything else must equal
+// t. Herald's own notifications (herald.*) are opt-in: "*" does not match
+// them; "herald.*" or an exact notification type does.
 func MatchEventType(p, t string) bool {
 	if p == "*" {
-		return true
+		return !IsNotification(t)
 	}
 	if prefix, ok := strings.CutSuffix(p, "*"); ok && strings.HasSuffix(prefix, ".") {
 		return strings.HasPrefix(t, prefix) && len(t) > len(prefix)

@@ -27,6 +27,8 @@ func TestMatchEventType(t *testing.T) {
 		{"order.*", "orders.created", false},
 		{"order.*", "invoice.created", false},
 		{"herald.*", "herald.endpoint.disabled", true},
+		{"*", "herald.endpoint.disabled", false}, // notifications are opt-in
+		{"herald.delivery.dead", "herald.delivery.dead", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.pattern+"~"+tt.typ, func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 // same pipeline as the operator's events, for the consumer that owns the
 // endpoint: any endpoint of that consumer subscribed to "herald.*" (or to
 // the exact type) receives them, signed and retried like any other event.
+// They are opt-in: an endpoint subscribed to "*" does not get them.
 const (
 	NotifyEndpointFailing   = "herald.endpoint.failing"
 	NotifyEndpointDisabled  = "herald.endpoint.disabled"
