@@ -31,7 +31,7 @@ func TestCrashedNodeLeasesExpireAndWorkIsDelivered(t *testing.T) {
 			w.WriteHeader(http.StatusOK)
 		})
 		t.Cleanup(func() { once.Do(func() { close(held) }) })
-		e.createEndpoint(map[string]any{"consumer_id": "c1", "url": rc.URL})
+		e.createEndpoint(map[string]any{"consumer_id": "c1", "url": rc.URL, "max_in_flight": events})
 		var ids []string
 		for range events {
 			ids = append(ids, e.send("c1", "a.b", `{}`).Deliveries[0].ID)
