@@ -1,240 +1,483 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/breaker"
+	"github.com/heraldhooks/herald/internal/ratelimit"
 	"github.com/heraldhooks/herald/internal/store"
 )
 
-// claimSQL is the statement that takes due deliveries: it locks up to $2 rows
-// that are due (pending and due, or delivering with an expired lease) and
-// belong to enabled endpoints, skipping rows other claimers hold, gives
-// each a new lease token and a lease of twice its endpoint's timeout plus
-// the margin, and returns them with their events and endpoints, oldest due
-// first. An endpoint without a timeout counts the default one, the timeout
-// its attempts run under.
-func claimSQL() string {
+// A claim runs in one transaction, in steps:
+//
+//  1. candidatesSQL locks, in random order and skipping those another
+//     claimer holds, endpoints that may have work: enabled, not blocked
+//     (blocked_until, the Retry-After pause or the open breaker's probe
+//     time), with a due delivery (for a FIFO endpoint, a due head). The
+//     lock is what makes the in-flight cap and the token bucket exact
+//     across nodes: only one claimer at a time decides for an endpoint.
+//  2. inFlightSQL, a statement of its own so that it sees every claim
+//     committed before the lock was taken, counts each endpoint's leased
+//     deliveries.
+//  3. In Go, breaker.GateAt and ratelimit.Allowance say how many each
+//     endpoint may start, and the claim's limit is dealt out one delivery
+//     per endpoint per round, in the random order.
+//  4. takeSQL leases each endpoint's share; what an endpoint could not
+//     fill is dealt again to those that filled theirs.
+//  5. The token buckets spent and the probes sent are written back.
+//
+// Claims never wait for a lock (SKIP LOCKED everywhere), so they cannot
+// deadlock with each other or with the writers that lock an endpoint and
+// then its deliveries.
+
+// candidatesSQL locks up to $2 endpoints that may have due work, in random
+// order, leaving out those in $4. A non-FIFO endpoint qualifies with a due
+// delivery, new or retry (two probes of the claim index); a FIFO one with
+// a due head. Endpoints whose leased deliveries already reach their
+// configured in-flight cap ($3 when it is 0; 1 for FIFO) are left out
+// early: the cap a claim applies (ratelimit.MaxInFlight) is never higher,
+// so they could start nothing. The last column is the claim's now.
+func candidatesSQL() string {
 	return `
-WITH due AS (
-	SELECT d.id, d.due_at
-	FROM deliveries d
-	JOIN endpoints e ON e.id = d.endpoint_id
-	WHERE d.status IN ('pending', 'delivering')
-		AND d.due_at <= coalesce($1::timestamptz, now())
-		AND e.enabled
-	ORDER BY d.due_at, d.id
-	LIMIT $2
-	FOR UPDATE OF d SKIP LOCKED
-), claimed AS (
+SELECT ` + qualify("e", endpointCols) + `, coalesce($1::timestamptz, now())
+FROM endpoints e
+WHERE e.enabled
+	AND (e.blocked_until IS NULL OR e.blocked_until <= coalesce($1::timestamptz, now()))
+	AND NOT e.id = ANY($4::text[])
+	AND CASE WHEN e.ordering = 'fifo' THEN coalesce((
+			SELECT h.due_at <= coalesce($1::timestamptz, now())
+			FROM deliveries h
+			WHERE h.endpoint_id = e.id AND h.status IN ('pending', 'delivering')
+			ORDER BY h.seq
+			LIMIT 1), false)
+		ELSE EXISTS (
+			SELECT 1 FROM (VALUES (0), (1)) AS k(kind)
+			CROSS JOIN LATERAL (
+				SELECT 1 FROM deliveries d
+				WHERE d.endpoint_id = e.id AND d.status IN ('pending', 'delivering')
+					AND least(d.attempt_count, 1) = k.kind
+					AND d.due_at <= coalesce($1::timestamptz, now())
+				LIMIT 1) AS due)
+		END
+	AND (SELECT count(*) FROM (
+			SELECT 1 FROM deliveries l
+			WHERE l.endpoint_id = e.id AND l.status = 'delivering'
+				AND l.due_at > coalesce($1::timestamptz, now())
+			LIMIT CASE WHEN e.ordering = 'fifo' THEN 1
+				WHEN e.max_in_flight > 0 THEN e.max_in_flight ELSE $3::int END
+		) AS leased) < CASE WHEN e.ordering = 'fifo' THEN 1
+			WHEN e.max_in_flight > 0 THEN e.max_in_flight ELSE $3::int END
+ORDER BY random()
+LIMIT $2
+FOR UPDATE OF e SKIP LOCKED`
+}
+
+// inFlightSQL counts the leased deliveries (lease not expired) of each
+// endpoint in $1.
+const inFlightSQL = `
+SELECT endpoint_id, count(*)
+FROM deliveries
+WHERE endpoint_id = ANY($1::text[]) AND status = 'delivering'
+	AND due_at > coalesce($2::timestamptz, now())
+GROUP BY endpoint_id`
+
+// takeSQL leases deliveries: for each endpoint of $2 up to its share $3 of
+// due ones, new before retries, then oldest due first, then in ingest
+// order (one range of the claim index for each kind); for each FIFO
+// endpoint of $5 its head, if that is due and no lower seq is live (a head
+// locked by another writer is skipped, and then the row found is not the
+// head, so nothing is taken). Each lease lasts its endpoint's $4 or $6
+// microseconds. It returns the leased deliveries with their events, their
+// due time before the claim and their seq.
+func takeSQL() string {
+	return `
+WITH normal AS (
+	SELECT y.id, y.due_at, y.seq, c.lease_us
+	FROM unnest($2::text[], $3::int[], $4::bigint[]) AS c(endpoint_id, share, lease_us)
+	CROSS JOIN LATERAL (
+		SELECT z.id, z.due_at, z.seq
+		FROM (VALUES (0), (1)) AS k(kind)
+		CROSS JOIN LATERAL (
+			SELECT d.id, d.due_at, d.seq
+			FROM deliveries d
+			WHERE d.endpoint_id = c.endpoint_id AND d.status IN ('pending', 'delivering')
+				AND least(d.attempt_count, 1) = k.kind
+				AND d.due_at <= coalesce($1::timestamptz, now())
+			ORDER BY d.due_at, d.seq
+			LIMIT c.share
+			FOR UPDATE OF d SKIP LOCKED
+		) AS z
+		LIMIT c.share
+	) AS y
+), fifo AS (
+	SELECT h.id, h.due_at, h.seq, c.lease_us
+	FROM unnest($5::text[], $6::bigint[]) AS c(endpoint_id, lease_us)
+	CROSS JOIN LATERAL (
+		SELECT d.id, d.due_at, d.seq
+		FROM deliveries d
+		WHERE d.endpoint_id = c.endpoint_id AND d.status IN ('pending', 'delivering')
+		ORDER BY d.seq
+		LIMIT 1
+		FOR UPDATE OF d SKIP LOCKED
+	) AS h
+	WHERE h.due_at <= coalesce($1::timestamptz, now())
+		AND NOT EXISTS (
+			SELECT 1 FROM deliveries o
+			WHERE o.endpoint_id = c.endpoint_id AND o.status IN ('pending', 'delivering')
+				AND o.seq < h.seq)
+), picked AS (
+	SELECT * FROM normal UNION ALL SELECT * FROM fifo
+), leased AS (
 	UPDATE deliveries d SET
 		status = 'delivering',
 		lease_token = d.lease_token + 1,
-		due_at = n.t + ((2 * CASE WHEN e.timeout_ns > 0 THEN e.timeout_ns ELSE $4::bigint END
-			+ $3::bigint) / 1000) * interval '1 microsecond',
-		updated_at = n.t
-	FROM due, endpoints e, (SELECT coalesce($1::timestamptz, now()) AS t) AS n
-	WHERE d.id = due.id AND e.id = d.endpoint_id
+		due_at = coalesce($1::timestamptz, now()) + p.lease_us * interval '1 microsecond',
+		updated_at = coalesce($1::timestamptz, now())
+	FROM picked p
+	WHERE d.id = ANY(ARRAY(SELECT id FROM picked)) AND d.id = p.id
 	RETURNING ` + qualify("d", deliveryCols) + `
 )
-SELECT ` + qualify("c", deliveryCols) + `, ` + qualify("ev", eventCols) + `, ` + qualify("e", endpointCols) + `
-FROM claimed c
-JOIN due ON due.id = c.id
-JOIN events ev ON ev.id = c.event_id
-JOIN endpoints e ON e.id = c.endpoint_id
-ORDER BY due.due_at, c.id`
+SELECT ` + qualify("l", deliveryCols) + `, p.due_at, p.seq, ` + qualify("ev", eventCols) + `
+FROM leased l
+JOIN picked p ON p.id = l.id
+CROSS JOIN LATERAL (SELECT * FROM events WHERE id = l.event_id OFFSET 0) AS ev`
 }
 
-// DeliveryClaim takes up to p.Limit due deliveries under a new lease.
-// Concurrent claimers, on this node or others, never get the same delivery.
+// writeBackSQL stores the health, blocked_until and token bucket of the
+// endpoints a claim spent tokens of or sent a probe to.
+const writeBackSQL = `
+UPDATE endpoints e SET
+	health = u.health::jsonb, blocked_until = u.blocked_until,
+	bucket_tokens = u.tokens, bucket_at = u.bucket_at
+FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::float8[], $5::timestamptz[])
+	AS u(id, health, blocked_until, tokens, bucket_at)
+WHERE e.id = u.id`
+
+// maxCandidateRounds bounds how often one claim looks for more endpoints
+// when those it locked cannot use its whole limit.
+const maxCandidateRounds = 3
+
+// maxTakeRounds bounds how often one claim deals out what endpoints could
+// not fill.
+const maxTakeRounds = 4
+
+// candidate is an endpoint locked by a claim, and what the claim does
+// with it.
+type candidate struct {
+	ep       *herald.Endpoint
+	bucket   ratelimit.Bucket
+	inFlight int
+	allow    int  // deliveries it may start now
+	probe    bool // the breaker lets one probe go
+	share    int  // dealt to it in this take round
+	got      int  // taken so far
+	done     bool // it gave less than its share: nothing more is due
+	leaseUS  int64
+	lease    time.Time // the lease expiry of its probe
+}
+
+// claimed is one delivery leased by a take, with what orders the answer.
+type claimed struct {
+	c     *store.ClaimedDelivery
+	dueAt time.Time
+	seq   int64
+}
+
+// DeliveryClaim takes up to p.Limit due deliveries under a new lease, as
+// store.Store describes: per endpoint no more than the breaker, the
+// Retry-After pause, the in-flight cap and the token bucket allow, shared
+// fairly between endpoints. Concurrent claimers, on this node or others,
+// never get the same delivery, and never together exceed an endpoint's
+// limits: each endpoint is decided by one claimer at a time.
 func (s *Store) DeliveryClaim(ctx context.Context, p *store.DeliveryClaimParams) ([]*store.ClaimedDelivery, error) {
 	if p.Limit <= 0 {
 		return []*store.ClaimedDelivery{}, nil
 	}
-	rows, err := s.pool.Query(ctx, claimSQL(),
-		nowArg(p.Now), p.Limit, int64(p.LeaseMargin), int64(herald.DefaultTimeout))
+	var out []*store.ClaimedDelivery
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		out, err = s.claim(ctx, tx, p)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("claim deliveries: %w", err)
 	}
-	claimed, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*store.ClaimedDelivery, error) {
-		var d deliveryRow
-		var ev eventRow
-		var ep endpointRow
-		if err := row.Scan(slices.Concat(d.dest(), ev.dest(), ep.dest())...); err != nil {
-			return nil, err
-		}
-		endpoint, err := ep.endpoint()
+	return out, nil
+}
+
+// claim runs the steps of a claim in tx.
+func (s *Store) claim(ctx context.Context, tx pgx.Tx, p *store.DeliveryClaimParams) ([]*store.ClaimedDelivery, error) {
+	var (
+		cands []*candidate
+		now   time.Time
+		allow int
+		seen  = []string{}
+	)
+	for round := 0; round < maxCandidateRounds && allow < p.Limit; round++ {
+		want := p.Limit - allow
+		more, t, err := lockCandidates(ctx, tx, p.Now, want, seen)
 		if err != nil {
 			return nil, err
 		}
-		return &store.ClaimedDelivery{
+		if len(more) == 0 {
+			break
+		}
+		now = t
+		if err := countInFlight(ctx, tx, p.Now, more); err != nil {
+			return nil, err
+		}
+		for _, c := range more {
+			seen = append(seen, c.ep.ID)
+			switch breaker.GateAt(&c.ep.Health, now) {
+			case breaker.Blocked:
+				continue
+			case breaker.Probe:
+				c.probe = true
+			}
+			c.allow = ratelimit.Allowance(c.ep, &c.ep.Health, c.bucket, c.inFlight, now)
+			if c.probe {
+				c.allow = min(c.allow, 1)
+			}
+			if c.allow > 0 {
+				cands = append(cands, c)
+				allow += c.allow
+			}
+		}
+		if len(more) < want {
+			break // every endpoint with work is in hand
+		}
+	}
+	if len(cands) == 0 {
+		return []*store.ClaimedDelivery{}, nil
+	}
+	for _, c := range cands {
+		timeout := c.ep.Timeout
+		if timeout <= 0 {
+			timeout = herald.DefaultTimeout
+		}
+		c.leaseUS = micros(2*timeout + p.LeaseMargin)
+	}
+
+	var all []claimed
+	left := p.Limit
+	for round := 0; round < maxTakeRounds && left > 0; round++ {
+		if !deal(cands, left) {
+			break
+		}
+		got, err := take(ctx, tx, p.Now, cands)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, got...)
+		left -= len(got)
+	}
+
+	if err := writeBack(ctx, tx, cands, now); err != nil {
+		return nil, err
+	}
+	byID := make(map[string]*candidate, len(cands))
+	for _, c := range cands {
+		byID[c.ep.ID] = c
+	}
+	slices.SortFunc(all, func(a, b claimed) int {
+		return cmp.Or(a.dueAt.Compare(b.dueAt), cmp.Compare(a.seq, b.seq))
+	})
+	out := make([]*store.ClaimedDelivery, len(all))
+	for i, cl := range all {
+		cl.c.Endpoint = *byID[cl.c.Delivery.EndpointID].ep
+		out[i] = cl.c
+	}
+	return out, nil
+}
+
+// lockCandidates locks up to limit endpoints that may have due work,
+// leaving out those in seen, and returns them and the claim's now.
+func lockCandidates(ctx context.Context, tx pgx.Tx, now time.Time, limit int, seen []string) ([]*candidate, time.Time, error) {
+	rows, err := tx.Query(ctx, candidatesSQL(), nowArg(now), limit, herald.DefaultMaxInFlight, seen)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("lock endpoints: %w", err)
+	}
+	defer rows.Close()
+	var out []*candidate
+	var t time.Time
+	for rows.Next() {
+		var r endpointRow
+		if err := rows.Scan(append(r.dest(), &t)...); err != nil {
+			return nil, time.Time{}, fmt.Errorf("lock endpoints: %w", err)
+		}
+		ep, err := r.endpoint()
+		if err != nil {
+			return nil, time.Time{}, fmt.Errorf("lock endpoints: %w", err)
+		}
+		out = append(out, &candidate{ep: ep, bucket: r.bucket()})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, time.Time{}, fmt.Errorf("lock endpoints: %w", err)
+	}
+	return out, t.UTC(), nil
+}
+
+// countInFlight fills each candidate's count of leased deliveries.
+func countInFlight(ctx context.Context, tx pgx.Tx, now time.Time, cands []*candidate) error {
+	ids := make([]string, len(cands))
+	byID := make(map[string]*candidate, len(cands))
+	for i, c := range cands {
+		ids[i] = c.ep.ID
+		byID[c.ep.ID] = c
+	}
+	rows, err := tx.Query(ctx, inFlightSQL, ids, nowArg(now))
+	if err != nil {
+		return fmt.Errorf("count in flight: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var n int64
+		if err := rows.Scan(&id, &n); err != nil {
+			return fmt.Errorf("count in flight: %w", err)
+		}
+		byID[id].inFlight = int(n)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("count in flight: %w", err)
+	}
+	return nil
+}
+
+// deal shares left out among the candidates that may take more, one per
+// endpoint per round in their (random) order, and says whether it dealt
+// anything. A candidate that gave less than its share last time has no
+// more due deliveries and is dealt nothing.
+func deal(cands []*candidate, left int) bool {
+	for _, c := range cands {
+		c.share = 0
+	}
+	dealt := false
+	for left > 0 {
+		progress := false
+		for _, c := range cands {
+			if left == 0 {
+				break
+			}
+			if c.done || c.got+c.share >= c.allow {
+				continue
+			}
+			c.share++
+			left--
+			progress = true
+		}
+		if !progress {
+			break
+		}
+		dealt = true
+	}
+	return dealt
+}
+
+// take leases each candidate's share and records what each gave.
+func take(ctx context.Context, tx pgx.Tx, now time.Time, cands []*candidate) ([]claimed, error) {
+	var ids, fifoIDs []string
+	var shares []int32
+	var leases, fifoLeases []int64
+	byID := map[string]*candidate{}
+	for _, c := range cands {
+		if c.share == 0 {
+			continue
+		}
+		byID[c.ep.ID] = c
+		if c.ep.Ordering == herald.OrderingFIFO {
+			fifoIDs = append(fifoIDs, c.ep.ID)
+			fifoLeases = append(fifoLeases, c.leaseUS)
+			continue
+		}
+		ids = append(ids, c.ep.ID)
+		shares = append(shares, int32(c.share))
+		leases = append(leases, c.leaseUS)
+	}
+	rows, err := tx.Query(ctx, takeSQL(), nowArg(now), ids, shares, leases, fifoIDs, fifoLeases)
+	if err != nil {
+		return nil, fmt.Errorf("lease deliveries: %w", err)
+	}
+	got, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (claimed, error) {
+		var d deliveryRow
+		var ev eventRow
+		var cl claimed
+		dest := slices.Concat(d.dest(), []any{&cl.dueAt, &cl.seq}, ev.dest())
+		if err := row.Scan(dest...); err != nil {
+			return cl, err
+		}
+		cl.c = &store.ClaimedDelivery{
 			Delivery:       *d.delivery(),
 			Event:          *ev.event(),
-			Endpoint:       *endpoint,
 			LeaseToken:     d.leaseToken,
 			LeaseExpiresAt: d.dueAt.UTC(),
-		}, nil
+		}
+		return cl, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("claim deliveries: %w", err)
+		return nil, fmt.Errorf("lease deliveries: %w", err)
 	}
-	return claimed, nil
+	taken := map[string]int{}
+	for _, cl := range got {
+		c := byID[cl.c.Delivery.EndpointID]
+		taken[c.ep.ID]++
+		if c.probe {
+			c.lease = cl.c.LeaseExpiresAt
+		}
+	}
+	for _, c := range byID {
+		n := taken[c.ep.ID]
+		c.got += n
+		if n < c.share {
+			c.done = true
+		}
+	}
+	return got, nil
 }
 
-// completeSQL records one outcome: the attempt always, and the new state of
-// the delivery only while it is still delivering under the lease token
-// ($2). It returns whether the outcome applied and the delivery's endpoint.
-// An attempt without a number is numbered after the attempts the delivery
-// had counted.
-const completeSQL = `
-WITH n AS (
-	SELECT coalesce($3::timestamptz, now()) AS t
-), cur AS (
-	SELECT id, endpoint_id, attempt_count FROM deliveries WHERE id = $1
-), upd AS (
-	UPDATE deliveries d SET
-		status = $4::text,
-		attempt_count = d.attempt_count + 1,
-		due_at = CASE WHEN $4::text = 'pending' THEN n.t + $5::bigint * interval '1 microsecond' END,
-		last_status_code = $9::int,
-		last_error = $12::text,
-		dead_reason = CASE WHEN $4::text = 'dead' THEN $6::text ELSE '' END,
-		delivered_at = CASE WHEN $4::text = 'delivered' THEN n.t ELSE d.delivered_at END,
-		updated_at = n.t
-	FROM n
-	WHERE d.id = $1 AND d.status = 'delivering' AND d.lease_token = $2
-	RETURNING d.id
-), att AS (
-	INSERT INTO attempts (id, delivery_id, endpoint_id, number, attempted_at,
-		duration_ns, status_code, response, error)
-	SELECT $7, cur.id, cur.endpoint_id,
-		CASE WHEN $8::int > 0 THEN $8::int ELSE cur.attempt_count + 1 END,
-		coalesce($13::timestamptz, n.t), $10::bigint, $9::int, $11::bytea, $12::text
-	FROM cur, n
-)
-SELECT EXISTS (SELECT 1 FROM upd), coalesce((SELECT endpoint_id FROM cur), '')`
-
-// DeliveryCompleteMany writes a batch of outcomes in one transaction and
-// one round trip for the outcomes (a pgx batch), plus one more statement
-// per endpoint to disable. Every outcome's attempt is logged; an outcome
-// applies only while its lease holds, and a stale one is reported as not
-// applied rather than as an error (invariant 10). The endpoints that
-// applied outcomes ask to disable are disabled once all outcomes are
-// written, in the same transaction, as EndpointSetEnabled does: their live
-// deliveries go dead (endpoint_disabled), including one an outcome has
-// just put back to pending.
-func (s *Store) DeliveryCompleteMany(ctx context.Context, p *store.DeliveryCompleteManyParams) ([]bool, error) {
-	applied := make([]bool, len(p.Outcomes))
-	if len(p.Outcomes) == 0 {
-		return applied, nil
+// writeBack spends the tokens of what each rate-limited endpoint started
+// and marks a sent probe (breaker.Probing): the breaker is half-open and
+// the endpoint blocked until the probe's lease runs out.
+func writeBack(ctx context.Context, tx pgx.Tx, cands []*candidate, now time.Time) error {
+	var ids, healths []string
+	var blocked, bucketAt []*time.Time
+	var tokens []float64
+	for _, c := range cands {
+		limited := c.ep.RateLimit != nil && c.ep.RateLimit.PerSecond > 0
+		if c.got == 0 || (!limited && !c.probe) {
+			continue
+		}
+		if limited {
+			c.bucket = ratelimit.Take(c.ep, &c.ep.Health, c.bucket, c.got, now)
+		}
+		if c.probe {
+			c.ep.Health = breaker.Probing(c.ep.Health, c.lease)
+		}
+		h, until := encodeHealth(c.ep.Health)
+		c.ep.Health = normalHealth(c.ep.Health)
+		ids = append(ids, c.ep.ID)
+		healths = append(healths, string(h))
+		blocked = append(blocked, until)
+		tokens = append(tokens, c.bucket.Tokens)
+		var at *time.Time
+		if !c.bucket.At.IsZero() {
+			t := c.bucket.At
+			at = &t
+		}
+		bucketAt = append(bucketAt, at)
 	}
-	batch := &pgx.Batch{}
-	var disabling []string
-	for i := range p.Outcomes {
-		o := &p.Outcomes[i]
-		switch o.Status {
-		case herald.StatusDelivered, herald.StatusDead, herald.StatusPending:
-		default:
-			return nil, fmt.Errorf("complete deliveries: outcome for %s: status %q is not delivered, dead or pending", o.DeliveryID, o.Status)
-		}
-		if o.DisableEndpoint != "" {
-			disabling = append(disabling, o.DeliveryID)
-		}
-	}
-	if len(disabling) > 0 {
-		// Lock the endpoints to disable before any delivery row, the order
-		// in which every writer takes them, so no two writers deadlock.
-		batch.Queue(`
-			SELECT id FROM endpoints
-			WHERE id IN (SELECT endpoint_id FROM deliveries WHERE id = ANY($1))
-			ORDER BY id FOR UPDATE`, disabling)
-	}
-	for i := range p.Outcomes {
-		o := &p.Outcomes[i]
-		a := &o.Attempt
-		id := a.ID
-		if id == "" {
-			t := a.AttemptedAt
-			if t.IsZero() {
-				t = idTime(p.Now)
-			}
-			id = herald.NewID(herald.PrefixAttempt, t)
-		}
-		batch.Queue(completeSQL,
-			o.DeliveryID, o.LeaseToken, nowArg(p.Now), string(o.Status), micros(o.RetryIn),
-			string(o.DeadReason), id, a.Number, a.StatusCode, int64(a.Duration), a.Response,
-			a.Error, nowArg(a.AttemptedAt))
-	}
-
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		results := tx.SendBatch(ctx, batch)
-		if len(disabling) > 0 {
-			if _, err := results.Exec(); err != nil {
-				results.Close()
-				return fmt.Errorf("lock endpoints: %w", err)
-			}
-		}
-		disable := map[string]string{} // endpoint id -> reason
-		var order []string
-		for i := range p.Outcomes {
-			var endpointID string
-			if err := results.QueryRow().Scan(&applied[i], &endpointID); err != nil {
-				results.Close()
-				return fmt.Errorf("outcome for %s: %w", p.Outcomes[i].DeliveryID, err)
-			}
-			if applied[i] && p.Outcomes[i].DisableEndpoint != "" && endpointID != "" {
-				if _, seen := disable[endpointID]; !seen {
-					order = append(order, endpointID)
-				}
-				disable[endpointID] = p.Outcomes[i].DisableEndpoint
-			}
-		}
-		if err := results.Close(); err != nil {
-			return err
-		}
-		for _, endpointID := range order {
-			_, err := disableEndpoint(ctx, tx, endpointID, disable[endpointID], "", p.Now)
-			if err != nil && !errors.Is(err, pgx.ErrNoRows) { // a deleted endpoint needs no disabling
-				return fmt.Errorf("disable endpoint %s: %w", endpointID, err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("complete deliveries: %w", err)
-	}
-	return applied, nil
-}
-
-// DeliveryRelease hands leases back: each delivery still delivering under
-// its token becomes pending and due now, its attempt count unchanged, and
-// the dispatchers of every node are woken.
-func (s *Store) DeliveryRelease(ctx context.Context, p *store.DeliveryReleaseParams) error {
-	if len(p.Leases) == 0 {
+	if len(ids) == 0 {
 		return nil
 	}
-	ids := make([]string, len(p.Leases))
-	tokens := make([]int64, len(p.Leases))
-	for i, l := range p.Leases {
-		ids[i], tokens[i] = l.DeliveryID, l.LeaseToken
-	}
-	_, err := s.pool.Exec(ctx, `
-		WITH released AS (
-			UPDATE deliveries d SET status = 'pending', due_at = n.t, updated_at = n.t
-			FROM unnest($1::text[], $2::bigint[]) AS l(id, token),
-				(SELECT coalesce($3::timestamptz, now()) AS t) AS n
-			WHERE d.id = l.id AND d.status = 'delivering' AND d.lease_token = l.token
-			RETURNING d.id
-		)
-		SELECT pg_notify($4, '') WHERE EXISTS (SELECT 1 FROM released)`,
-		ids, tokens, nowArg(p.Now), s.channel)
-	if err != nil {
-		return fmt.Errorf("release deliveries: %w", err)
+	if _, err := tx.Exec(ctx, writeBackSQL, ids, healths, blocked, tokens, bucketAt); err != nil {
+		return fmt.Errorf("write endpoint limits: %w", err)
 	}
 	return nil
 }

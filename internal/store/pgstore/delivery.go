@@ -74,12 +74,12 @@ func (s *Store) DeliveryList(ctx context.Context, p *store.DeliveryListParams) (
 }
 
 // replaySet is the assignment that brings a terminal delivery back:
-// pending, due now (the time parameter now, NULL for the database clock),
-// with a fresh attempt budget. The attempt log and the last status code
-// and error stay.
-func replaySet(now string) string {
+// pending, due after wait (an interval expression) from now (the time
+// parameter now, NULL for the database clock), with a fresh attempt
+// budget. The attempt log and the last status code and error stay.
+func replaySet(now, wait string) string {
 	t := "coalesce(" + now + "::timestamptz, now())"
-	return "status = 'pending', attempt_count = 0, due_at = " + t +
+	return "status = 'pending', attempt_count = 0, due_at = " + t + " + " + wait +
 		", dead_reason = '', delivered_at = NULL, updated_at = " + t
 }
 
@@ -112,7 +112,7 @@ func (s *Store) DeliveryReplay(ctx context.Context, p *store.DeliveryReplayParam
 			return fmt.Errorf("endpoint %s is disabled: %w", endpointID, store.ErrConflict)
 		}
 		d, err = scanDelivery(tx.QueryRow(ctx, `
-			UPDATE deliveries SET `+replaySet("$2")+`
+			UPDATE deliveries SET `+replaySet("$2", "interval '0'")+`
 			WHERE id = $1 AND status IN ('delivered', 'dead', 'cancelled')
 			RETURNING `+deliveryCols,
 			p.ID, nowArg(p.Now)))
@@ -132,13 +132,18 @@ func (s *Store) DeliveryReplay(ctx context.Context, p *store.DeliveryReplayParam
 
 // DeliveryReplayMany replays every terminal delivery of an event or an
 // endpoint that matches the filter and whose endpoint is enabled, and says
-// how many it replayed.
+// how many it replayed. With p.DryRun it only counts them. With p.Rate > 0
+// the i-th of them (from 0, ordered by creation, then ingest order) is due
+// at now + i/Rate seconds, to the microsecond below.
 func (s *Store) DeliveryReplayMany(ctx context.Context, p *store.DeliveryReplayManyParams) (int, error) {
 	if p.EventID == "" && p.EndpointID == "" {
 		return 0, errors.New("replay deliveries: an event or an endpoint must be named")
 	}
 	if p.Status != "" && !p.Status.Terminal() {
 		return 0, fmt.Errorf("replay deliveries: status %q is not terminal", p.Status)
+	}
+	if p.Rate < 0 {
+		return 0, fmt.Errorf("replay deliveries: rate %g is negative", p.Rate)
 	}
 	var args []any
 	where := []string{"status IN ('delivered', 'dead', 'cancelled')"}
@@ -163,6 +168,17 @@ func (s *Store) DeliveryReplayMany(ctx context.Context, p *store.DeliveryReplayM
 	}
 	filter := whereClause(where)
 
+	if p.DryRun {
+		var n int64
+		err := s.pool.QueryRow(ctx, `
+			SELECT count(*) FROM deliveries`+filter+`
+			AND endpoint_id IN (SELECT id FROM endpoints WHERE enabled)`, args...).Scan(&n)
+		if err != nil {
+			return 0, fmt.Errorf("replay deliveries: count: %w", err)
+		}
+		return int(n), nil
+	}
+
 	var n int64
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		// Share-lock the enabled endpoints first, as DeliveryReplay does.
@@ -182,8 +198,20 @@ func (s *Store) DeliveryReplayMany(ctx context.Context, p *store.DeliveryReplayM
 		}
 		nowParam := "$" + strconv.Itoa(len(args)+1)
 		endpointsParam := "$" + strconv.Itoa(len(args)+2)
-		tag, err := tx.Exec(ctx, "UPDATE deliveries SET "+replaySet(nowParam)+filter+
-			" AND endpoint_id = ANY("+endpointsParam+")", append(args, nowArg(p.Now), endpoints)...)
+		rateParam := "$" + strconv.Itoa(len(args)+3)
+		// The i-th replayed delivery waits floor(i * 10^6 / rate)
+		// microseconds.
+		wait := "CASE WHEN " + rateParam + "::float8 > 0" +
+			" THEN floor(o.i * 1e6 / " + rateParam + "::float8)::bigint * interval '1 microsecond'" +
+			" ELSE interval '0' END"
+		tag, err := tx.Exec(ctx, `
+			UPDATE deliveries d SET `+replaySet(nowParam, wait)+`
+			FROM (
+				SELECT id, row_number() OVER (ORDER BY created_at, seq) - 1 AS i
+				FROM deliveries`+filter+` AND endpoint_id = ANY(`+endpointsParam+`)
+			) AS o
+			WHERE d.id = o.id AND d.status IN ('delivered', 'dead', 'cancelled')`,
+			append(args, nowArg(p.Now), endpoints, p.Rate)...)
 		if err != nil {
 			return err
 		}

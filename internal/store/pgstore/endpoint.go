@@ -24,8 +24,10 @@ func scanEndpoint(row pgx.Row) (*herald.Endpoint, error) {
 }
 
 // EndpointCreate stores a new endpoint, making its id when it has none.
-// CreatedAt and UpdatedAt come from p.Now or the database clock. An id
-// already taken gives store.ErrConflict.
+// CreatedAt and UpdatedAt come from p.Now or the database clock. Its health
+// is Herald's to keep: a new endpoint starts healthy
+// (herald.NewEndpointHealth), whatever e.Health says. An id already taken
+// gives store.ErrConflict.
 func (s *Store) EndpointCreate(ctx context.Context, p *store.EndpointCreateParams) (*herald.Endpoint, error) {
 	e := p.Endpoint
 	id := e.ID
@@ -36,17 +38,20 @@ func (s *Store) EndpointCreate(ctx context.Context, p *store.EndpointCreateParam
 	if err != nil {
 		return nil, fmt.Errorf("create endpoint: %w", err)
 	}
+	health, blocked := encodeHealth(herald.NewEndpointHealth())
 	ep, err := scanEndpoint(s.pool.QueryRow(ctx, `
-		INSERT INTO endpoints (`+endpointCols+`)
+		INSERT INTO endpoints (`+endpointCols+`, blocked_until)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::jsonb, $14,
 			$15::jsonb, $16, $17, $18::jsonb,
-			coalesce($19::timestamptz, now()), coalesce($19::timestamptz, now()))
+			coalesce($19::timestamptz, now()), coalesce($19::timestamptz, now()),
+			$20, $21, $22, $23::jsonb, 0, NULL, $24)
 		RETURNING `+endpointCols,
 		id, e.ConsumerID, e.URL, e.Description, a.eventTypes, e.Secret,
 		e.PreviousSecret, e.PreviousSecretExpiresAt, e.Enabled, e.DisabledReason,
 		int64(e.Timeout), a.scheduleNS, a.exponential, e.RetryClientErrors,
 		a.rateLimit, e.MaxInFlight, string(e.SignatureScheme), a.headers,
-		nowArg(p.Now)))
+		nowArg(p.Now), string(e.Ordering), e.AutoDisableAfterFailures,
+		int64(e.AutoDisableAfter), health, blocked))
 	if isUniqueViolation(err) {
 		return nil, fmt.Errorf("create endpoint %s: %w", id, store.ErrConflict)
 	}
@@ -114,8 +119,9 @@ func whereClause(conds []string) string {
 
 // EndpointUpdate replaces the endpoint's delivery settings: url,
 // description, event types, timeout, retry policy, rate limit, in-flight
-// cap, signature scheme and headers. Its id, consumer, secrets (current and
-// previous), enabled state and reason and created_at stay.
+// cap, signature scheme, headers, ordering and auto-disable thresholds. Its
+// id, consumer, secrets (current and previous), enabled state and reason,
+// health and created_at stay.
 func (s *Store) EndpointUpdate(ctx context.Context, p *store.EndpointUpdateParams) (*herald.Endpoint, error) {
 	e := p.Endpoint
 	a, err := newEndpointArgs(e)
@@ -127,13 +133,15 @@ func (s *Store) EndpointUpdate(ctx context.Context, p *store.EndpointUpdateParam
 			url = $2, description = $3, event_types = $4, timeout_ns = $5,
 			retry_schedule_ns = $6, retry_exponential = $7::jsonb, retry_client_errors = $8,
 			rate_limit = $9::jsonb, max_in_flight = $10, signature_scheme = $11,
-			headers = $12::jsonb, updated_at = coalesce($13::timestamptz, now())
+			headers = $12::jsonb, updated_at = coalesce($13::timestamptz, now()),
+			ordering = $14, auto_disable_after_failures = $15, auto_disable_after_ns = $16
 		WHERE id = $1
 		RETURNING `+endpointCols,
 		e.ID, e.URL, e.Description, a.eventTypes, int64(e.Timeout),
 		a.scheduleNS, a.exponential, e.RetryClientErrors,
 		a.rateLimit, e.MaxInFlight, string(e.SignatureScheme),
-		a.headers, nowArg(p.Now)))
+		a.headers, nowArg(p.Now), string(e.Ordering), e.AutoDisableAfterFailures,
+		int64(e.AutoDisableAfter)))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("update endpoint %s: %w", e.ID, store.ErrNotFound)
 	}
@@ -171,18 +179,21 @@ func (s *Store) EndpointDelete(ctx context.Context, p *store.EndpointDeleteParam
 
 // EndpointSetEnabled enables or disables an endpoint. Disabling sends its
 // live deliveries dead (endpoint_disabled) in the same transaction;
-// enabling wakes the dispatchers.
+// enabling starts its health afresh (closed breaker, no streak, no pause,
+// a full token bucket) and wakes the dispatchers.
 func (s *Store) EndpointSetEnabled(ctx context.Context, p *store.EndpointSetEnabledParams) (*herald.Endpoint, error) {
 	var ep *herald.Endpoint
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		if p.Enabled {
+			health, blocked := encodeHealth(herald.NewEndpointHealth())
 			ep, err = scanEndpoint(tx.QueryRow(ctx, `
 				UPDATE endpoints
-				SET enabled = true, disabled_reason = '', updated_at = coalesce($2::timestamptz, now())
+				SET enabled = true, disabled_reason = '', updated_at = coalesce($2::timestamptz, now()),
+					health = $3::jsonb, blocked_until = $4, bucket_tokens = 0, bucket_at = NULL
 				WHERE id = $1
 				RETURNING `+endpointCols,
-				p.ID, nowArg(p.Now)))
+				p.ID, nowArg(p.Now), health, blocked))
 			if err != nil {
 				return err
 			}

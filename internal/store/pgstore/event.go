@@ -60,16 +60,33 @@ func sortedIDs(prefix string, t time.Time, n int) []string {
 // no claim takes while the endpoint is disabled and which goes out once it
 // is enabled again; nothing is lost.
 func (s *Store) EventIngest(ctx context.Context, p *store.EventIngestParams) ([]store.EventIngestResult, error) {
-	results := make([]store.EventIngestResult, len(p.Events))
 	if len(p.Events) == 0 {
-		return results, nil
+		return []store.EventIngestResult{}, nil
 	}
+	var results []store.EventIngestResult
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		results, err = s.ingest(ctx, tx, p.Events, p.Now)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("ingest events: %w", err)
+	}
+	return results, nil
+}
+
+// ingest writes events and their deliveries in tx, as EventIngest
+// describes, and has the dispatchers woken when tx commits if it made
+// deliveries. DeliveryCompleteMany ingests its notifications through it
+// too, so they fan out exactly as the operator's events do.
+func (s *Store) ingest(ctx context.Context, tx pgx.Tx, events []store.EventIngestItem, now time.Time) ([]store.EventIngestResult, error) {
+	results := make([]store.EventIngestResult, len(events))
 	// Duplicates inside the call point at the first item with their key.
 	firstWithKey := map[idempotencyKey]int{}
-	dupOf := make([]int, len(p.Events))
+	dupOf := make([]int, len(events))
 	var unique []*ingestItem
-	for i := range p.Events {
-		it := &p.Events[i]
+	for i := range events {
+		it := &events[i]
 		dupOf[i] = -1
 		if it.IdempotencyKey != "" {
 			k := idempotencyKey{it.ConsumerID, it.IdempotencyKey}
@@ -81,79 +98,75 @@ func (s *Store) EventIngest(ctx context.Context, p *store.EventIngestParams) ([]
 		}
 		unique = append(unique, &ingestItem{index: i, item: it})
 	}
-	t := idTime(p.Now)
+	t := idTime(now)
 	for i, id := range sortedIDs(herald.PrefixEvent, t, len(unique)) {
 		unique[i].id = id
 	}
 
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		endpoints, err := enabledEndpoints(ctx, tx, unique)
-		if err != nil {
-			return err
-		}
-		inserted, err := insertEvents(ctx, tx, unique, p.Now)
-		if err != nil {
-			return err
-		}
+	endpoints, err := enabledEndpoints(ctx, tx, unique)
+	if err != nil {
+		return nil, err
+	}
+	inserted, err := insertEvents(ctx, tx, unique, now)
+	if err != nil {
+		return nil, err
+	}
 
-		// New events get their deliveries; the others were there before.
-		var fresh, conflicted []*ingestItem
-		nDeliveries := 0
-		for _, u := range unique {
-			if _, ok := inserted[u.id]; !ok {
-				conflicted = append(conflicted, u)
+	// New events get their deliveries; the others were there before.
+	var fresh, conflicted []*ingestItem
+	nDeliveries := 0
+	for _, u := range unique {
+		if _, ok := inserted[u.id]; !ok {
+			conflicted = append(conflicted, u)
+			continue
+		}
+		fresh = append(fresh, u)
+		for _, ep := range endpoints[u.item.ConsumerID] {
+			if herald.MatchAny(ep.eventTypes, u.item.EventType) {
+				nDeliveries++
+			}
+		}
+	}
+	dlvIDs := sortedIDs(herald.PrefixDelivery, t, nDeliveries)
+	var d deliveryInsert
+	for _, u := range fresh {
+		payload := u.item.Payload
+		if payload == nil {
+			payload = []byte{}
+		}
+		refs := []store.DeliveryRef{}
+		for _, ep := range endpoints[u.item.ConsumerID] {
+			if !herald.MatchAny(ep.eventTypes, u.item.EventType) {
 				continue
 			}
-			fresh = append(fresh, u)
-			for _, ep := range endpoints[u.item.ConsumerID] {
-				if herald.MatchAny(ep.eventTypes, u.item.EventType) {
-					nDeliveries++
-				}
-			}
+			ref := store.DeliveryRef{ID: dlvIDs[len(d.ids)], EndpointID: ep.id}
+			d.add(ref, u)
+			refs = append(refs, ref)
 		}
-		dlvIDs := sortedIDs(herald.PrefixDelivery, t, nDeliveries)
-		var d deliveryInsert
-		for _, u := range fresh {
-			payload := u.item.Payload
-			if payload == nil {
-				payload = []byte{}
-			}
-			refs := []store.DeliveryRef{}
-			for _, ep := range endpoints[u.item.ConsumerID] {
-				if !herald.MatchAny(ep.eventTypes, u.item.EventType) {
-					continue
-				}
-				ref := store.DeliveryRef{ID: dlvIDs[len(d.ids)], EndpointID: ep.id}
-				d.add(ref, u)
-				refs = append(refs, ref)
-			}
-			results[u.index] = store.EventIngestResult{
-				Event: &herald.Event{
-					ID:             u.id,
-					ConsumerID:     u.item.ConsumerID,
-					EventType:      u.item.EventType,
-					Payload:        payload,
-					IdempotencyKey: u.item.IdempotencyKey,
-					CreatedAt:      inserted[u.id],
-				},
-				Deliveries: refs,
-			}
+		results[u.index] = store.EventIngestResult{
+			Event: &herald.Event{
+				ID:             u.id,
+				ConsumerID:     u.item.ConsumerID,
+				EventType:      u.item.EventType,
+				Payload:        payload,
+				IdempotencyKey: u.item.IdempotencyKey,
+				CreatedAt:      inserted[u.id],
+			},
+			Deliveries: refs,
 		}
-		if len(d.ids) > 0 {
-			if err := d.exec(ctx, tx, p.Now); err != nil {
-				return err
-			}
+	}
+	if len(d.ids) > 0 {
+		if err := d.exec(ctx, tx, now); err != nil {
+			return nil, err
 		}
-		if err := existingEvents(ctx, tx, conflicted, results); err != nil {
-			return err
+	}
+	if err := existingEvents(ctx, tx, conflicted, results); err != nil {
+		return nil, err
+	}
+	if len(d.ids) > 0 {
+		if err := s.notify(ctx, tx); err != nil {
+			return nil, err
 		}
-		if len(d.ids) > 0 {
-			return s.notify(ctx, tx)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("ingest events: %w", err)
 	}
 	for i, first := range dupOf {
 		if first < 0 {

@@ -37,19 +37,40 @@ func openNodes(t *testing.T, n int) []*Store {
 	return nodes
 }
 
-// createEndpoint makes an enabled endpoint of consumer c taking every event.
-func createEndpoint(t *testing.T, s store.Store, c string) *herald.Endpoint {
+// createEndpoint makes an enabled endpoint of consumer c taking every
+// event, with the changes of each mod applied.
+func createEndpoint(t *testing.T, s store.Store, c string, mods ...func(*herald.Endpoint)) *herald.Endpoint {
 	t.Helper()
-	ep, err := s.EndpointCreate(t.Context(), &store.EndpointCreateParams{
-		Endpoint: &herald.Endpoint{
-			ConsumerID: c, URL: "https://example.com/hook", EventTypes: []string{"*"},
-			Secret: "whsec_dGVzdA==", Enabled: true, Timeout: 10 * time.Second,
-			SignatureScheme: herald.SchemeStandard,
-		},
-		Now: t0,
-	})
+	in := &herald.Endpoint{
+		ConsumerID: c, URL: "https://example.com/hook", EventTypes: []string{"*"},
+		Secret: "whsec_dGVzdA==", Enabled: true, Timeout: 10 * time.Second,
+		SignatureScheme: herald.SchemeStandard,
+	}
+	for _, mod := range mods {
+		mod(in)
+	}
+	ep, err := s.EndpointCreate(t.Context(), &store.EndpointCreateParams{Endpoint: in, Now: t0})
 	require.NoError(t, err)
 	return ep
+}
+
+// delivered is the outcome of a 200 answer to claim c.
+func delivered(c *store.ClaimedDelivery) store.DeliveryOutcome {
+	return store.DeliveryOutcome{
+		Lease:   store.Lease{DeliveryID: c.Delivery.ID, LeaseToken: c.LeaseToken},
+		Attempt: herald.Attempt{AttemptedAt: t0, StatusCode: 200, Duration: time.Millisecond},
+		Status:  herald.StatusDelivered,
+	}
+}
+
+// failed is the outcome of a 503 answer to claim c, retried in a minute.
+func failed(c *store.ClaimedDelivery) store.DeliveryOutcome {
+	return store.DeliveryOutcome{
+		Lease:   store.Lease{DeliveryID: c.Delivery.ID, LeaseToken: c.LeaseToken},
+		Attempt: herald.Attempt{AttemptedAt: t0, StatusCode: 503, Error: "HTTP 503", Duration: time.Millisecond},
+		Status:  herald.StatusPending,
+		RetryIn: time.Minute,
+	}
 }
 
 // ingest ingests n events of consumer c.
@@ -93,7 +114,15 @@ func TestNodes(t *testing.T) {
 		for w := range 4 {
 			s := nodes[w%2]
 			wg.Go(func() {
-				for {
+				// A claim finds nothing while another holds both
+				// endpoints, so a worker goes on until all are done.
+				for range 100 * events {
+					mu.Lock()
+					done := len(owner) == 2*events
+					mu.Unlock()
+					if done {
+						return
+					}
 					claimed, err := s.DeliveryClaim(context.Background(), &store.DeliveryClaimParams{
 						Limit: 7, LeaseMargin: time.Minute, Now: t0,
 					})
@@ -101,19 +130,22 @@ func TestNodes(t *testing.T) {
 						errs <- err
 						return
 					}
-					if len(claimed) == 0 {
-						return
-					}
+					outcomes := make([]store.DeliveryOutcome, len(claimed))
 					mu.Lock()
-					for _, c := range claimed {
+					for i, c := range claimed {
 						if prev, dup := owner[c.Delivery.ID]; dup {
 							mu.Unlock()
 							errs <- fmt.Errorf("delivery %s claimed by workers %d and %d", c.Delivery.ID, prev, w)
 							return
 						}
 						owner[c.Delivery.ID] = w
+						outcomes[i] = delivered(c)
 					}
 					mu.Unlock()
+					if _, err := s.DeliveryCompleteMany(context.Background(), &store.DeliveryCompleteManyParams{Outcomes: outcomes, Now: t0}); err != nil {
+						errs <- err
+						return
+					}
 				}
 			})
 		}
@@ -301,5 +333,261 @@ func TestNodes(t *testing.T) {
 		page, err := nodes[0].DeliveryList(t.Context(), &store.DeliveryListParams{ConsumerID: "c1"})
 		require.NoError(t, err)
 		require.Len(t, page.Items, 4)
+	})
+}
+
+// claimTogether has workers goroutines, spread over the nodes, each claim
+// rounds times with limit at now, all starting at once, and returns every
+// delivery claimed (failing the test on an error or on a delivery claimed
+// twice).
+func claimTogether(t *testing.T, nodes []*Store, workers, rounds, limit int, now time.Time) []*store.ClaimedDelivery {
+	t.Helper()
+	var (
+		mu    sync.Mutex
+		all   []*store.ClaimedDelivery
+		errs  []error
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+	)
+	for w := range workers {
+		s := nodes[w%len(nodes)]
+		wg.Go(func() {
+			<-start
+			for range rounds {
+				got, err := s.DeliveryClaim(context.Background(), &store.DeliveryClaimParams{
+					Limit: limit, LeaseMargin: time.Second, Now: now,
+				})
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, err)
+				}
+				all = append(all, got...)
+				mu.Unlock()
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	require.Empty(t, errs)
+	seen := map[string]bool{}
+	for _, c := range all {
+		require.False(t, seen[c.Delivery.ID], "delivery %s claimed twice", c.Delivery.ID)
+		seen[c.Delivery.ID] = true
+	}
+	return all
+}
+
+// claimAt claims up to limit deliveries at now on node s.
+func claimAt(t *testing.T, s *Store, limit int, now time.Time) []*store.ClaimedDelivery {
+	t.Helper()
+	got, err := s.DeliveryClaim(t.Context(), &store.DeliveryClaimParams{Limit: limit, LeaseMargin: time.Second, Now: now})
+	require.NoError(t, err)
+	return got
+}
+
+// completeAt writes outcomes at now on node s and requires them applied.
+func completeAt(t *testing.T, s *Store, now time.Time, outcomes ...store.DeliveryOutcome) {
+	t.Helper()
+	applied, err := s.DeliveryCompleteMany(t.Context(), &store.DeliveryCompleteManyParams{Outcomes: outcomes, Now: now})
+	require.NoError(t, err)
+	for i, ok := range applied {
+		require.True(t, ok, "outcome %d applied", i)
+	}
+}
+
+// TestNodeLimits checks that an endpoint's limits hold for the nodes
+// together: the in-flight cap, the token bucket, the breaker and FIFO
+// order are decided under the endpoint's row lock, whichever node claims.
+func TestNodeLimits(t *testing.T) {
+	t.Parallel()
+
+	t.Run("InFlightCapHoldsAcrossNodes", func(t *testing.T) {
+		t.Parallel()
+		nodes := openNodes(t, 2)
+		createEndpoint(t, nodes[0], "c1", func(e *herald.Endpoint) { e.MaxInFlight = 3 })
+		ingest(t, nodes[0], "c1", 20)
+
+		// Six claimers on two nodes, three claims each, with no outcome
+		// written meanwhile: together they may hold three leases.
+		held := claimTogether(t, nodes, 6, 3, 10, t0)
+		require.LessOrEqual(t, len(held), 3)
+		held = append(held, claimAt(t, nodes[0], 10, t0)...)
+		require.Len(t, held, 3, "the cap is filled, not more")
+
+		// Each outcome frees one lease for any node.
+		for round := range 5 {
+			now := t0.Add(time.Duration(round+1) * time.Second)
+			completeAt(t, nodes[round%2], now, delivered(held[0]), delivered(held[1]))
+			held = held[2:]
+			got := claimTogether(t, nodes, 6, 2, 10, now)
+			require.LessOrEqual(t, len(got), 2, "round %d", round)
+			held = append(held, got...)
+			held = append(held, claimAt(t, nodes[1], 10, now)...)
+			require.Len(t, held, 3, "round %d", round)
+		}
+	})
+
+	t.Run("RateLimitHoldsAcrossNodes", func(t *testing.T) {
+		t.Parallel()
+		nodes := openNodes(t, 2)
+		createEndpoint(t, nodes[0], "c1", func(e *herald.Endpoint) {
+			e.MaxInFlight = 100
+			e.RateLimit = &herald.RateLimit{PerSecond: 2, Burst: 4}
+		})
+		ingest(t, nodes[0], "c1", 40)
+
+		// The bucket starts full: four tokens, however many claim.
+		got := claimTogether(t, nodes, 6, 3, 10, t0)
+		require.LessOrEqual(t, len(got), 4)
+		total := len(got) + len(claimAt(t, nodes[1], 10, t0))
+		require.Equal(t, 4, total)
+
+		// Each 1.5 s after brings three more tokens (2 per second).
+		for round := range 4 {
+			now := t0.Add(time.Duration(round+1) * 1500 * time.Millisecond)
+			got := claimTogether(t, nodes, 6, 3, 10, now)
+			require.LessOrEqual(t, len(got), 3, "round %d", round)
+			total := len(got) + len(claimAt(t, nodes[round%2], 10, now))
+			require.Equal(t, 3, total, "round %d", round)
+		}
+	})
+
+	t.Run("BreakerOpenedOnOneNodeStopsTheOther", func(t *testing.T) {
+		t.Parallel()
+		nodes := openNodes(t, 2)
+		ep := createEndpoint(t, nodes[0], "c1")
+		ingest(t, nodes[0], "c1", 8)
+
+		held := claimAt(t, nodes[0], 5, t0)
+		require.Len(t, held, 5)
+		for _, c := range held {
+			completeAt(t, nodes[0], t0, failed(c))
+		}
+		got, err := nodes[1].EndpointGet(t.Context(), ep.ID)
+		require.NoError(t, err)
+		require.Equal(t, herald.BreakerOpen, got.Health.BreakerState)
+
+		// Three new deliveries are due, but no node sends any until the
+		// probe time, five minutes on.
+		require.Empty(t, claimAt(t, nodes[1], 10, t0.Add(time.Second)))
+		require.Empty(t, claimAt(t, nodes[0], 10, t0.Add(5*time.Minute-time.Microsecond)))
+		probe := claimAt(t, nodes[1], 10, t0.Add(5*time.Minute))
+		require.Len(t, probe, 1)
+		require.Equal(t, herald.BreakerHalfOpen, probe[0].Endpoint.Health.BreakerState)
+		require.Empty(t, claimAt(t, nodes[0], 10, t0.Add(5*time.Minute)), "one probe at a time")
+
+		// The probe's success on one node lets the other send the rest.
+		completeAt(t, nodes[1], t0.Add(5*time.Minute), delivered(probe[0]))
+		rest := claimAt(t, nodes[0], 10, t0.Add(5*time.Minute))
+		require.Len(t, rest, 7)
+	})
+
+	t.Run("ProbeGoesToExactlyOneNode", func(t *testing.T) {
+		t.Parallel()
+		nodes := openNodes(t, 2)
+		createEndpoint(t, nodes[0], "c1")
+		ingest(t, nodes[0], "c1", 10)
+		held := claimAt(t, nodes[0], 5, t0)
+		require.Len(t, held, 5)
+		outcomes := make([]store.DeliveryOutcome, len(held))
+		for i, c := range held {
+			outcomes[i] = failed(c)
+		}
+		completeAt(t, nodes[1], t0, outcomes...)
+
+		probeAt := t0.Add(5 * time.Minute)
+		for round := range 3 {
+			got := claimTogether(t, nodes, 8, 3, 10, probeAt)
+			require.Len(t, got, 1, "round %d", round)
+			require.Equal(t, herald.BreakerHalfOpen, got[0].Endpoint.Health.BreakerState)
+			// The probe fails: the breaker opens again for twice as long.
+			completeAt(t, nodes[round%2], probeAt, failed(got[0]))
+			ep, err := nodes[0].EndpointGet(t.Context(), got[0].Endpoint.ID)
+			require.NoError(t, err)
+			require.Equal(t, herald.BreakerOpen, ep.Health.BreakerState)
+			cooldown := time.Duration(10<<round) * time.Minute
+			require.Equal(t, cooldown, ep.Health.Cooldown)
+			probeAt = probeAt.Add(cooldown)
+		}
+	})
+
+	t.Run("FIFOHeadGoesToOneNodeAtATime", func(t *testing.T) {
+		t.Parallel()
+		nodes := openNodes(t, 2)
+		createEndpoint(t, nodes[0], "c1", func(e *herald.Endpoint) { e.Ordering = herald.OrderingFIFO })
+		res := ingest(t, nodes[0], "c1", 5)
+		for i, r := range res {
+			now := t0.Add(time.Duration(i) * time.Second)
+			got := claimTogether(t, nodes, 6, 3, 10, now)
+			require.Len(t, got, 1, "delivery %d", i)
+			require.Equal(t, r.Deliveries[0].ID, got[0].Delivery.ID, "in ingest order")
+			completeAt(t, nodes[i%2], now, delivered(got[0]))
+		}
+	})
+
+	t.Run("WritersOnBothNodesDoNotDeadlock", func(t *testing.T) {
+		t.Parallel()
+		nodes := openNodes(t, 2)
+		var eps []*herald.Endpoint
+		for range 4 {
+			eps = append(eps, createEndpoint(t, nodes[0], "c1", func(e *herald.Endpoint) {
+				e.AutoDisableAfterFailures = 1000
+			}))
+		}
+		createEndpoint(t, nodes[0], "c1", func(e *herald.Endpoint) { e.EventTypes = []string{"herald.*"} })
+		ingest(t, nodes[0], "c1", 60)
+
+		// Claimers write mixed outcomes in batches spanning endpoints
+		// while an operator disables and enables them and replays.
+		var wg sync.WaitGroup
+		errs := make(chan error, 16)
+		ctx := context.Background()
+		for w := range 4 {
+			s := nodes[w%2]
+			wg.Go(func() {
+				for i := range 40 {
+					now := t0.Add(time.Duration(i) * time.Hour)
+					got, err := s.DeliveryClaim(ctx, &store.DeliveryClaimParams{Limit: 12, LeaseMargin: time.Second, Now: now})
+					if err != nil {
+						errs <- fmt.Errorf("claim: %w", err)
+						return
+					}
+					outcomes := make([]store.DeliveryOutcome, len(got))
+					for j, c := range got {
+						if (i+j)%3 == 0 {
+							outcomes[j] = delivered(c)
+						} else {
+							outcomes[j] = failed(c)
+						}
+					}
+					if _, err := s.DeliveryCompleteMany(ctx, &store.DeliveryCompleteManyParams{Outcomes: outcomes, Now: now}); err != nil {
+						errs <- fmt.Errorf("complete: %w", err)
+						return
+					}
+				}
+			})
+		}
+		for w := range 2 {
+			s := nodes[w]
+			wg.Go(func() {
+				for i := range 30 {
+					ep := eps[(i+w)%len(eps)]
+					now := t0.Add(time.Duration(i) * time.Hour)
+					if _, err := s.EndpointSetEnabled(ctx, &store.EndpointSetEnabledParams{ID: ep.ID, Enabled: i%2 == 1, Now: now}); err != nil {
+						errs <- fmt.Errorf("set enabled: %w", err)
+						return
+					}
+					if _, err := s.DeliveryReplayMany(ctx, &store.DeliveryReplayManyParams{EndpointID: ep.ID, Now: now}); err != nil {
+						errs <- fmt.Errorf("replay: %w", err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
 	})
 }

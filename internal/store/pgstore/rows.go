@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/ratelimit"
 )
 
 // qualify prefixes each column of a comma-separated list with alias.
@@ -22,7 +23,9 @@ func qualify(alias, columns string) string {
 const endpointCols = "id, consumer_id, url, description, event_types, secret, " +
 	"previous_secret, previous_secret_expires_at, enabled, disabled_reason, " +
 	"timeout_ns, retry_schedule_ns, retry_exponential, retry_client_errors, " +
-	"rate_limit, max_in_flight, signature_scheme, headers, created_at, updated_at"
+	"rate_limit, max_in_flight, signature_scheme, headers, created_at, updated_at, " +
+	"ordering, auto_disable_after_failures, auto_disable_after_ns, health, " +
+	"bucket_tokens, bucket_at"
 
 // endpointRow receives one endpoints row.
 type endpointRow struct {
@@ -38,6 +41,13 @@ type endpointRow struct {
 	createdAt     time.Time
 	updatedAt     time.Time
 	eventTypesArr []string
+	ordering      string
+	adFailures    int32
+	adAfterNS     int64
+	health        []byte
+	// The rate limit's token bucket, which only claims use.
+	bucketTokens float64
+	bucketAt     *time.Time
 }
 
 // dest gives the scan targets, in endpointCols order.
@@ -49,7 +59,17 @@ func (r *endpointRow) dest() []any {
 		&r.timeoutNS, &r.scheduleNS, &r.exponential, &e.RetryClientErrors,
 		&r.rateLimit, &r.maxInFlight, &r.scheme, &r.headers,
 		&r.createdAt, &r.updatedAt,
+		&r.ordering, &r.adFailures, &r.adAfterNS, &r.health,
+		&r.bucketTokens, &r.bucketAt,
 	}
+}
+
+// bucket is the endpoint's token bucket; the zero Bucket is full.
+func (r *endpointRow) bucket() ratelimit.Bucket {
+	if r.bucketAt == nil {
+		return ratelimit.Bucket{}
+	}
+	return ratelimit.Bucket{Tokens: r.bucketTokens, At: r.bucketAt.UTC()}
 }
 
 // endpoint turns the row into the domain type.
@@ -85,6 +105,14 @@ func (r *endpointRow) endpoint() (*herald.Endpoint, error) {
 	e.SignatureScheme = herald.SignatureScheme(r.scheme)
 	e.CreatedAt = r.createdAt.UTC()
 	e.UpdatedAt = r.updatedAt.UTC()
+	e.Ordering = herald.Ordering(r.ordering)
+	e.AutoDisableAfterFailures = int(r.adFailures)
+	e.AutoDisableAfter = time.Duration(r.adAfterNS)
+	h, err := decodeHealth(r.health)
+	if err != nil {
+		return nil, fmt.Errorf("endpoint %s: health: %w", e.ID, err)
+	}
+	e.Health = h
 	return &e, nil
 }
 
@@ -98,6 +126,7 @@ type endpointArgs struct {
 	headers     []byte
 }
 
+// newEndpointArgs turns e's settings into query parameters.
 func newEndpointArgs(e *herald.Endpoint) (*endpointArgs, error) {
 	a := &endpointArgs{eventTypes: e.EventTypes}
 	if e.RetrySchedule != nil {

@@ -1,0 +1,479 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/breaker"
+	"github.com/heraldhooks/herald/internal/store"
+)
+
+// lockOutcomeEndpointsSQL locks the endpoints of the deliveries in $1, in
+// id order: every writer locks endpoints before deliveries, and several
+// endpoints in id order, so writers cannot deadlock. The last column is
+// the batch's now.
+func lockOutcomeEndpointsSQL() string {
+	return `
+SELECT ` + endpointCols + `, coalesce($2::timestamptz, now())
+FROM endpoints
+WHERE id IN (SELECT endpoint_id FROM deliveries WHERE id = ANY($1::text[]))
+ORDER BY id
+FOR UPDATE`
+}
+
+// completeSQL records a wave of outcomes (no delivery twice): every
+// attempt, numbered after the attempts the delivery had counted when it
+// has no number, and the new state of each delivery still delivering under
+// the outcome's lease token. It returns, in the order given, whether each
+// outcome applied, the delivery's endpoint, event and consumer, and its
+// attempt count after the outcome.
+const completeSQL = `
+WITH o AS (
+	SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::text[],
+		$6::text[], $7::int[], $8::int[], $9::bigint[], $10::bytea[], $11::text[],
+		$12::timestamptz[])
+		WITH ORDINALITY AS o(id, token, status, retry_us, dead_reason, attempt_id,
+			number, status_code, duration_ns, response, error, attempted_at, ord)
+), cur AS (
+	SELECT d.id, d.endpoint_id, d.event_id, d.event_type, d.consumer_id, d.attempt_count
+	FROM deliveries d
+	WHERE d.id IN (SELECT id FROM o)
+), upd AS (
+	UPDATE deliveries d SET
+		status = o.status,
+		attempt_count = d.attempt_count + 1,
+		due_at = CASE WHEN o.status = 'pending'
+			THEN coalesce($13::timestamptz, now()) + o.retry_us * interval '1 microsecond' END,
+		last_status_code = o.status_code,
+		last_error = o.error,
+		dead_reason = CASE WHEN o.status = 'dead' THEN o.dead_reason ELSE '' END,
+		delivered_at = CASE WHEN o.status = 'delivered'
+			THEN coalesce($13::timestamptz, now()) ELSE d.delivered_at END,
+		updated_at = coalesce($13::timestamptz, now())
+	FROM o
+	WHERE d.id = o.id AND d.status = 'delivering' AND d.lease_token = o.token
+	RETURNING d.id, d.attempt_count
+), att AS (
+	INSERT INTO attempts (id, delivery_id, endpoint_id, number, attempted_at,
+		duration_ns, status_code, response, error)
+	SELECT o.attempt_id, cur.id, cur.endpoint_id,
+		CASE WHEN o.number > 0 THEN o.number ELSE cur.attempt_count + 1 END,
+		coalesce(o.attempted_at, $13::timestamptz, now()), o.duration_ns, o.status_code,
+		o.response, o.error
+	FROM o JOIN cur ON cur.id = o.id
+)
+SELECT upd.id IS NOT NULL, coalesce(cur.endpoint_id, ''), coalesce(cur.event_id, ''),
+	coalesce(cur.event_type, ''), coalesce(cur.consumer_id, ''), coalesce(upd.attempt_count, 0)
+FROM o
+LEFT JOIN cur ON cur.id = o.id
+LEFT JOIN upd ON upd.id = o.id
+ORDER BY o.ord`
+
+// windowSQL counts, for the endpoints of the deliveries in $1, the
+// attempts over the breaker's window [now - $3 µs, now] and the failed ones
+// among them (any status code but 2xx). Only the decision matters, so the
+// attempts are counted no further than it needs: with F failures, once
+// there are more than F/ratio + 1 attempts ($4 the ratio) the ratio cannot
+// be reached, and no fewer than $5 (the minimum attempts) are counted. A
+// healthy endpoint's window thus costs about its failures to count, not
+// its traffic; the breaker decides on the counts as given.
+const windowSQL = `
+SELECT w.endpoint_id, f.n, a.n
+FROM (SELECT DISTINCT endpoint_id FROM deliveries WHERE id = ANY($1::text[])) AS w
+CROSS JOIN LATERAL (
+	SELECT count(*) AS n FROM attempts x
+	WHERE x.endpoint_id = w.endpoint_id AND x.status_code NOT BETWEEN 200 AND 299
+		AND x.attempted_at >= coalesce($2::timestamptz, now()) - $3::bigint * interval '1 microsecond'
+		AND x.attempted_at <= coalesce($2::timestamptz, now())
+) AS f
+CROSS JOIN LATERAL (
+	SELECT count(*) AS n FROM (
+		SELECT 1 FROM attempts x
+		WHERE x.endpoint_id = w.endpoint_id
+			AND x.attempted_at >= coalesce($2::timestamptz, now()) - $3::bigint * interval '1 microsecond'
+			AND x.attempted_at <= coalesce($2::timestamptz, now())
+		LIMIT CASE WHEN $4::float8 > 0
+			THEN greatest($5::bigint, floor(f.n / $4::float8)::bigint + 2) ELSE $5::bigint END
+	) AS counted
+) AS a`
+
+// writeHealthSQL stores endpoints' health and the blocked_until it implies.
+const writeHealthSQL = `
+UPDATE endpoints e SET health = u.health::jsonb, blocked_until = u.blocked_until
+FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS u(id, health, blocked_until)
+WHERE e.id = u.id`
+
+// appliedOutcome is what completeSQL says of one outcome.
+type appliedOutcome struct {
+	applied      bool
+	endpointID   string
+	eventID      string
+	eventType    string
+	consumerID   string
+	attemptCount int32
+}
+
+// DeliveryCompleteMany writes a batch of outcomes in one transaction, as
+// store.Store describes. The common case takes two round trips besides the
+// transaction's own: one pgx batch locks the endpoints, records every
+// outcome (one statement per wave, a wave holding each delivery once) and
+// counts the breaker windows, then one statement writes the endpoints'
+// health. Every outcome's attempt is logged; an outcome applies only while
+// its lease holds, and a stale one is reported as not applied rather than
+// as an error (invariant 10) and touches no health.
+//
+// The applied outcomes then go through the breaker in the order given.
+// Once an outcome disables its endpoint, the endpoint's later outcomes in
+// the batch are not observed: a disabled endpoint's health starts afresh
+// when it is enabled again. Disabling sends the endpoint's live deliveries
+// dead (endpoint_disabled), including one an outcome has just put back to
+// pending. The notifications are ingested last, so an endpoint disabled in
+// this batch is not sent its own.
+func (s *Store) DeliveryCompleteMany(ctx context.Context, p *store.DeliveryCompleteManyParams) ([]bool, error) {
+	applied := make([]bool, len(p.Outcomes))
+	if len(p.Outcomes) == 0 {
+		return applied, nil
+	}
+	ids := make([]string, len(p.Outcomes))
+	var failing []string
+	for i := range p.Outcomes {
+		o := &p.Outcomes[i]
+		switch o.Status {
+		case herald.StatusDelivered, herald.StatusDead, herald.StatusPending:
+		default:
+			return nil, fmt.Errorf("complete deliveries: outcome for %s: status %q is not delivered, dead or pending", o.DeliveryID, o.Status)
+		}
+		ids[i] = o.DeliveryID
+		if o.Status != herald.StatusDelivered {
+			failing = append(failing, o.DeliveryID)
+		}
+	}
+	waves := outcomeWaves(p.Outcomes)
+	cfg := breaker.Default()
+
+	batch := &pgx.Batch{}
+	batch.Queue(lockOutcomeEndpointsSQL(), ids, nowArg(p.Now))
+	for _, w := range waves {
+		batch.Queue(completeSQL, outcomeArgs(p, w)...)
+	}
+	if len(failing) > 0 {
+		batch.Queue(windowSQL, failing, nowArg(p.Now), micros(cfg.Window),
+			cfg.WindowRatio, int64(cfg.WindowMinAttempts))
+	}
+
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		results := tx.SendBatch(ctx, batch)
+		endpoints, now, err := readLockedEndpoints(results)
+		if err != nil {
+			results.Close()
+			return fmt.Errorf("lock endpoints: %w", err)
+		}
+		outcomes := make([]appliedOutcome, len(p.Outcomes))
+		for _, w := range waves {
+			if err := readWave(results, w, outcomes); err != nil {
+				results.Close()
+				return fmt.Errorf("record outcomes: %w", err)
+			}
+		}
+		windows := map[string]breaker.Window{}
+		if len(failing) > 0 {
+			if windows, err = readWindows(results); err != nil {
+				results.Close()
+				return fmt.Errorf("count breaker window: %w", err)
+			}
+		}
+		if err := results.Close(); err != nil {
+			return err
+		}
+		for i := range outcomes {
+			applied[i] = outcomes[i].applied
+		}
+		return s.observe(ctx, tx, p, cfg, outcomes, endpoints, windows, now)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("complete deliveries: %w", err)
+	}
+	return applied, nil
+}
+
+// outcomeWaves splits the outcomes' indexes into waves that hold each
+// delivery at most once, keeping their order: the n-th outcome for one
+// delivery goes in the n-th wave, so it sees what the ones before did.
+func outcomeWaves(outcomes []store.DeliveryOutcome) [][]int {
+	seen := map[string]int{}
+	var waves [][]int
+	for i := range outcomes {
+		n := seen[outcomes[i].DeliveryID]
+		seen[outcomes[i].DeliveryID] = n + 1
+		if n == len(waves) {
+			waves = append(waves, nil)
+		}
+		waves[n] = append(waves[n], i)
+	}
+	return waves
+}
+
+// outcomeArgs are completeSQL's parameters for the outcomes of one wave.
+func outcomeArgs(p *store.DeliveryCompleteManyParams, wave []int) []any {
+	n := len(wave)
+	var (
+		ids, statuses, reasons, attemptIDs, errs = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		tokens, retries, durations               = make([]int64, n), make([]int64, n), make([]int64, n)
+		numbers, codes                           = make([]int32, n), make([]int32, n)
+		responses                                = make([][]byte, n)
+		attemptedAt                              = make([]*time.Time, n)
+	)
+	for j, i := range wave {
+		o := &p.Outcomes[i]
+		a := &o.Attempt
+		id := a.ID
+		if id == "" {
+			t := a.AttemptedAt
+			if t.IsZero() {
+				t = idTime(p.Now)
+			}
+			id = herald.NewID(herald.PrefixAttempt, t)
+		}
+		ids[j], tokens[j], statuses[j] = o.DeliveryID, o.LeaseToken, string(o.Status)
+		retries[j], reasons[j], attemptIDs[j] = micros(o.RetryIn), string(o.DeadReason), id
+		numbers[j], codes[j], durations[j] = int32(a.Number), int32(a.StatusCode), int64(a.Duration)
+		responses[j], errs[j] = a.Response, a.Error
+		if !a.AttemptedAt.IsZero() {
+			t := a.AttemptedAt
+			attemptedAt[j] = &t
+		}
+	}
+	return []any{ids, tokens, statuses, retries, reasons, attemptIDs, numbers, codes,
+		durations, responses, errs, attemptedAt, nowArg(p.Now)}
+}
+
+// readLockedEndpoints reads the locked endpoints by id, and the batch's now.
+func readLockedEndpoints(results pgx.BatchResults) (map[string]*herald.Endpoint, time.Time, error) {
+	rows, err := results.Query()
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	defer rows.Close()
+	out := map[string]*herald.Endpoint{}
+	var now time.Time
+	for rows.Next() {
+		var r endpointRow
+		if err := rows.Scan(append(r.dest(), &now)...); err != nil {
+			return nil, time.Time{}, err
+		}
+		ep, err := r.endpoint()
+		if err != nil {
+			return nil, time.Time{}, err
+		}
+		out[ep.ID] = ep
+	}
+	return out, now.UTC(), rows.Err()
+}
+
+// readWave reads what completeSQL says of the outcomes of one wave.
+func readWave(results pgx.BatchResults, wave []int, out []appliedOutcome) error {
+	rows, err := results.Query()
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	j := 0
+	for rows.Next() {
+		if j >= len(wave) {
+			return errors.New("more answers than outcomes")
+		}
+		a := &out[wave[j]]
+		if err := rows.Scan(&a.applied, &a.endpointID, &a.eventID, &a.eventType, &a.consumerID, &a.attemptCount); err != nil {
+			return err
+		}
+		j++
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if j != len(wave) {
+		return fmt.Errorf("%d answers for %d outcomes", j, len(wave))
+	}
+	return nil
+}
+
+// readWindows reads the breaker windows by endpoint id.
+func readWindows(results pgx.BatchResults) (map[string]breaker.Window, error) {
+	rows, err := results.Query()
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]breaker.Window{}
+	for rows.Next() {
+		var id string
+		var failures, attempts int64
+		if err := rows.Scan(&id, &failures, &attempts); err != nil {
+			return nil, err
+		}
+		out[id] = breaker.Window{Attempts: int(attempts), Failures: int(failures)}
+	}
+	return out, rows.Err()
+}
+
+// observe puts the applied outcomes through the breaker, in order, and
+// writes what follows: the endpoints' health, the endpoints to disable and
+// the notifications.
+func (s *Store) observe(ctx context.Context, tx pgx.Tx, p *store.DeliveryCompleteManyParams, cfg breaker.Config,
+	outcomes []appliedOutcome, endpoints map[string]*herald.Endpoint, windows map[string]breaker.Window, now time.Time,
+) error {
+	var (
+		changed  []*herald.Endpoint
+		touched  = map[string]bool{}
+		disabled = map[string]string{} // endpoint id -> reason
+		order    []string              // endpoints to disable, in order
+		notes    []store.EventIngestItem
+	)
+	note := func(n herald.Notification) {
+		notes = append(notes, store.EventIngestItem{ConsumerID: n.ConsumerID, EventType: n.EventType, Payload: n.Payload})
+	}
+	for i := range outcomes {
+		a := &outcomes[i]
+		ep := endpoints[a.endpointID]
+		if !a.applied || ep == nil {
+			continue // stale, or its endpoint is deleted
+		}
+		if _, gone := disabled[ep.ID]; gone {
+			continue
+		}
+		o := &p.Outcomes[i]
+		res := breaker.Result{
+			Success:    o.Status == herald.StatusDelivered,
+			StatusCode: o.Attempt.StatusCode,
+			Error:      o.Attempt.Error,
+			PauseFor:   o.PauseFor,
+			Throttled:  o.Throttled,
+		}
+		var w breaker.Window
+		if !res.Success && cfg.NeedsWindow(&ep.Health) {
+			w = windows[ep.ID]
+		}
+		h, fx := cfg.Observe(ep, ep.Health, res, w, now)
+		ep.Health = h
+		if !touched[ep.ID] {
+			touched[ep.ID] = true
+			changed = append(changed, ep)
+		}
+
+		reason := o.DisableEndpoint
+		if reason == "" {
+			reason = fx.Disable
+		}
+		disabling := reason != "" && ep.Enabled
+		if disabling {
+			disabled[ep.ID] = reason
+			order = append(order, ep.ID)
+		}
+		if herald.IsNotification(a.eventType) {
+			continue // a notification's outcome never emits another
+		}
+		if fx.NotifyFailing {
+			payload := herald.EndpointFailingPayload{
+				EndpointID:          ep.ID,
+				ConsumerID:          ep.ConsumerID,
+				URL:                 ep.URL,
+				ConsecutiveFailures: h.ConsecutiveFailures,
+				LastStatusCode:      o.Attempt.StatusCode,
+				LastError:           o.Attempt.Error,
+			}
+			if h.FailingSince != nil {
+				payload.FailingSince = *h.FailingSince
+			}
+			note(herald.NewNotification(ep.ConsumerID, herald.NotifyEndpointFailing, payload))
+		}
+		if fx.NotifyRecovered {
+			note(herald.NewNotification(ep.ConsumerID, herald.NotifyEndpointRecovered, herald.EndpointRecoveredPayload{
+				EndpointID:     ep.ID,
+				ConsumerID:     ep.ConsumerID,
+				URL:            ep.URL,
+				FailedAttempts: fx.FailedAttempts,
+				FailingSince:   fx.FailingSince.UTC(),
+				RecoveredAt:    now,
+			}))
+		}
+		if o.Status == herald.StatusDead {
+			note(herald.NewNotification(a.consumerID, herald.NotifyDeliveryDead, herald.DeliveryDeadPayload{
+				DeliveryID:     o.DeliveryID,
+				EventID:        a.eventID,
+				EventType:      a.eventType,
+				EndpointID:     ep.ID,
+				ConsumerID:     a.consumerID,
+				DeadReason:     string(o.DeadReason),
+				AttemptCount:   int(a.attemptCount),
+				LastStatusCode: o.Attempt.StatusCode,
+				LastError:      o.Attempt.Error,
+			}))
+		}
+		if disabling {
+			note(herald.NewNotification(ep.ConsumerID, herald.NotifyEndpointDisabled, herald.EndpointDisabledPayload{
+				EndpointID: ep.ID,
+				ConsumerID: ep.ConsumerID,
+				URL:        ep.URL,
+				Reason:     reason,
+				DisabledAt: now,
+			}))
+		}
+	}
+
+	if len(changed) > 0 {
+		ids := make([]string, len(changed))
+		healths := make([]string, len(changed))
+		blocked := make([]*time.Time, len(changed))
+		for i, ep := range changed {
+			h, until := encodeHealth(ep.Health)
+			ids[i], healths[i], blocked[i] = ep.ID, string(h), until
+		}
+		if _, err := tx.Exec(ctx, writeHealthSQL, ids, healths, blocked); err != nil {
+			return fmt.Errorf("write health: %w", err)
+		}
+	}
+	for _, id := range order {
+		if _, err := disableEndpoint(ctx, tx, id, disabled[id], "", p.Now); err != nil {
+			return fmt.Errorf("disable endpoint %s: %w", id, err)
+		}
+	}
+	if len(notes) > 0 {
+		if _, err := s.ingest(ctx, tx, notes, p.Now); err != nil {
+			return fmt.Errorf("ingest notifications: %w", err)
+		}
+	}
+	return nil
+}
+
+// DeliveryRelease hands leases back: each delivery still delivering under
+// its token becomes pending and due now, its attempt count unchanged, and
+// the dispatchers of every node are woken.
+func (s *Store) DeliveryRelease(ctx context.Context, p *store.DeliveryReleaseParams) error {
+	if len(p.Leases) == 0 {
+		return nil
+	}
+	ids := make([]string, len(p.Leases))
+	tokens := make([]int64, len(p.Leases))
+	for i, l := range p.Leases {
+		ids[i], tokens[i] = l.DeliveryID, l.LeaseToken
+	}
+	_, err := s.pool.Exec(ctx, `
+		WITH released AS (
+			UPDATE deliveries d SET status = 'pending', due_at = n.t, updated_at = n.t
+			FROM unnest($1::text[], $2::bigint[]) AS l(id, token),
+				(SELECT coalesce($3::timestamptz, now()) AS t) AS n
+			WHERE d.id = l.id AND d.status = 'delivering' AND d.lease_token = l.token
+			RETURNING d.id
+		)
+		SELECT pg_notify($4, '') WHERE EXISTS (SELECT 1 FROM released)`,
+		ids, tokens, nowArg(p.Now), s.channel)
+	if err != nil {
+		return fmt.Errorf("release deliveries: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,145 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/store"
+)
+
+// healthDoc is how an endpoint's health is kept in its health column. The
+// figures computed on request (SuccessRate1h, Attempts1h) are not kept.
+// Times are kept to the microsecond, as every other time in the database,
+// so the health and the blocked_until column beside it agree exactly.
+type healthDoc struct {
+	BreakerState        herald.BreakerState `json:"breaker_state"`
+	ConsecutiveFailures int                 `json:"consecutive_failures,omitempty"`
+	FailingSince        *time.Time          `json:"failing_since,omitempty"`
+	FailingNotified     bool                `json:"failing_notified,omitempty"`
+	LastSuccessAt       *time.Time          `json:"last_success_at,omitempty"`
+	LastFailureAt       *time.Time          `json:"last_failure_at,omitempty"`
+	ProbeAt             *time.Time          `json:"probe_at,omitempty"`
+	CooldownNS          int64               `json:"cooldown_ns,omitempty"`
+	PausedUntil         *time.Time          `json:"paused_until,omitempty"`
+	RateFactor          float64             `json:"rate_factor"`
+}
+
+// microUTC is t in UTC truncated to the microsecond, or nil.
+func microUTC(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC().Truncate(time.Microsecond)
+	return &u
+}
+
+// normalHealth is h as the database keeps it: times to the microsecond,
+// no figures computed on request, and the state of a fresh endpoint where
+// h has none.
+func normalHealth(h herald.EndpointHealth) herald.EndpointHealth {
+	if h.BreakerState == "" {
+		h.BreakerState = herald.BreakerClosed
+	}
+	if h.RateFactor <= 0 || h.RateFactor > 1 {
+		h.RateFactor = 1
+	}
+	h.FailingSince = microUTC(h.FailingSince)
+	h.LastSuccessAt = microUTC(h.LastSuccessAt)
+	h.LastFailureAt = microUTC(h.LastFailureAt)
+	h.ProbeAt = microUTC(h.ProbeAt)
+	h.PausedUntil = microUTC(h.PausedUntil)
+	h.SuccessRate1h = nil
+	h.Attempts1h = 0
+	return h
+}
+
+// encodeHealth gives the health column's value for h, and the
+// blocked_until that goes with it.
+func encodeHealth(h herald.EndpointHealth) ([]byte, *time.Time) {
+	h = normalHealth(h)
+	b, err := json.Marshal(healthDoc{
+		BreakerState:        h.BreakerState,
+		ConsecutiveFailures: h.ConsecutiveFailures,
+		FailingSince:        h.FailingSince,
+		FailingNotified:     h.FailingNotified,
+		LastSuccessAt:       h.LastSuccessAt,
+		LastFailureAt:       h.LastFailureAt,
+		ProbeAt:             h.ProbeAt,
+		CooldownNS:          int64(h.Cooldown),
+		PausedUntil:         h.PausedUntil,
+		RateFactor:          h.RateFactor,
+	})
+	if err != nil {
+		// A struct of strings, numbers and times always encodes.
+		panic("pgstore: encode health: " + err.Error())
+	}
+	return b, h.BlockedUntil()
+}
+
+// decodeHealth reads a health column.
+func decodeHealth(b []byte) (herald.EndpointHealth, error) {
+	if len(b) == 0 {
+		return herald.NewEndpointHealth(), nil
+	}
+	var d healthDoc
+	if err := json.Unmarshal(b, &d); err != nil {
+		return herald.EndpointHealth{}, err
+	}
+	return normalHealth(herald.EndpointHealth{
+		BreakerState:        d.BreakerState,
+		ConsecutiveFailures: d.ConsecutiveFailures,
+		FailingSince:        d.FailingSince,
+		FailingNotified:     d.FailingNotified,
+		LastSuccessAt:       d.LastSuccessAt,
+		LastFailureAt:       d.LastFailureAt,
+		ProbeAt:             d.ProbeAt,
+		Cooldown:            time.Duration(d.CooldownNS),
+		PausedUntil:         d.PausedUntil,
+		RateFactor:          d.RateFactor,
+	}), nil
+}
+
+// EndpointHealthGet returns the endpoint's stored health with Attempts1h
+// and SuccessRate1h: how many attempts the endpoint saw in the hour up to
+// p.Now (attempted_at in (now - 1 h, now]) and the share of them answered
+// with a 2xx, nil when there were none. A missing endpoint gives
+// store.ErrNotFound.
+func (s *Store) EndpointHealthGet(ctx context.Context, p *store.EndpointHealthParams) (*herald.EndpointHealth, error) {
+	var raw []byte
+	var attempts, successes int64
+	err := s.pool.QueryRow(ctx, `
+		SELECT e.health, a.attempts, a.successes
+		FROM endpoints e,
+			(SELECT coalesce($2::timestamptz, now()) AS t) AS n,
+			LATERAL (
+				SELECT count(*) AS attempts,
+					count(*) FILTER (WHERE status_code BETWEEN 200 AND 299) AS successes
+				FROM attempts
+				WHERE endpoint_id = e.id
+					AND attempted_at > n.t - interval '1 hour' AND attempted_at <= n.t
+			) AS a
+		WHERE e.id = $1`,
+		p.ID, nowArg(p.Now)).Scan(&raw, &attempts, &successes)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("endpoint health %s: %w", p.ID, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("endpoint health %s: %w", p.ID, err)
+	}
+	h, err := decodeHealth(raw)
+	if err != nil {
+		return nil, fmt.Errorf("endpoint health %s: %w", p.ID, err)
+	}
+	h.Attempts1h = int(attempts)
+	if attempts > 0 {
+		rate := float64(successes) / float64(attempts)
+		h.SuccessRate1h = &rate
+	}
+	return &h, nil
+}
