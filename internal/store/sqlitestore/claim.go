@@ -56,6 +56,12 @@ var takeQuery = `SELECT ` + claimedColumns + `
 	ORDER BY d.due_at, d.seq
 	LIMIT ?`
 
+// leaseQuery marks a delivery delivering under a new lease token.
+// Arguments: lease expiry, now, delivery id.
+const leaseQuery = `UPDATE deliveries
+	SET status = 'delivering', lease_token = lease_token + 1, due_at = ?, updated_at = ?
+	WHERE id = ? RETURNING lease_token`
+
 // headQuery reads a FIFO endpoint's head: its live delivery ingested first.
 var headQuery = `SELECT ` + claimedColumns + `
 	FROM deliveries d INDEXED BY deliveries_endpoint_seq
@@ -96,21 +102,26 @@ func (s *Store) DeliveryClaim(ctx context.Context, p *store.DeliveryClaimParams)
 		return nil, nil
 	}
 	t := now(p.Now)
+	st, err := s.prepared(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("claim deliveries: %w", err)
+	}
 	var out []*store.ClaimedDelivery
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		targets, err := claimTargets(ctx, tx, p, t)
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		targets, err := claimTargets(ctx, tx.StmtContext(ctx, st.candidates), p, t)
 		if err != nil {
 			return err
 		}
 		if len(targets) == 0 {
 			return nil
 		}
-		rows, err := takeShares(ctx, tx, targets, p.Limit, t)
+		rows, err := takeShares(ctx, tx, st, targets, p.Limit, t)
 		if err != nil {
 			return err
 		}
+		spend, health := tx.StmtContext(ctx, st.spendBucket), tx.StmtContext(ctx, st.writeHealth)
 		for _, tg := range targets {
-			if err := afterClaim(ctx, tx, tg, t); err != nil {
+			if err := afterClaim(ctx, spend, health, tg, t); err != nil {
 				return err
 			}
 		}
@@ -134,8 +145,8 @@ func (s *Store) DeliveryClaim(ctx context.Context, p *store.DeliveryClaimParams)
 // that may give something now, each with its allowance, until p.Limit of
 // them are found. It reads up to twice that many candidates, so that
 // endpoints at their cap do not leave a small claim empty-handed.
-func claimTargets(ctx context.Context, tx *sql.Tx, p *store.DeliveryClaimParams, t time.Time) ([]*claimTarget, error) {
-	rows, err := tx.QueryContext(ctx, candidatesQuery, micros(t), 2*p.Limit)
+func claimTargets(ctx context.Context, candidates *sql.Stmt, p *store.DeliveryClaimParams, t time.Time) ([]*claimTarget, error) {
+	rows, err := candidates.QueryContext(ctx, micros(t), 2*p.Limit)
 	if err != nil {
 		return nil, err
 	}
@@ -185,25 +196,8 @@ func claimTargets(ctx context.Context, tx *sql.Tx, p *store.DeliveryClaimParams,
 // round, takes each endpoint's share and leases it. An endpoint that has
 // fewer due deliveries than its share leaves the rest to the others in a
 // further deal, so a claim is only short when every endpoint is.
-func takeShares(ctx context.Context, tx *sql.Tx, targets []*claimTarget, limit int, t time.Time) ([]*claimedRow, error) {
-	take, err := tx.PrepareContext(ctx, takeQuery)
-	if err != nil {
-		return nil, err
-	}
-	defer take.Close()
-	head, err := tx.PrepareContext(ctx, headQuery)
-	if err != nil {
-		return nil, err
-	}
-	defer head.Close()
-	lease, err := tx.PrepareContext(ctx, `UPDATE deliveries
-		SET status = 'delivering', lease_token = lease_token + 1, due_at = ?, updated_at = ?
-		WHERE id = ? RETURNING lease_token`)
-	if err != nil {
-		return nil, err
-	}
-	defer lease.Close()
-
+func takeShares(ctx context.Context, tx *sql.Tx, st *statements, targets []*claimTarget, limit int, t time.Time) ([]*claimedRow, error) {
+	take, lease := tx.StmtContext(ctx, st.take), tx.StmtContext(ctx, st.lease)
 	var all []*claimedRow
 	left := limit
 	for left > 0 {
@@ -212,9 +206,12 @@ func takeShares(ctx context.Context, tx *sql.Tx, targets []*claimTarget, limit i
 			break
 		}
 		for tg, share := range shares {
-			var got []*claimedRow
+			var (
+				got []*claimedRow
+				err error
+			)
 			if tg.ep.Ordering == herald.OrderingFIFO {
-				got, err = takeHead(ctx, head, tg, t)
+				got, err = takeHead(ctx, tx, tg, t)
 			} else {
 				got, err = takeDue(ctx, take, tg, share, t)
 			}
@@ -289,8 +286,8 @@ func takeDue(ctx context.Context, take *sql.Stmt, tg *claimTarget, n int, t time
 
 // takeHead reads a FIFO target's head if it is due: pending and due, or
 // delivering under an expired lease (its attempt was lost).
-func takeHead(ctx context.Context, head *sql.Stmt, tg *claimTarget, t time.Time) ([]*claimedRow, error) {
-	rows, err := head.QueryContext(ctx, tg.ep.ID)
+func takeHead(ctx context.Context, tx *sql.Tx, tg *claimTarget, t time.Time) ([]*claimedRow, error) {
+	rows, err := tx.QueryContext(ctx, headQuery, tg.ep.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -325,21 +322,20 @@ func scanClaimed(rows *sql.Rows, ep *herald.Endpoint) ([]*claimedRow, error) {
 // afterClaim writes what a claim changed of a target: its token bucket,
 // spent by what it gave, and, for a probe, the half-open breaker whose next
 // probe may go when this one's lease has run out.
-func afterClaim(ctx context.Context, tx *sql.Tx, tg *claimTarget, t time.Time) error {
+func afterClaim(ctx context.Context, spend, health *sql.Stmt, tg *claimTarget, t time.Time) error {
 	if len(tg.taken) == 0 {
 		return nil
 	}
 	ep := &tg.ep
 	if ep.RateLimit != nil && ep.RateLimit.PerSecond > 0 {
 		b := ratelimit.Take(ep, &ep.Health, tg.bucket, len(tg.taken), t)
-		if _, err := tx.ExecContext(ctx, `UPDATE endpoints SET bucket_tokens = ?, bucket_at = ? WHERE id = ?`,
-			b.Tokens, micros(b.At), ep.ID); err != nil {
+		if _, err := spend.ExecContext(ctx, b.Tokens, micros(b.At), ep.ID); err != nil {
 			return fmt.Errorf("spend tokens of endpoint %s: %w", ep.ID, err)
 		}
 	}
 	if tg.probe {
 		ep.Health = breaker.Probing(ep.Health, tg.leaseExpiry)
-		if err := writeHealth(ctx, tx, ep.ID, &ep.Health); err != nil {
+		if err := writeHealth(ctx, health, ep.ID, &ep.Health); err != nil {
 			return err
 		}
 		for _, r := range tg.taken {

@@ -28,13 +28,14 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, p *store.DeliveryCompl
 			return nil, fmt.Errorf("complete deliveries: outcome %d of %s: status %q is not delivered, pending or dead", i, o.DeliveryID, o.Status)
 		}
 	}
+	st, err := s.prepared(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("complete deliveries: %w", err)
+	}
 	created := false
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		c, err := newCompleter(ctx, tx, t)
-		if err != nil {
-			return err
-		}
-		defer c.close()
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		c := newCompleter(ctx, tx, st, t)
+		var err error
 		for i := range p.Outcomes {
 			if applied[i], err = c.complete(&p.Outcomes[i]); err != nil {
 				return err
@@ -52,54 +53,52 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, p *store.DeliveryCompl
 	return applied, nil
 }
 
+// The statements of an outcome, in the order they run.
+const (
+	lookupQuery = `SELECT endpoint_id, status, lease_token, event_id, event_type, consumer_id
+		FROM deliveries WHERE id = ?`
+	logAttemptQuery = `INSERT INTO attempts
+		(id, delivery_id, endpoint_id, number, attempted_at, duration_ns, status_code, response, error)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	// applyQuery is fenced by the lease token (invariant 10).
+	applyQuery = `UPDATE deliveries SET
+			status = ?, attempt_count = attempt_count + 1, due_at = ?, last_status_code = ?,
+			last_error = ?, dead_reason = ?, delivered_at = ?, updated_at = ?
+		WHERE id = ? AND status = 'delivering' AND lease_token = ?
+		RETURNING attempt_count`
+	// healthTargetQuery reads what the breaker and the notifications need
+	// of an endpoint.
+	healthTargetQuery = `SELECT id, consumer_id, url, enabled, auto_disable_after_failures,
+			auto_disable_after_ns, health
+		FROM endpoints WHERE id = ? AND deleted_at IS NULL`
+	// windowQuery counts the breaker window: the endpoint's attempts over
+	// [from, to] and how many of them failed (anything but a 2xx, no
+	// answer too), through attempts_endpoint.
+	windowQuery = `SELECT count(*), coalesce(sum(status_code NOT BETWEEN 200 AND 299), 0)
+		FROM attempts WHERE endpoint_id = ? AND attempted_at >= ? AND attempted_at <= ?`
+)
+
 // completer applies the outcomes of one DeliveryCompleteMany call.
 type completer struct {
 	ctx context.Context
 	tx  *sql.Tx
+	st  *statements
 	t   time.Time
 	cfg breaker.Config
 
-	lookup, logAttempt, apply, window *sql.Stmt
+	lookup, logAttempt, apply *sql.Stmt
 	// endpoints are those whose health this call changes, by id.
 	endpoints map[string]*herald.Endpoint
 	notes     []store.EventIngestItem
 }
 
-func newCompleter(ctx context.Context, tx *sql.Tx, t time.Time) (*completer, error) {
-	c := &completer{ctx: ctx, tx: tx, t: t, cfg: breaker.Default(), endpoints: map[string]*herald.Endpoint{}}
-	for _, st := range []struct {
-		into  **sql.Stmt
-		query string
-	}{
-		{&c.lookup, `SELECT endpoint_id, status, lease_token, event_id, event_type, consumer_id FROM deliveries WHERE id = ?`},
-		{&c.logAttempt, `INSERT INTO attempts
-			(id, delivery_id, endpoint_id, number, attempted_at, duration_ns, status_code, response, error)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`},
-		{&c.apply, `UPDATE deliveries SET
-				status = ?, attempt_count = attempt_count + 1, due_at = ?, last_status_code = ?,
-				last_error = ?, dead_reason = ?, delivered_at = ?, updated_at = ?
-			WHERE id = ? AND status = 'delivering' AND lease_token = ?
-			RETURNING attempt_count`},
-		// The breaker window: the endpoint's attempts over [from, to] and
-		// how many of them failed (anything but a 2xx, no answer too).
-		{&c.window, `SELECT count(*), coalesce(sum(status_code NOT BETWEEN 200 AND 299), 0)
-			FROM attempts WHERE endpoint_id = ? AND attempted_at >= ? AND attempted_at <= ?`},
-	} {
-		stmt, err := tx.PrepareContext(ctx, st.query)
-		if err != nil {
-			c.close()
-			return nil, err
-		}
-		*st.into = stmt
-	}
-	return c, nil
-}
-
-func (c *completer) close() {
-	for _, st := range []*sql.Stmt{c.lookup, c.logAttempt, c.apply, c.window} {
-		if st != nil {
-			st.Close()
-		}
+func newCompleter(ctx context.Context, tx *sql.Tx, st *statements, t time.Time) *completer {
+	return &completer{
+		ctx: ctx, tx: tx, st: st, t: t, cfg: breaker.Default(),
+		lookup:     tx.StmtContext(ctx, st.lookup),
+		logAttempt: tx.StmtContext(ctx, st.logAttempt),
+		apply:      tx.StmtContext(ctx, st.apply),
+		endpoints:  map[string]*herald.Endpoint{},
 	}
 }
 
@@ -177,7 +176,7 @@ func (c *completer) complete(o *store.DeliveryOutcome) (bool, error) {
 	}
 	var w breaker.Window
 	if !result.Success && c.cfg.NeedsWindow(&ep.Health) {
-		if err := c.window.QueryRowContext(ctx, endpointID, micros(t.Add(-c.cfg.Window)), micros(t)).
+		if err := c.tx.StmtContext(ctx, c.st.window).QueryRowContext(ctx, endpointID, micros(t.Add(-c.cfg.Window)), micros(t)).
 			Scan(&w.Attempts, &w.Failures); err != nil {
 			return true, fmt.Errorf("count attempts of endpoint %s: %w", endpointID, err)
 		}
@@ -250,9 +249,22 @@ func (c *completer) endpoint(id string) (*herald.Endpoint, error) {
 	if ep, ok := c.endpoints[id]; ok {
 		return ep, nil
 	}
-	ep, err := getEndpoint(c.ctx, c.tx, id)
+	ep := &herald.Endpoint{}
+	var (
+		afterNS int64
+		health  string
+	)
+	err := c.tx.StmtContext(c.ctx, c.st.healthTarget).QueryRowContext(c.ctx, id).Scan(&ep.ID, &ep.ConsumerID, &ep.URL,
+		&ep.Enabled, &ep.AutoDisableAfterFailures, &afterNS, &health)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read endpoint %s: %w", id, err)
+	}
+	ep.AutoDisableAfter = time.Duration(afterNS)
+	if ep.Health, err = decodeHealth(health); err != nil {
+		return nil, fmt.Errorf("decode endpoint %s health: %w", id, err)
 	}
 	c.endpoints[id] = ep
 	return ep, nil
@@ -268,15 +280,16 @@ func (c *completer) notify(ep *herald.Endpoint, eventType string, payload any) {
 // ingests the notifications, after every disable, so that an endpoint this
 // call disabled receives none. It reports whether deliveries were made.
 func (c *completer) finish() (bool, error) {
+	health := c.tx.StmtContext(c.ctx, c.st.writeHealth)
 	for id, ep := range c.endpoints {
-		if err := writeHealth(c.ctx, c.tx, id, &ep.Health); err != nil {
+		if err := writeHealth(c.ctx, health, id, &ep.Health); err != nil {
 			return false, err
 		}
 	}
 	if len(c.notes) == 0 {
 		return false, nil
 	}
-	_, created, err := ingest(c.ctx, c.tx, c.notes, c.t)
+	_, created, err := ingest(c.ctx, c.tx, c.st, c.notes, c.t)
 	if err != nil {
 		return false, fmt.Errorf("ingest notifications: %w", err)
 	}

@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -55,13 +56,17 @@ func (s *Store) EventIngest(ctx context.Context, p *store.EventIngestParams) ([]
 		return []store.EventIngestResult{}, nil
 	}
 	t := now(p.Now)
+	st, err := s.prepared(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("ingest events: %w", err)
+	}
 	var (
 		results []store.EventIngestResult
 		created bool
 	)
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err = s.write(ctx, func(tx *sql.Tx) error {
 		var err error
-		results, created, err = ingest(ctx, tx, p.Events, t)
+		results, created, err = ingest(ctx, tx, st, p.Events, t)
 		return err
 	})
 	if err != nil {
@@ -77,39 +82,16 @@ func (s *Store) EventIngest(ctx context.Context, p *store.EventIngestParams) ([]
 // and for the notifications an outcome emits. It reports whether any
 // delivery was made, so that the caller wakes the dispatchers once it has
 // committed.
-func ingest(ctx context.Context, tx *sql.Tx, items []store.EventIngestItem, t time.Time) ([]store.EventIngestResult, bool, error) {
+func ingest(ctx context.Context, tx *sql.Tx, st *statements, items []store.EventIngestItem, t time.Time) ([]store.EventIngestResult, bool, error) {
 	results := make([]store.EventIngestResult, len(items))
 	created := false
-	findKey, err := tx.PrepareContext(ctx, `SELECT `+eventColumns+` FROM events WHERE consumer_id = ? AND idempotency_key = ?`)
-	if err != nil {
-		return nil, false, err
-	}
-	defer findKey.Close()
-	listRefs, err := tx.PrepareContext(ctx, `SELECT id, endpoint_id FROM deliveries WHERE event_id = ? ORDER BY id`)
-	if err != nil {
-		return nil, false, err
-	}
-	defer listRefs.Close()
-	insertEvent, err := tx.PrepareContext(ctx, `INSERT INTO events (`+eventColumns+`) VALUES (?, ?, ?, ?, ?, ?)`)
-	if err != nil {
-		return nil, false, err
-	}
-	defer insertEvent.Close()
+	findKey := tx.StmtContext(ctx, st.findKey)
+	listRefs := tx.StmtContext(ctx, st.listRefs)
+	insertEvent := tx.StmtContext(ctx, st.insertEvent)
+	insertDelivery := tx.StmtContext(ctx, st.insertDelivery)
 	// Each delivery takes the next number of the counter as its seq: the
 	// ingest order, which FIFO endpoints follow.
-	nextSeq, err := tx.PrepareContext(ctx, `UPDATE sequences SET value = value + 1 WHERE name = 'delivery_seq' RETURNING value`)
-	if err != nil {
-		return nil, false, err
-	}
-	defer nextSeq.Close()
-	insertDelivery, err := tx.PrepareContext(ctx, `INSERT INTO deliveries
-		(id, event_id, endpoint_id, consumer_id, event_type, status, attempt_count, due_at,
-		 lease_token, last_status_code, last_error, dead_reason, created_at, updated_at, seq)
-		VALUES (?, ?, ?, ?, ?, 'pending', 0, ?, 0, 0, '', '', ?, ?, ?)`)
-	if err != nil {
-		return nil, false, err
-	}
-	defer insertDelivery.Close()
+	seq := &seqCounter{read: tx.StmtContext(ctx, st.seqRead), write: tx.StmtContext(ctx, st.seqWrite)}
 
 	targets := map[string][]fanOutTarget{}
 	for i, item := range items {
@@ -130,7 +112,8 @@ func ingest(ctx context.Context, tx *sql.Tx, items []store.EventIngestItem, t ti
 
 		eps, ok := targets[item.ConsumerID]
 		if !ok {
-			if eps, err = fanOutTargets(ctx, tx, item.ConsumerID); err != nil {
+			var err error
+			if eps, err = fanOutTargets(ctx, tx.StmtContext(ctx, st.fanOut), item.ConsumerID); err != nil {
 				return nil, false, err
 			}
 			targets[item.ConsumerID] = eps
@@ -158,12 +141,12 @@ func ingest(ctx context.Context, tx *sql.Tx, items []store.EventIngestItem, t ti
 				continue
 			}
 			id := herald.NewID(herald.PrefixDelivery, t)
-			var seq int64
-			if err := nextSeq.QueryRowContext(ctx).Scan(&seq); err != nil {
-				return nil, false, fmt.Errorf("event %d: next delivery seq: %w", i, err)
+			n, err := seq.next(ctx)
+			if err != nil {
+				return nil, false, fmt.Errorf("event %d: %w", i, err)
 			}
 			if _, err := insertDelivery.ExecContext(ctx, id, ev.ID, ep.id, ev.ConsumerID, ev.EventType,
-				micros(t), micros(t), micros(t), seq); err != nil {
+				micros(t), micros(t), micros(t), n); err != nil {
 				return nil, false, fmt.Errorf("event %d: %w", i, err)
 			}
 			refs = append(refs, store.DeliveryRef{ID: id, EndpointID: ep.id})
@@ -171,24 +154,81 @@ func ingest(ctx context.Context, tx *sql.Tx, items []store.EventIngestItem, t ti
 		}
 		results[i] = store.EventIngestResult{Event: ev, Deliveries: refs}
 	}
+	if err := seq.save(ctx); err != nil {
+		return nil, false, err
+	}
 	return results, created, nil
 }
 
-// fanOutTargets lists the enabled endpoints of consumer with their filters.
-func fanOutTargets(ctx context.Context, tx *sql.Tx, consumer string) ([]fanOutTarget, error) {
-	rows, err := tx.QueryContext(ctx, `SELECT `+endpointColumns+` FROM endpoints
-		WHERE consumer_id = ? AND enabled = 1 AND deleted_at IS NULL ORDER BY id`, consumer)
+// seqCounter hands out delivery seq numbers inside one write transaction:
+// it reads the counter once, counts in memory and writes the counter back
+// at the end. SQLite has one writer, so no other transaction can take the
+// same numbers meanwhile.
+type seqCounter struct {
+	read, write *sql.Stmt
+	value       int64
+	loaded      bool
+	used        bool
+}
+
+func (c *seqCounter) next(ctx context.Context) (int64, error) {
+	if !c.loaded {
+		if err := c.read.QueryRowContext(ctx).Scan(&c.value); err != nil {
+			return 0, fmt.Errorf("read delivery seq: %w", err)
+		}
+		c.loaded = true
+	}
+	c.value++
+	c.used = true
+	return c.value, nil
+}
+
+func (c *seqCounter) save(ctx context.Context) error {
+	if !c.used {
+		return nil
+	}
+	if _, err := c.write.ExecContext(ctx, c.value); err != nil {
+		return fmt.Errorf("write delivery seq: %w", err)
+	}
+	return nil
+}
+
+// The statements of ingest.
+const (
+	findKeyQuery        = `SELECT ` + eventColumns + ` FROM events WHERE consumer_id = ? AND idempotency_key = ?`
+	listRefsQuery       = `SELECT id, endpoint_id FROM deliveries WHERE event_id = ? ORDER BY id`
+	insertEventQuery    = `INSERT INTO events (` + eventColumns + `) VALUES (?, ?, ?, ?, ?, ?)`
+	insertDeliveryQuery = `INSERT INTO deliveries
+		(id, event_id, endpoint_id, consumer_id, event_type, status, attempt_count, due_at,
+		 lease_token, last_status_code, last_error, dead_reason, created_at, updated_at, seq)
+		VALUES (?, ?, ?, ?, ?, 'pending', 0, ?, 0, 0, '', '', ?, ?, ?)`
+	// fanOutQuery lists the enabled endpoints of a consumer with their
+	// filters.
+	fanOutQuery = `SELECT id, event_types FROM endpoints
+		WHERE consumer_id = ? AND enabled = 1 AND deleted_at IS NULL ORDER BY id`
+)
+
+// fanOutTargets lists the enabled endpoints of consumer with their filters,
+// through fanOut (fanOutQuery bound to the caller's transaction).
+func fanOutTargets(ctx context.Context, fanOut *sql.Stmt, consumer string) ([]fanOutTarget, error) {
+	rows, err := fanOut.QueryContext(ctx, consumer)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	var out []fanOutTarget
 	for rows.Next() {
-		ep, err := scanEndpoint(rows)
-		if err != nil {
+		var (
+			target fanOutTarget
+			raw    string
+		)
+		if err := rows.Scan(&target.id, &raw); err != nil {
 			return nil, err
 		}
-		out = append(out, fanOutTarget{id: ep.ID, eventTypes: ep.EventTypes})
+		if err := json.Unmarshal([]byte(raw), &target.eventTypes); err != nil {
+			return nil, fmt.Errorf("decode endpoint %s event_types: %w", target.id, err)
+		}
+		out = append(out, target)
 	}
 	return out, rows.Err()
 }

@@ -94,11 +94,14 @@ func decodeHealth(raw string) (herald.EndpointHealth, error) {
 	return h, nil
 }
 
-// writeHealth stores an endpoint's health and, in step with it, its
+// writeHealthQuery stores an endpoint's health and, in step with it, its
 // blocked_until.
-func writeHealth(ctx context.Context, tx *sql.Tx, id string, h *herald.EndpointHealth) error {
-	_, err := tx.ExecContext(ctx, `UPDATE endpoints SET health = ?, blocked_until = ? WHERE id = ?`,
-		encodeHealth(h), nullMicros(h.BlockedUntil()), id)
+const writeHealthQuery = `UPDATE endpoints SET health = ?, blocked_until = ? WHERE id = ?`
+
+// writeHealth runs writeHealthQuery through stmt, bound to the caller's
+// transaction.
+func writeHealth(ctx context.Context, stmt *sql.Stmt, id string, h *herald.EndpointHealth) error {
+	_, err := stmt.ExecContext(ctx, encodeHealth(h), nullMicros(h.BlockedUntil()), id)
 	if err != nil {
 		return fmt.Errorf("write health of endpoint %s: %w", id, err)
 	}

@@ -37,6 +37,9 @@ type Store struct {
 	reader *sql.DB
 	logger *slog.Logger
 
+	stmtMu sync.Mutex
+	stmts  *statements // see prepared
+
 	mu     sync.Mutex
 	subs   map[chan struct{}]struct{}
 	closed bool
@@ -137,7 +140,11 @@ func (s *Store) Close() error {
 	}
 	s.mu.Unlock()
 
-	return errors.Join(s.reader.Close(), s.writer.Close())
+	s.stmtMu.Lock()
+	stmtErr := closeStatements(s.stmts)
+	s.stmts = nil
+	s.stmtMu.Unlock()
+	return errors.Join(stmtErr, s.reader.Close(), s.writer.Close())
 }
 
 // Subscribe returns a channel that receives a value after every commit that

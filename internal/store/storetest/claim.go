@@ -40,8 +40,14 @@ func testClaimOrderAndLimit(t *testing.T, s store.Store) {
 	// Two endpoints: a claim answers oldest due first across them.
 	createEndpoint(t, s, newEndpoint("c", "a"), at(0))
 	createEndpoint(t, s, newEndpoint("c", "b"), at(0))
-	var ids []string
-	for i := range 5 {
+	first := ingestOne(t, s, at(0), "c", "a")
+	require.Len(t, first.Deliveries, 1)
+	taken := claimOne(t, s, at(0), first.Deliveries[0].ID)
+	o := outcome(taken, herald.StatusPending, at(0))
+	o.RetryIn = 5500 * time.Millisecond // due at 5.5 s
+	require.Equal(t, []bool{true}, complete(t, s, at(0), o))
+	ids := []string{first.Deliveries[0].ID}
+	for i := 1; i < 5; i++ {
 		typ := "a"
 		if i%2 == 1 {
 			typ = "b"
@@ -50,12 +56,6 @@ func testClaimOrderAndLimit(t *testing.T, s store.Store) {
 		require.Len(t, res.Deliveries, 1)
 		ids = append(ids, res.Deliveries[0].ID)
 	}
-	taken := claim(t, s, at(5*time.Second), 1)
-	require.Len(t, taken, 1)
-	require.Equal(t, ids[0], taken[0].Delivery.ID)
-	o := outcome(taken[0], herald.StatusPending, at(5*time.Second))
-	o.RetryIn = 500 * time.Millisecond // due at 5.5 s
-	require.Equal(t, []bool{true}, complete(t, s, at(5*time.Second), o))
 	last := ingestOne(t, s, at(6*time.Second), "c", "a")
 	require.Len(t, last.Deliveries, 1)
 	newest := last.Deliveries[0].ID

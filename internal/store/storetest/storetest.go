@@ -65,6 +65,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Lifecycle", lifecycleCases()},
 		{"Breaker", breakerCases()},
 		{"Limits", limitCases()},
+		{"Fairness", fairnessCases()},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
