@@ -66,6 +66,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Breaker", breakerCases()},
 		{"Limits", limitCases()},
 		{"Fairness", fairnessCases()},
+		{"FIFO", fifoCases()},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
