@@ -67,6 +67,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Limits", limitCases()},
 		{"Fairness", fairnessCases()},
 		{"FIFO", fifoCases()},
+		{"Notify", notifyCases()},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
