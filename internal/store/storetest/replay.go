@@ -17,6 +17,8 @@ func replayCases() []testCase {
 		{"ManyByEvent", testReplayManyByEvent},
 		{"ManyByEndpointStatusAndWindow", testReplayManyByEndpoint},
 		{"ManyNeedsEventOrEndpoint", testReplayManyNeedsFilter},
+		{"ManyDryRunOnlyCounts", testReplayManyDryRun},
+		{"ManyAtARateIsPacedInCreationOrder", testReplayManyPaced},
 	}
 }
 
@@ -209,4 +211,64 @@ func testReplayManyNeedsFilter(t *testing.T, s store.Store) {
 	_, err := s.DeliveryReplayMany(t.Context(), &store.DeliveryReplayManyParams{Status: herald.StatusDead, Now: at(time.Hour)})
 	require.Error(t, err)
 	requireStatus(t, s, dead, herald.StatusDead)
+}
+
+func testReplayManyDryRun(t *testing.T, s store.Store) {
+	ep := createEndpoint(t, s, newEndpoint("c", "order.*"), at(0))
+	var dead []string
+	for i := range 3 {
+		dead = append(dead, deadAfter(t, s, ep, at(time.Duration(i)*time.Hour), 1))
+	}
+	live := ingestFor(t, s, at(5*time.Hour), ep)
+
+	for _, tc := range []struct {
+		p    store.DeliveryReplayManyParams
+		want int
+	}{
+		{store.DeliveryReplayManyParams{EndpointID: ep.ID}, 3},
+		{store.DeliveryReplayManyParams{EndpointID: ep.ID, Status: herald.StatusDead}, 3},
+		{store.DeliveryReplayManyParams{EndpointID: ep.ID, Status: herald.StatusDelivered}, 0},
+		{store.DeliveryReplayManyParams{EndpointID: ep.ID, Since: at(time.Hour)}, 2},
+		{store.DeliveryReplayManyParams{EventID: getDelivery(t, s, dead[0]).EventID}, 1},
+	} {
+		p := tc.p
+		p.DryRun = true
+		p.Now = at(10 * time.Hour)
+		n, err := s.DeliveryReplayMany(t.Context(), &p)
+		require.NoError(t, err)
+		require.Equal(t, tc.want, n, "%+v", tc.p)
+	}
+	for _, id := range dead {
+		requireStatus(t, s, id, herald.StatusDead)
+	}
+	claimOne(t, s, at(10*time.Hour), live)
+
+	n, err := s.DeliveryReplayMany(t.Context(), &store.DeliveryReplayManyParams{EndpointID: ep.ID, Now: at(11 * time.Hour)})
+	require.NoError(t, err)
+	require.Equal(t, 3, n, "the real replay does what the dry run said")
+}
+
+func testReplayManyPaced(t *testing.T, s store.Store) {
+	ep := createEndpoint(t, s, newEndpoint("c", "order.*"), at(0))
+	// Three made together (ingest order decides), two later; delivered
+	// or dead, every terminal one comes back.
+	ids := ingestN(t, s, at(0), ep, 3)
+	for _, c := range claimAll(t, s, at(0)) {
+		finish(t, s, at(time.Second), c, herald.StatusDelivered)
+	}
+	ids = append(ids, deadAfter(t, s, ep, at(time.Hour), 1), deadAfter(t, s, ep, at(2*time.Hour), 1))
+
+	now := at(10 * time.Hour)
+	n, err := s.DeliveryReplayMany(t.Context(), &store.DeliveryReplayManyParams{EndpointID: ep.ID, Rate: 4, Now: now})
+	require.NoError(t, err)
+	require.Equal(t, 5, n)
+	for i, id := range ids {
+		d := requireStatus(t, s, id, herald.StatusPending)
+		requireTimePtr(t, now.Add(time.Duration(i)*250*time.Millisecond), d.NextAttemptAt, "delivery %d", i)
+		require.Zero(t, d.AttemptCount)
+	}
+	claimOne(t, s, now, ids[0])
+	claimOne(t, s, now.Add(250*time.Millisecond), ids[1])
+	requireNoneDue(t, s, now.Add(500*time.Millisecond-time.Microsecond))
+	require.Len(t, claimAll(t, s, now.Add(time.Second)), 3)
 }

@@ -68,6 +68,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Fairness", fairnessCases()},
 		{"FIFO", fifoCases()},
 		{"Notify", notifyCases()},
+		{"Health", healthCases()},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
