@@ -1,6 +1,7 @@
 package sqlitestore
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -127,7 +128,7 @@ func ingest(ctx context.Context, tx *sql.Tx, st *statements, items []store.Event
 			ID:             herald.NewID(herald.PrefixEvent, t),
 			ConsumerID:     item.ConsumerID,
 			EventType:      item.EventType,
-			Payload:        append([]byte(nil), payload...),
+			Payload:        bytes.Clone(payload), // never nil: the column is NOT NULL
 			IdempotencyKey: item.IdempotencyKey,
 			CreatedAt:      t,
 		}

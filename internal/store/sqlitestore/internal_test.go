@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/testdb"
 )
 
@@ -167,4 +169,60 @@ func TestClaimQueriesUseTheEndpointIndexes(t *testing.T) {
 		require.Contains(t, plan, "deliveries_endpoint_seq (endpoint_id=?)")
 		require.NotContains(t, plan, "TEMP B-TREE", "no sort: the index gives the order")
 	})
+}
+
+func TestProtectionMigrationKeepsExistingRows(t *testing.T) {
+	t.Parallel()
+	s, err := Open(t.Context(), testdb.SQLitePath(t), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+
+	// A database at version 1, with an endpoint and three deliveries: two
+	// made together, one earlier.
+	ms, err := migrations()
+	require.NoError(t, err)
+	require.Equal(t, 1, ms[0].version)
+	ctx := t.Context()
+	_, err = s.writer.ExecContext(ctx, `CREATE TABLE schema_migrations (
+		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT`)
+	require.NoError(t, err)
+	_, err = s.writer.ExecContext(ctx, ms[0].sql)
+	require.NoError(t, err)
+	_, err = s.writer.ExecContext(ctx, `INSERT INTO schema_migrations VALUES (1, ?, 0)`, ms[0].name)
+	require.NoError(t, err)
+	_, err = s.writer.ExecContext(ctx, `INSERT INTO endpoints VALUES ('ep_1', 'c', 'https://x.example/', '', '["*"]',
+		'whsec_x', '', NULL, 1, '', 0, 'null', 'null', 0, 'null', 0, 'standard', 'null', 0, 0, NULL)`)
+	require.NoError(t, err)
+	_, err = s.writer.ExecContext(ctx, `INSERT INTO events VALUES ('evt_1', 'c', 'order.created', x'7b7d', NULL, 0)`)
+	require.NoError(t, err)
+	for _, d := range []struct {
+		id      string
+		created int64
+	}{{"dlv_b", 5}, {"dlv_c", 5}, {"dlv_a", 9}} {
+		_, err = s.writer.ExecContext(ctx, `INSERT INTO deliveries VALUES (?, 'evt_1', 'ep_1', 'c', 'order.created',
+			'pending', 0, 0, 0, 0, '', '', ?, ?, NULL)`, d.id, d.created, d.created)
+		require.NoError(t, err)
+	}
+
+	require.NoError(t, s.Migrate(ctx))
+	ep, err := s.EndpointGet(ctx, "ep_1")
+	require.NoError(t, err)
+	require.Equal(t, herald.NewEndpointHealth(), ep.Health)
+	require.Equal(t, herald.OrderingNone, ep.Ordering)
+
+	// Ingest order is creation order, then insertion order; new
+	// deliveries follow.
+	res, err := s.EventIngest(ctx, &store.EventIngestParams{Events: []store.EventIngestItem{{ConsumerID: "c", EventType: "order.created"}}})
+	require.NoError(t, err)
+	rows, err := s.reader.QueryContext(ctx, `SELECT id FROM deliveries ORDER BY seq`)
+	require.NoError(t, err)
+	defer rows.Close()
+	var order []string
+	for rows.Next() {
+		var id string
+		require.NoError(t, rows.Scan(&id))
+		order = append(order, id)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{"dlv_b", "dlv_c", "dlv_a", res[0].Deliveries[0].ID}, order)
 }
