@@ -66,12 +66,20 @@ func (s *Server) endpointList(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// endpointGet serves GET /v1/endpoints/{id}.
+// endpointGet serves GET /v1/endpoints/{id}. Its health comes with the
+// last hour's success rate and attempt count, which no other answer
+// carries (they cost a look at the attempts).
 func (s *Server) endpointGet(w http.ResponseWriter, r *http.Request) error {
-	ep, err := s.getEndpoint(r, r.PathValue("id"))
+	id := r.PathValue("id")
+	ep, err := s.getEndpoint(r, id)
 	if err != nil {
 		return err
 	}
+	h, err := s.store.EndpointHealthGet(r.Context(), &store.EndpointHealthParams{ID: id, Now: s.storeNow()})
+	if err != nil {
+		return storeError("get endpoint health", err, "endpoint", id)
+	}
+	ep.Health = *h
 	writeJSON(w, http.StatusOK, toEndpointJSON(ep))
 	return nil
 }
@@ -193,10 +201,12 @@ func (s *Server) setEnabled(w http.ResponseWriter, r *http.Request, enabled bool
 }
 
 // endpointReplay serves POST /v1/endpoints/{id}/replay with
-// {"status": "dead", "since": "…", "until": "…"} (all optional; status
-// defaults to dead, since and until bound the deliveries' creation, until
-// exclusive) and answers {"replayed": N}. A disabled endpoint is a 409:
-// its deliveries would only go dead again.
+// {"status": "dead", "since": "…", "until": "…", "dry_run": false,
+// "rate": 50} (all optional; status defaults to dead, since and until
+// bound the deliveries' creation, until exclusive; dry_run only counts;
+// rate paces the replay in deliveries per second) and answers
+// {"replayed": N, "dry_run": false}. A disabled endpoint is a 409, dry run
+// or not: its deliveries would only go dead again.
 func (s *Server) endpointReplay(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	var req endpointReplayRequest
@@ -225,6 +235,10 @@ func (s *Server) endpointReplay(w http.ResponseWriter, r *http.Request) error {
 	if err := timeRange(since, until); err != nil {
 		return err
 	}
+	dryRun, rate, err := parseReplayOptions(&req.replayOptionsJSON)
+	if err != nil {
+		return err
+	}
 	ep, err := s.getEndpoint(r, id)
 	if err != nil {
 		return err
@@ -234,12 +248,13 @@ func (s *Server) endpointReplay(w http.ResponseWriter, r *http.Request) error {
 			fmt.Sprintf("endpoint %s is disabled; enable it (POST /v1/endpoints/%s/enable) before replaying its deliveries", id, id)}
 	}
 	n, err := s.store.DeliveryReplayMany(r.Context(), &store.DeliveryReplayManyParams{
-		EndpointID: id, Status: status, Since: since, Until: until, Now: s.storeNow(),
+		EndpointID: id, Status: status, Since: since, Until: until,
+		Rate: rate, DryRun: dryRun, Now: s.storeNow(),
 	})
 	if err != nil {
 		return storeError("replay endpoint deliveries", err, "endpoint", id)
 	}
-	writeJSON(w, http.StatusOK, replayedJSON{Replayed: n})
+	writeJSON(w, http.StatusOK, replayedJSON{Replayed: n, DryRun: dryRun})
 	return nil
 }
 
@@ -268,6 +283,8 @@ func readOnlyField(key string) (string, bool) {
 		return "use POST /v1/endpoints/{id}/enable or /disable", true
 	case "disabled_reason":
 		return "use POST /v1/endpoints/{id}/disable", true
+	case "health":
+		return "it is kept by Herald from the endpoint's answers", true
 	case "created_at", "updated_at":
 		return "it is set by Herald", true
 	}
@@ -399,6 +416,9 @@ func (s *Server) applyEndpoint(ep *herald.Endpoint, req *endpointRequest, presen
 		}
 		ep.Headers = *req.Headers
 	}
+	if err := applyProtection(ep, req, isNull); err != nil {
+		return err
+	}
 
 	if creating {
 		if req.Secret != nil {
@@ -419,6 +439,40 @@ func (s *Server) applyEndpoint(ep *herald.Endpoint, req *endpointRequest, presen
 				"signature_scheme %q does not fit the endpoint's current secret; rotate to a secret that fits first (POST /v1/endpoints/%s/rotate-secret)",
 				ep.SignatureScheme, ep.ID)
 		}
+	}
+	return nil
+}
+
+// applyProtection sets the ordering and the auto-disable rules. A null
+// auto-disable setting is kept as zero, which the dispatcher and the
+// store read as the default, so an endpoint left at the default follows
+// it should it change.
+func applyProtection(ep *herald.Endpoint, req *endpointRequest, isNull func(string) bool) error {
+	if isNull("ordering") {
+		ep.Ordering = herald.OrderingNone
+	} else if req.Ordering != nil {
+		o, err := parseOrdering(*req.Ordering)
+		if err != nil {
+			return err
+		}
+		ep.Ordering = o
+	}
+	if isNull("auto_disable_after_failures") {
+		ep.AutoDisableAfterFailures = 0
+	} else if req.AutoDisableAfterFailures != nil {
+		if err := validateAutoDisableAfterFailures(*req.AutoDisableAfterFailures); err != nil {
+			return err
+		}
+		ep.AutoDisableAfterFailures = *req.AutoDisableAfterFailures
+	}
+	if isNull("auto_disable_after") {
+		ep.AutoDisableAfter = 0
+	} else if req.AutoDisableAfter != nil {
+		d, err := parseAutoDisableAfter(*req.AutoDisableAfter)
+		if err != nil {
+			return err
+		}
+		ep.AutoDisableAfter = d
 	}
 	return nil
 }

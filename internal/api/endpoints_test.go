@@ -342,7 +342,7 @@ func TestEndpointPatch(t *testing.T) {
 		e.do("PATCH", path, `{"event_types":["bad type"]}`).apiErr(http.StatusBadRequest, "invalid_event_types")
 		e.do("PATCH", path, `{"headers":{"Content-Length":"1"}}`).apiErr(http.StatusBadRequest, "invalid_headers")
 		e.do("PATCH", path, `{"nope":1}`).apiErr(http.StatusBadRequest, "unknown_field")
-		for _, field := range []string{"secret", "consumer_id", "enabled", "id", "created_at"} {
+		for _, field := range []string{"secret", "consumer_id", "enabled", "id", "created_at", "health"} {
 			msg := e.do("PATCH", path, `{"`+field+`":"x"}`).apiErr(http.StatusBadRequest, "read_only_field")
 			require.True(t, strings.HasPrefix(msg, field+" "), msg)
 		}
@@ -482,20 +482,20 @@ func TestEndpointEnableDisableReplay(t *testing.T) {
 	})
 
 	t.Run("WindowExcludes", func(t *testing.T) {
-		var out map[string]int
+		var out replayedOut
 		e.do("POST", path+"/replay", `{"status":"dead","since":"2024-05-01T12:00:01Z"}`).must(http.StatusOK, &out)
-		require.Equal(t, map[string]int{"replayed": 0}, out)
+		require.Equal(t, replayedOut{Replayed: 0}, out)
 	})
 
-	var out map[string]int
+	var out replayedOut
 	e.do("POST", path+"/replay", `{"status":"dead","since":"2024-05-01T00:00:00Z","until":"2024-05-02T00:00:00Z"}`).must(http.StatusOK, &out)
-	require.Equal(t, map[string]int{"replayed": 1}, out)
+	require.Equal(t, replayedOut{Replayed: 1}, out)
 	e.do("GET", dlv, nil).must(http.StatusOK, &d)
 	require.Equal(t, "pending", d.Status)
 	require.Nil(t, d.DeadReason)
 
 	e.do("POST", path+"/replay", nil).must(http.StatusOK, &out)
-	require.Equal(t, map[string]int{"replayed": 0}, out, "nothing dead is left")
+	require.Equal(t, replayedOut{Replayed: 0}, out, "nothing dead is left")
 
 	e.do("POST", "/v1/endpoints/ep_missing/replay", nil).apiErr(http.StatusNotFound, "not_found")
 	e.do("POST", "/v1/endpoints/ep_missing/enable", nil).apiErr(http.StatusNotFound, "not_found")

@@ -290,10 +290,12 @@ func (s *Server) appendEvent(b []byte, ev *herald.Event, deliveries *[]deliveryJ
 }
 
 // eventReplay serves POST /v1/events/{id}/replay with an optional body
-// {"status": "dead"}: it brings the event's terminal deliveries (of that
-// status; without one, every terminal status) back to pending, and answers
-// {"replayed": N}. Deliveries of disabled or deleted endpoints stay as they
-// are.
+// {"status": "dead", "dry_run": false, "rate": 50}: it brings the event's
+// terminal deliveries (of that status; without one, every terminal status)
+// back to pending, paced at rate deliveries per second when given, and
+// answers {"replayed": N, "dry_run": false}; with dry_run it changes
+// nothing and says how many it would replay. Deliveries of disabled or
+// deleted endpoints stay as they are.
 func (s *Server) eventReplay(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	var req eventReplayRequest
@@ -307,13 +309,19 @@ func (s *Server) eventReplay(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
+	dryRun, rate, err := parseReplayOptions(&req.replayOptionsJSON)
+	if err != nil {
+		return err
+	}
 	if _, err := s.store.EventGet(r.Context(), id); err != nil {
 		return storeError("get event", err, "event", id)
 	}
-	n, err := s.store.DeliveryReplayMany(r.Context(), &store.DeliveryReplayManyParams{EventID: id, Status: status, Now: s.storeNow()})
+	n, err := s.store.DeliveryReplayMany(r.Context(), &store.DeliveryReplayManyParams{
+		EventID: id, Status: status, Rate: rate, DryRun: dryRun, Now: s.storeNow(),
+	})
 	if err != nil {
 		return storeError("replay event deliveries", err, "event", id)
 	}
-	writeJSON(w, http.StatusOK, replayedJSON{Replayed: n})
+	writeJSON(w, http.StatusOK, replayedJSON{Replayed: n, DryRun: dryRun})
 	return nil
 }

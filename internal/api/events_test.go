@@ -385,17 +385,17 @@ func TestEventReplay(t *testing.T) {
 	require.Len(t, ev.Deliveries, 2)
 	path := "/v1/events/" + ev.ID + "/replay"
 
-	var out map[string]int
+	var out replayedOut
 	e.do("POST", path, nil).must(http.StatusOK, &out)
-	require.Equal(t, map[string]int{"replayed": 0}, out, "live deliveries are not replayed")
+	require.Equal(t, replayedOut{Replayed: 0}, out, "live deliveries are not replayed")
 
 	for _, d := range ev.Deliveries {
 		e.do("POST", "/v1/deliveries/"+d.ID+"/cancel", nil).must(http.StatusOK, nil)
 	}
 	e.do("POST", path, `{"status":"dead"}`).must(http.StatusOK, &out)
-	require.Equal(t, map[string]int{"replayed": 0}, out)
+	require.Equal(t, replayedOut{Replayed: 0}, out)
 	e.do("POST", path, `{"status":"cancelled"}`).must(http.StatusOK, &out)
-	require.Equal(t, map[string]int{"replayed": 2}, out)
+	require.Equal(t, replayedOut{Replayed: 2}, out)
 
 	var got eventOut
 	e.do("GET", "/v1/events/"+ev.ID, nil).must(http.StatusOK, &got)

@@ -29,6 +29,11 @@ type endpointRequest struct {
 	MaxInFlight       *int               `json:"max_in_flight"`
 	SignatureScheme   *string            `json:"signature_scheme"`
 	Headers           *map[string]string `json:"headers"`
+	// Ordering is "fifo" or "none"; AutoDisableAfterFailures and
+	// AutoDisableAfter tune the auto-disable rules (null: the defaults).
+	Ordering                 *string `json:"ordering"`
+	AutoDisableAfterFailures *int    `json:"auto_disable_after_failures"`
+	AutoDisableAfter         *string `json:"auto_disable_after"`
 }
 
 // retryPolicyJSON is an exponential retry policy:
@@ -50,45 +55,98 @@ type rateLimitJSON struct {
 // endpointJSON is an endpoint in an answer: every setting, effective
 // defaults included.
 type endpointJSON struct {
-	ID                      string            `json:"id"`
-	ConsumerID              string            `json:"consumer_id"`
-	URL                     string            `json:"url"`
-	Description             string            `json:"description"`
-	EventTypes              []string          `json:"event_types"`
-	Secret                  string            `json:"secret"`
-	PreviousSecretExpiresAt *time.Time        `json:"previous_secret_expires_at"`
-	Enabled                 bool              `json:"enabled"`
-	DisabledReason          string            `json:"disabled_reason"`
-	Timeout                 string            `json:"timeout"`
-	RetrySchedule           []string          `json:"retry_schedule"`
-	RetryPolicy             *retryPolicyJSON  `json:"retry_policy"`
-	RetryClientErrors       bool              `json:"retry_client_errors"`
-	RateLimit               *rateLimitJSON    `json:"rate_limit"`
-	MaxInFlight             int               `json:"max_in_flight"`
-	SignatureScheme         string            `json:"signature_scheme"`
-	Headers                 map[string]string `json:"headers"`
-	CreatedAt               time.Time         `json:"created_at"`
-	UpdatedAt               time.Time         `json:"updated_at"`
+	ID                       string            `json:"id"`
+	ConsumerID               string            `json:"consumer_id"`
+	URL                      string            `json:"url"`
+	Description              string            `json:"description"`
+	EventTypes               []string          `json:"event_types"`
+	Secret                   string            `json:"secret"`
+	PreviousSecretExpiresAt  *time.Time        `json:"previous_secret_expires_at"`
+	Enabled                  bool              `json:"enabled"`
+	DisabledReason           string            `json:"disabled_reason"`
+	Timeout                  string            `json:"timeout"`
+	RetrySchedule            []string          `json:"retry_schedule"`
+	RetryPolicy              *retryPolicyJSON  `json:"retry_policy"`
+	RetryClientErrors        bool              `json:"retry_client_errors"`
+	RateLimit                *rateLimitJSON    `json:"rate_limit"`
+	MaxInFlight              int               `json:"max_in_flight"`
+	SignatureScheme          string            `json:"signature_scheme"`
+	Headers                  map[string]string `json:"headers"`
+	Ordering                 string            `json:"ordering"`
+	AutoDisableAfterFailures int               `json:"auto_disable_after_failures"`
+	AutoDisableAfter         string            `json:"auto_disable_after"`
+	Health                   healthJSON        `json:"health"`
+	CreatedAt                time.Time         `json:"created_at"`
+	UpdatedAt                time.Time         `json:"updated_at"`
+}
+
+// orderingNone is how an answer (and a request) names herald.OrderingNone,
+// whose Go value is the empty string.
+const orderingNone = "none"
+
+// healthJSON is what Herald knows of how an endpoint has been answering.
+// SuccessRate1h and Attempts1h are filled by GET /v1/endpoints/{id} only
+// (they cost a look at the last hour's attempts); elsewhere they are null
+// and 0.
+type healthJSON struct {
+	BreakerState        string     `json:"breaker_state"`
+	ConsecutiveFailures int        `json:"consecutive_failures"`
+	FailingSince        *time.Time `json:"failing_since"`
+	LastSuccessAt       *time.Time `json:"last_success_at"`
+	LastFailureAt       *time.Time `json:"last_failure_at"`
+	ProbeAt             *time.Time `json:"probe_at"`
+	PausedUntil         *time.Time `json:"paused_until"`
+	RateFactor          float64    `json:"rate_factor"`
+	SuccessRate1h       *float64   `json:"success_rate_1h"`
+	Attempts1h          int        `json:"attempts_1h"`
+}
+
+func toHealthJSON(h *herald.EndpointHealth) healthJSON {
+	out := healthJSON{
+		BreakerState:        string(h.BreakerState),
+		ConsecutiveFailures: h.ConsecutiveFailures,
+		FailingSince:        utcPtr(h.FailingSince),
+		LastSuccessAt:       utcPtr(h.LastSuccessAt),
+		LastFailureAt:       utcPtr(h.LastFailureAt),
+		ProbeAt:             utcPtr(h.ProbeAt),
+		PausedUntil:         utcPtr(h.PausedUntil),
+		RateFactor:          h.RateFactor,
+		SuccessRate1h:       h.SuccessRate1h,
+		Attempts1h:          h.Attempts1h,
+	}
+	// An endpoint never tried may carry the zero health: show it as
+	// herald.NewEndpointHealth, which is what it means.
+	if out.BreakerState == "" {
+		out.BreakerState = string(herald.BreakerClosed)
+	}
+	if out.RateFactor <= 0 {
+		out.RateFactor = 1
+	}
+	return out
 }
 
 func toEndpointJSON(ep *herald.Endpoint) endpointJSON {
 	out := endpointJSON{
-		ID:                      ep.ID,
-		ConsumerID:              ep.ConsumerID,
-		URL:                     ep.URL,
-		Description:             ep.Description,
-		EventTypes:              ep.EventTypes,
-		Secret:                  ep.Secret,
-		PreviousSecretExpiresAt: utcPtr(ep.PreviousSecretExpiresAt),
-		Enabled:                 ep.Enabled,
-		DisabledReason:          ep.DisabledReason,
-		Timeout:                 formatDuration(ep.Timeout),
-		RetryClientErrors:       ep.RetryClientErrors,
-		MaxInFlight:             ep.MaxInFlight,
-		SignatureScheme:         string(ep.SignatureScheme),
-		Headers:                 ep.Headers,
-		CreatedAt:               ep.CreatedAt.UTC(),
-		UpdatedAt:               ep.UpdatedAt.UTC(),
+		ID:                       ep.ID,
+		ConsumerID:               ep.ConsumerID,
+		URL:                      ep.URL,
+		Description:              ep.Description,
+		EventTypes:               ep.EventTypes,
+		Secret:                   ep.Secret,
+		PreviousSecretExpiresAt:  utcPtr(ep.PreviousSecretExpiresAt),
+		Enabled:                  ep.Enabled,
+		DisabledReason:           ep.DisabledReason,
+		Timeout:                  formatDuration(ep.Timeout),
+		RetryClientErrors:        ep.RetryClientErrors,
+		MaxInFlight:              ep.MaxInFlight,
+		SignatureScheme:          string(ep.SignatureScheme),
+		Headers:                  ep.Headers,
+		Ordering:                 string(ep.Ordering),
+		AutoDisableAfterFailures: ep.AutoDisableAfterFailures,
+		AutoDisableAfter:         formatDuration(ep.AutoDisableAfter),
+		Health:                   toHealthJSON(&ep.Health),
+		CreatedAt:                ep.CreatedAt.UTC(),
+		UpdatedAt:                ep.UpdatedAt.UTC(),
 	}
 	if out.EventTypes == nil {
 		out.EventTypes = []string{}
@@ -104,6 +162,15 @@ func toEndpointJSON(ep *herald.Endpoint) endpointJSON {
 	}
 	if out.SignatureScheme == "" {
 		out.SignatureScheme = string(herald.SchemeStandard)
+	}
+	if ep.Ordering == herald.OrderingNone {
+		out.Ordering = orderingNone
+	}
+	if out.AutoDisableAfterFailures <= 0 {
+		out.AutoDisableAfterFailures = herald.DefaultAutoDisableAfterFailures
+	}
+	if ep.AutoDisableAfter <= 0 {
+		out.AutoDisableAfter = formatDuration(herald.DefaultAutoDisableAfter)
 	}
 	switch {
 	case ep.RetryExponential != nil:
@@ -128,16 +195,27 @@ type endpointReplayRequest struct {
 	Status *string `json:"status"`
 	Since  *string `json:"since"`
 	Until  *string `json:"until"`
+	replayOptionsJSON
 }
 
 // eventReplayRequest is the optional body of POST /v1/events/{id}/replay.
 type eventReplayRequest struct {
 	Status *string `json:"status"`
+	replayOptionsJSON
 }
 
-// replayedJSON answers a bulk replay.
+// replayOptionsJSON are how a bulk replay goes: DryRun only counts; Rate
+// paces the replayed deliveries, in deliveries per second.
+type replayOptionsJSON struct {
+	DryRun *bool    `json:"dry_run"`
+	Rate   *float64 `json:"rate"`
+}
+
+// replayedJSON answers a bulk replay: how many deliveries went back to
+// pending, or with DryRun how many would have.
 type replayedJSON struct {
-	Replayed int `json:"replayed"`
+	Replayed int  `json:"replayed"`
+	DryRun   bool `json:"dry_run"`
 }
 
 // rotateSecretRequest is the optional body of POST .../rotate-secret.

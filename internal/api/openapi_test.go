@@ -247,6 +247,7 @@ func TestOpenAPISchemasMatchAnswers(t *testing.T) {
 	stats := e.do("GET", "/v1/stats", nil)
 	batch := e.do("POST", "/v1/events/batch", `{"events":[{"event_type":"a","payload":1}]}`)
 	replayed := e.do("POST", "/v1/events/"+in.ID+"/replay", nil)
+	got := e.do("GET", "/v1/endpoints/"+ep.ID, nil)
 	failed := e.do("GET", "/v1/deliveries/dlv_missing", nil)
 	probe := e.doKey("", "GET", "/healthz", nil)
 
@@ -267,6 +268,9 @@ func TestOpenAPISchemasMatchAnswers(t *testing.T) {
 	}{
 		{"Endpoint", created.body},
 		{"Endpoint", rotated.body},
+		{"Endpoint", got.body},
+		{"EndpointHealth", first(created, "health")},
+		{"EndpointHealth", first(got, "health")},
 		{"RateLimit", first(rotated, "rate_limit")},
 		{"RetryPolicy", first(rotated, "retry_policy")},
 		{"IngestResult", ingested.body},
@@ -367,7 +371,7 @@ func TestOpenAPIValidatorRefuses(t *testing.T) {
 	t.Run("UndocumentedRequestField", func(t *testing.T) {
 		t.Parallel()
 		u := mustURL(t, "/v1/events/evt_1/replay")
-		problems := s.checkExchange("POST", u, []byte(`{"status":"dead","force":true}`), http.StatusOK, jsonHeader(), []byte(`{"replayed":0}`))
+		problems := s.checkExchange("POST", u, []byte(`{"status":"dead","force":true}`), http.StatusOK, jsonHeader(), []byte(`{"replayed":0,"dry_run":false}`))
 		require.Len(t, problems, 1)
 		require.Contains(t, problems[0], `"force"`)
 	})

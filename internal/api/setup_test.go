@@ -163,25 +163,48 @@ func (r *response) apiErr(status int, code string) string {
 // The answer shapes the tests read.
 
 type endpointOut struct {
-	ID                      string            `json:"id"`
-	ConsumerID              string            `json:"consumer_id"`
-	URL                     string            `json:"url"`
-	Description             string            `json:"description"`
-	EventTypes              []string          `json:"event_types"`
-	Secret                  string            `json:"secret"`
-	PreviousSecretExpiresAt *time.Time        `json:"previous_secret_expires_at"`
-	Enabled                 bool              `json:"enabled"`
-	DisabledReason          string            `json:"disabled_reason"`
-	Timeout                 string            `json:"timeout"`
-	RetrySchedule           []string          `json:"retry_schedule"`
-	RetryPolicy             *retryPolicyOut   `json:"retry_policy"`
-	RetryClientErrors       bool              `json:"retry_client_errors"`
-	RateLimit               *rateLimitOut     `json:"rate_limit"`
-	MaxInFlight             int               `json:"max_in_flight"`
-	SignatureScheme         string            `json:"signature_scheme"`
-	Headers                 map[string]string `json:"headers"`
-	CreatedAt               time.Time         `json:"created_at"`
-	UpdatedAt               time.Time         `json:"updated_at"`
+	ID                       string            `json:"id"`
+	ConsumerID               string            `json:"consumer_id"`
+	URL                      string            `json:"url"`
+	Description              string            `json:"description"`
+	EventTypes               []string          `json:"event_types"`
+	Secret                   string            `json:"secret"`
+	PreviousSecretExpiresAt  *time.Time        `json:"previous_secret_expires_at"`
+	Enabled                  bool              `json:"enabled"`
+	DisabledReason           string            `json:"disabled_reason"`
+	Timeout                  string            `json:"timeout"`
+	RetrySchedule            []string          `json:"retry_schedule"`
+	RetryPolicy              *retryPolicyOut   `json:"retry_policy"`
+	RetryClientErrors        bool              `json:"retry_client_errors"`
+	RateLimit                *rateLimitOut     `json:"rate_limit"`
+	MaxInFlight              int               `json:"max_in_flight"`
+	SignatureScheme          string            `json:"signature_scheme"`
+	Headers                  map[string]string `json:"headers"`
+	Ordering                 string            `json:"ordering"`
+	AutoDisableAfterFailures int               `json:"auto_disable_after_failures"`
+	AutoDisableAfter         string            `json:"auto_disable_after"`
+	Health                   healthOut         `json:"health"`
+	CreatedAt                time.Time         `json:"created_at"`
+	UpdatedAt                time.Time         `json:"updated_at"`
+}
+
+type healthOut struct {
+	BreakerState        string     `json:"breaker_state"`
+	ConsecutiveFailures int        `json:"consecutive_failures"`
+	FailingSince        *time.Time `json:"failing_since"`
+	LastSuccessAt       *time.Time `json:"last_success_at"`
+	LastFailureAt       *time.Time `json:"last_failure_at"`
+	ProbeAt             *time.Time `json:"probe_at"`
+	PausedUntil         *time.Time `json:"paused_until"`
+	RateFactor          float64    `json:"rate_factor"`
+	SuccessRate1h       *float64   `json:"success_rate_1h"`
+	Attempts1h          int        `json:"attempts_1h"`
+}
+
+// replayedOut answers a bulk replay.
+type replayedOut struct {
+	Replayed int  `json:"replayed"`
+	DryRun   bool `json:"dry_run"`
 }
 
 type retryPolicyOut struct {

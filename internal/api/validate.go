@@ -33,6 +33,12 @@ const (
 	maxHeaderNameLen     = 256
 	maxHeaderValueLen    = 4096
 
+	maxAutoDisableAfterFailures = 100000
+	minAutoDisableAfter         = time.Minute
+	maxAutoDisableAfter         = 720 * time.Hour
+	// maxReplayRate bounds a paced replay, in deliveries per second.
+	maxReplayRate = 10000
+
 	// generatedSecretBytes is the key size of a secret Herald makes.
 	generatedSecretBytes = 24
 	// Standard secrets carry a key of this many bytes.
@@ -157,6 +163,59 @@ func validateRetryPolicy(p *retryPolicyJSON) (*herald.ExponentialPolicy, error) 
 		return nil, badRequest("invalid_retry_policy", "retry_policy.attempts must be an integer from 1 to %d", maxRetryAttempts)
 	}
 	return &herald.ExponentialPolicy{Base: base, Factor: p.Factor, Cap: capDelay, Attempts: p.Attempts}, nil
+}
+
+// parseOrdering reads an endpoint's ordering: "fifo", or "none" for
+// parallel delivery (herald.OrderingNone).
+func parseOrdering(v string) (herald.Ordering, error) {
+	switch v {
+	case string(herald.OrderingFIFO):
+		return herald.OrderingFIFO, nil
+	case orderingNone:
+		return herald.OrderingNone, nil
+	}
+	return "", badRequest("invalid_ordering", "ordering must be %q (one delivery at a time, in event order) or %q (parallel, the default)",
+		herald.OrderingFIFO, orderingNone)
+}
+
+// validateAutoDisableAfterFailures checks the consecutive failures that
+// disable an endpoint: 1 to 100000.
+func validateAutoDisableAfterFailures(n int) error {
+	if n < 1 || n > maxAutoDisableAfterFailures {
+		return badRequest("invalid_auto_disable_after_failures",
+			"auto_disable_after_failures must be an integer from 1 to %d (null for the default, %d)",
+			maxAutoDisableAfterFailures, herald.DefaultAutoDisableAfterFailures)
+	}
+	return nil
+}
+
+// parseAutoDisableAfter reads how long an endpoint may go without a
+// success before it is disabled: a Go duration from 1m to 720h.
+func parseAutoDisableAfter(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil || d < minAutoDisableAfter || d > maxAutoDisableAfter {
+		return 0, badRequest("invalid_auto_disable_after",
+			"auto_disable_after must be a Go duration from 1m to 720h, such as \"24h\" (null for the default, %s)",
+			formatDuration(herald.DefaultAutoDisableAfter))
+	}
+	return d, nil
+}
+
+// parseReplayOptions reads dry_run and rate: a rate is above 0 and at most
+// 10000 deliveries per second; absent, the replayed deliveries are all due
+// at once.
+func parseReplayOptions(o *replayOptionsJSON) (dryRun bool, rate float64, err error) {
+	if o.DryRun != nil {
+		dryRun = *o.DryRun
+	}
+	if o.Rate != nil {
+		rate = *o.Rate
+		if !(rate > 0) || rate > maxReplayRate {
+			return false, 0, badRequest("invalid_rate",
+				"rate must be a number of deliveries per second above 0 and at most %d (leave it out to replay all at once)", maxReplayRate)
+		}
+	}
+	return dryRun, rate, nil
 }
 
 // validateHeaders checks custom headers: at most 50, names valid HTTP
