@@ -83,10 +83,12 @@ type Effects struct {
 const DisabledAutomatically = "auto_disabled"
 
 // NeedsWindow reports whether observing a failure with health h needs the
-// window counts: only while the breaker is closed and the streak alone would
-// not open it. Stores count attempts only then.
+// window counts: only while the breaker is closed (the zero state, as
+// Observe reads it, is closed too) and the streak alone would not open it.
+// Stores count attempts only then.
 func (c Config) NeedsWindow(h *herald.EndpointHealth) bool {
-	return h.BreakerState == herald.BreakerClosed && h.ConsecutiveFailures+1 < c.ConsecutiveFailures
+	closed := h.BreakerState == herald.BreakerClosed || h.BreakerState == ""
+	return closed && h.ConsecutiveFailures+1 < c.ConsecutiveFailures
 }
 
 // Observe applies one attempt's result to the endpoint's health.
