@@ -1,0 +1,87 @@
+package pgstore
+
+import (
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/store"
+	"github.com/heraldhooks/herald/internal/testdb"
+)
+
+// TestMigrateProtection checks what migration 0002 makes of rows written
+// under 0001: endpoints start healthy, and existing deliveries are
+// numbered in creation order, with new ones numbered after them.
+func TestMigrateProtection(t *testing.T) {
+	t.Parallel()
+	s := openUnmigrated(t)
+	ctx := t.Context()
+	all, err := migrations()
+	require.NoError(t, err)
+	require.Equal(t, 1, all[0].version)
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `CREATE TABLE schema_migrations (
+			version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, all[0].sql); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name) VALUES (1, $1)", all[0].name)
+		return err
+	})
+	require.NoError(t, err)
+
+	// Rows as 0001 wrote them; the ids do not follow creation order.
+	for _, q := range []string{`
+		INSERT INTO endpoints (id, consumer_id, url, description, event_types, secret, enabled,
+			timeout_ns, retry_client_errors, max_in_flight, signature_scheme, created_at, updated_at)
+		VALUES ('ep_old', 'c1', 'https://example.com/hook', '', '{*}', 'whsec_dGVzdA==', true,
+			10000000000, false, 0, 'standard', $1, $1)`, `
+		INSERT INTO events (id, consumer_id, event_type, payload, created_at)
+		VALUES ('evt_old', 'c1', 'order.created', '{}', $1)`, `
+		INSERT INTO deliveries (id, event_id, endpoint_id, consumer_id, event_type, status,
+			due_at, created_at, updated_at)
+		VALUES
+			('dlv_c', 'evt_old', 'ep_old', 'c1', 'order.created', 'pending', $1::timestamptz, $1::timestamptz + interval '1 second', $1),
+			('dlv_a', 'evt_old', 'ep_old', 'c1', 'order.created', 'pending', $1::timestamptz, $1::timestamptz + interval '3 second', $1),
+			('dlv_b', 'evt_old', 'ep_old', 'c1', 'order.created', 'delivered', NULL, $1::timestamptz + interval '2 second', $1)`,
+	} {
+		_, err = s.pool.Exec(ctx, q, t0)
+		require.NoError(t, err)
+	}
+
+	require.NoError(t, s.Migrate(ctx))
+
+	ep, err := s.EndpointGet(ctx, "ep_old")
+	require.NoError(t, err)
+	require.Equal(t, herald.NewEndpointHealth(), ep.Health)
+	require.Equal(t, herald.OrderingNone, ep.Ordering)
+	h, err := s.EndpointHealthGet(ctx, &store.EndpointHealthParams{ID: "ep_old", Now: t0})
+	require.NoError(t, err)
+	require.Equal(t, herald.BreakerClosed, h.BreakerState)
+
+	fresh := ingest(t, s, "c1", 1)[0].Deliveries[0].ID
+	rows, err := s.pool.Query(ctx, "SELECT id FROM deliveries ORDER BY seq")
+	require.NoError(t, err)
+	order, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	require.Equal(t, []string{"dlv_c", "dlv_b", "dlv_a", fresh}, order)
+
+	// The old endpoint's deliveries are claimed as any others.
+	got := claimAt(t, s, 10, t0.Add(time.Minute))
+	require.Len(t, got, 3, "two old pending ones and the new one")
+	require.Equal(t, herald.BreakerClosed, got[0].Endpoint.Health.BreakerState)
+}
+
+// openUnmigrated opens a store on a fresh, empty schema.
+func openUnmigrated(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(t.Context(), testdb.PostgresURL(t), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	return s
+}
