@@ -145,7 +145,7 @@ func queryPlan(t *testing.T, s *Store, query string, args ...any) string {
 	return strings.Join(plan, "\n")
 }
 
-func TestClaimQueriesUseTheEndpointIndexes(t *testing.T) {
+func TestHotQueriesUseTheirIndexes(t *testing.T) {
 	t.Parallel()
 	s := openInternal(t)
 	t.Run("Candidates", func(t *testing.T) {
@@ -168,6 +168,11 @@ func TestClaimQueriesUseTheEndpointIndexes(t *testing.T) {
 		plan := queryPlan(t, s, headQuery, "ep_x")
 		require.Contains(t, plan, "deliveries_endpoint_seq (endpoint_id=?)")
 		require.NotContains(t, plan, "TEMP B-TREE", "no sort: the index gives the order")
+	})
+	t.Run("BreakerWindow", func(t *testing.T) {
+		t.Parallel()
+		plan := queryPlan(t, s, windowQuery, "ep_x", int64(0), int64(1))
+		require.Contains(t, plan, "attempts_endpoint (endpoint_id=? AND attempted_at>? AND attempted_at<?)")
 	})
 }
 

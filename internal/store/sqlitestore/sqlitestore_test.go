@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/heraldhooks/herald"
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore"
 	"github.com/heraldhooks/herald/internal/store/storetest"
@@ -81,4 +82,41 @@ func TestCloseEndsSubscriptions(t *testing.T) {
 	require.NoError(t, s.Close(), "a second Close does nothing")
 	_, err = s.Subscribe(context.Background())
 	require.Error(t, err)
+}
+
+// TestClaimFillsUpFromEndpointsWithMore: an endpoint with fewer due
+// deliveries than its round-robin share leaves the rest of the limit to
+// the others, so a claim is short only when every endpoint is.
+func TestClaimFillsUpFromEndpointsWithMore(t *testing.T) {
+	t.Parallel()
+	s := open(t)
+	ctx := t.Context()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	counts := map[string]int{}
+	var ids []string
+	for consumer, n := range map[string]int{"big": 20, "small": 1, "medium": 3} {
+		ep, err := s.EndpointCreate(ctx, &store.EndpointCreateParams{Endpoint: &herald.Endpoint{
+			ConsumerID: consumer, URL: "https://x.example/", EventTypes: []string{"*"}, Secret: "whsec_x",
+			Enabled: true, MaxInFlight: 50,
+		}, Now: now})
+		require.NoError(t, err)
+		counts[ep.ID] = n
+		ids = append(ids, ep.ID)
+		items := make([]store.EventIngestItem, n)
+		for i := range items {
+			items[i] = store.EventIngestItem{ConsumerID: consumer, EventType: "order.created", Payload: []byte(`{}`)}
+		}
+		_, err = s.EventIngest(ctx, &store.EventIngestParams{Events: items, Now: now})
+		require.NoError(t, err)
+	}
+	got, err := s.DeliveryClaim(ctx, &store.DeliveryClaimParams{Limit: 12, Now: now})
+	require.NoError(t, err)
+	require.Len(t, got, 12)
+	byEndpoint := map[string]int{}
+	for _, c := range got {
+		byEndpoint[c.Endpoint.ID]++
+	}
+	for _, id := range ids {
+		require.Equal(t, min(counts[id], 8), byEndpoint[id], "endpoint with %d due", counts[id])
+	}
 }
