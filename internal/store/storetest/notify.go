@@ -274,6 +274,8 @@ func testNotifyGone(t *testing.T, s store.Store) {
 	ep := createEndpoint(t, s, quietEndpoint("c"), at(0))
 	sub := createEndpoint(t, s, subscriber("c"), at(0))
 	id := ingestFor(t, s, at(0), ep)
+	// Every operator event, but notifications are opt-in: none reach it.
+	createEndpoint(t, s, newEndpoint("c", "*"), at(0))
 	o := outcome(claimOne(t, s, at(0), id), herald.StatusDead, at(time.Second))
 	o.Attempt.StatusCode = 410
 	o.Attempt.Error = "HTTP 410"

@@ -103,9 +103,8 @@ func requireTimePtr(t *testing.T, want time.Time, got *time.Time, msgAndArgs ...
 }
 
 // newEndpoint is an enabled endpoint of consumer with the given filter
-// (default "*") and plain settings. "*" matches Herald's notifications too,
-// so cases whose outcomes emit them (a dead delivery, a third failure) give
-// a filter such as "order.*" to keep them out of their claims.
+// (default "*": every operator event, none of Herald's notifications) and
+// plain settings.
 func newEndpoint(consumer string, eventTypes ...string) *herald.Endpoint {
 	if len(eventTypes) == 0 {
 		eventTypes = []string{"*"}
