@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,18 +36,21 @@ func endpointsCmd(stdio IO) *cobra.Command {
 
 // endpointFlags are the settings create and update take.
 type endpointFlags struct {
-	url                string
-	consumer           string
-	description        string
-	eventTypes         []string
-	timeout            time.Duration
-	retrySchedule      string
-	maxInFlight        int
-	rateLimitPerSecond float64
-	rateLimitBurst     int
-	signatureScheme    string
-	headers            []string
-	retryClientErrors  bool
+	url                 string
+	consumer            string
+	description         string
+	eventTypes          []string
+	timeout             time.Duration
+	retrySchedule       string
+	maxInFlight         int
+	rateLimitPerSecond  float64
+	rateLimitBurst      int
+	signatureScheme     string
+	headers             []string
+	retryClientErrors   bool
+	ordering            string
+	autoDisableFailures int
+	autoDisableAfter    time.Duration
 }
 
 func addEndpointFlags(fs *pflag.FlagSet, creating bool) *endpointFlags {
@@ -67,6 +71,9 @@ func addEndpointFlags(fs *pflag.FlagSet, creating bool) *endpointFlags {
 	fs.StringVar(&f.signatureScheme, "signature-scheme", "", "standard (Standard Webhooks) or hmac-sha256")
 	fs.StringArrayVar(&f.headers, "header", nil, "extra request header K=V; repeat for more (update: replaces them all)")
 	fs.BoolVar(&f.retryClientErrors, "retry-client-errors", false, "retry 4xx answers instead of giving up at once")
+	fs.StringVar(&f.ordering, "ordering", "", "fifo (one delivery at a time, in event order) or none (parallel, the default)")
+	fs.IntVar(&f.autoDisableFailures, "auto-disable-after-failures", 0, "disable the endpoint after this many consecutive failed attempts, 1 to 100000 (0: the default, 100)")
+	fs.DurationVar(&f.autoDisableAfter, "auto-disable-after", 0, "disable the endpoint after this long without a success (and at least 10 failed attempts), 1m to 720h (0: the default, 24h)")
 	return f
 }
 
@@ -117,6 +124,25 @@ func (f *endpointFlags) params(fs *pflag.FlagSet, current func() (*client.Endpoi
 	}
 	if given("retry-client-errors") {
 		p.RetryClientErrors = &f.retryClientErrors
+	}
+	if given("ordering") {
+		p.Ordering = &f.ordering
+	}
+	// 0 sends null: the server's default, which the endpoint then follows.
+	if given("auto-disable-after-failures") {
+		if f.autoDisableFailures == 0 {
+			p.Reset = append(p.Reset, "auto_disable_after_failures")
+		} else {
+			p.AutoDisableAfterFailures = &f.autoDisableFailures
+		}
+	}
+	if given("auto-disable-after") {
+		if f.autoDisableAfter == 0 {
+			p.Reset = append(p.Reset, "auto_disable_after")
+		} else {
+			d := client.Duration(f.autoDisableAfter)
+			p.AutoDisableAfter = &d
+		}
 	}
 	if err := f.rateLimit(p, given, current); err != nil {
 		return nil, err
@@ -231,7 +257,7 @@ func endpointCreateCmd(r *remote) *cobra.Command {
 				_, err := fmt.Fprintln(r.stdio.Out, ep.ID)
 				return err
 			}
-			return printEndpoint(r.stdio.Out, ep)
+			return printEndpoint(r.stdio.Out, ep, false)
 		})
 	}
 	return cmd
@@ -280,7 +306,7 @@ func endpointStatus(ep *client.Endpoint) string {
 func endpointGetCmd(r *remote) *cobra.Command {
 	return &cobra.Command{
 		Use:   "get ID",
-		Short: "Show an endpoint and its settings",
+		Short: "Show an endpoint, its settings and its health (breaker, failures, last hour's success rate)",
 		Args:  oneID("endpoint"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return r.run(cmd, func(ctx context.Context, c *client.Client) error {
@@ -288,7 +314,10 @@ func endpointGetCmd(r *remote) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return r.printEndpoint(ep)
+				if r.json {
+					return printRaw(r.stdio.Out, ep.Raw)
+				}
+				return printEndpoint(r.stdio.Out, ep, true)
 			})
 		},
 	}
@@ -324,7 +353,8 @@ func endpointUpdateCmd(r *remote) *cobra.Command {
 func isEmptyUpdate(p *client.EndpointParams) bool {
 	return p.URL == nil && p.Description == nil && p.EventTypes == nil && p.Timeout == nil &&
 		p.RetrySchedule == nil && p.RetryPolicy == nil && p.RetryClientErrors == nil && p.RateLimit == nil &&
-		p.MaxInFlight == nil && p.SignatureScheme == nil && p.Headers == nil && len(p.Reset) == 0
+		p.MaxInFlight == nil && p.SignatureScheme == nil && p.Headers == nil && p.Ordering == nil &&
+		p.AutoDisableAfterFailures == nil && p.AutoDisableAfter == nil && len(p.Reset) == 0
 }
 
 func endpointDeleteCmd(r *remote) *cobra.Command {
@@ -409,15 +439,19 @@ func endpointEnableCmd(r *remote, enable bool) *cobra.Command {
 
 func endpointReplayCmd(r *remote) *cobra.Command {
 	var status, since, until string
+	var o replayOptions
 	cmd := &cobra.Command{
-		Use:     "replay ID [--status dead] [--since T] [--until T]",
-		Short:   "Send an endpoint's dead (or other terminal) deliveries again",
-		Example: "  herald endpoints replay ep_… --status dead --since 2h\n  herald endpoints replay ep_… --since 2024-05-01T00:00:00Z --until 2024-05-02T00:00:00Z",
-		Args:    oneID("endpoint"),
+		Use:   "replay ID [--status dead] [--since T] [--until T] [--dry-run] [--rate N]",
+		Short: "Send an endpoint's dead (or other terminal) deliveries again",
+		Example: "  herald endpoints replay ep_… --status dead --since 2h\n" +
+			"  herald endpoints replay ep_… --since 2024-05-01T00:00:00Z --until 2024-05-02T00:00:00Z\n" +
+			"  herald endpoints replay ep_… --dry-run\n  herald endpoints replay ep_… --rate 20",
+		Args: oneID("endpoint"),
 	}
 	cmd.Flags().StringVar(&status, "status", "dead", "which deliveries: dead, delivered or cancelled")
 	cmd.Flags().StringVar(&since, "since", "", "only deliveries created at or after this RFC 3339 time, or this long ago (2h)")
 	cmd.Flags().StringVar(&until, "until", "", "only deliveries created before this RFC 3339 time, or this long ago")
+	o.addFlags(cmd.Flags())
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		now := time.Now()
 		p := &client.ReplayParams{Status: status}
@@ -428,6 +462,9 @@ func endpointReplayCmd(r *remote) *cobra.Command {
 		if p.Until, err = parseWhen("until", until, now); err != nil {
 			return err
 		}
+		if p.DryRun, p.Rate, err = o.values(cmd.Flags()); err != nil {
+			return err
+		}
 		return r.run(cmd, func(ctx context.Context, c *client.Client) error {
 			out, err := c.EndpointReplay(ctx, args[0], p)
 			if err != nil {
@@ -436,11 +473,45 @@ func endpointReplayCmd(r *remote) *cobra.Command {
 			if r.json {
 				return printRaw(r.stdio.Out, out.Raw)
 			}
-			_, err = fmt.Fprintf(r.stdio.Out, "replayed %s of endpoint %s\n", plural(out.Replayed, "delivery", "deliveries"), args[0])
+			_, err = fmt.Fprintln(r.stdio.Out, replayedLine(out, p.Rate, "endpoint "+args[0]))
 			return err
 		})
 	}
 	return cmd
+}
+
+// replayOptions are the --dry-run and --rate flags of both bulk replays.
+type replayOptions struct {
+	dryRun bool
+	rate   float64
+}
+
+func (o *replayOptions) addFlags(fs *pflag.FlagSet) {
+	fs.BoolVar(&o.dryRun, "dry-run", false, "only say how many deliveries would be replayed; change nothing")
+	fs.Float64Var(&o.rate, "rate", 0, "pace the replay at this many deliveries per second, at most 10000 (default: all at once)")
+}
+
+// values checks the flags: a rate given must be above 0 (0 would mean no
+// pacing, which leaving the flag out already says).
+func (o *replayOptions) values(fs *pflag.FlagSet) (bool, float64, error) {
+	if fs.Changed("rate") && !(o.rate > 0) {
+		return false, 0, errors.New("--rate must be above 0 deliveries per second (leave it out to replay all at once)")
+	}
+	return o.dryRun, o.rate, nil
+}
+
+// replayedLine says what a bulk replay of what did, or would do.
+func replayedLine(out *client.Replayed, rate float64, what string) string {
+	n := plural(out.Replayed, "delivery", "deliveries")
+	if out.DryRun {
+		return fmt.Sprintf("would replay %s of %s (dry run: nothing changed)", n, what)
+	}
+	line := fmt.Sprintf("replayed %s of %s", n, what)
+	if rate > 0 && out.Replayed > 1 {
+		span := time.Duration(float64(out.Replayed-1) / rate * float64(time.Second)).Round(time.Millisecond)
+		line += fmt.Sprintf(", paced at %g a second over %s", rate, span)
+	}
+	return line
 }
 
 // printEndpoint prints ep as --json asks, or as a block.
@@ -448,12 +519,14 @@ func (r *remote) printEndpoint(ep *client.Endpoint) error {
 	if r.json {
 		return printRaw(r.stdio.Out, ep.Raw)
 	}
-	return printEndpoint(r.stdio.Out, ep)
+	return printEndpoint(r.stdio.Out, ep, false)
 }
 
 // printEndpoint writes every setting of ep, its secret included: the API
-// answers it, and the person asking needs it to verify webhooks.
-func printEndpoint(w io.Writer, ep *client.Endpoint) error {
+// answers it, and the person asking needs it to verify webhooks. With
+// health it also writes how the endpoint has been answering (the last
+// hour's success rate is in EndpointGet's answer only).
+func printEndpoint(w io.Writer, ep *client.Endpoint, health bool) error {
 	b := newBlock(w)
 	b.line("id", ep.ID)
 	b.line("consumer", ep.ConsumerID)
@@ -488,9 +561,54 @@ func printEndpoint(w io.Writer, ep *client.Endpoint) error {
 	}
 	b.line("max in flight", fmt.Sprint(ep.MaxInFlight))
 	b.line("headers", formatHeaders(ep.Headers))
+	b.line("ordering", ep.Ordering)
+	b.line("auto-disable", fmt.Sprintf("after %d consecutive failures, or %s without a success", ep.AutoDisableAfterFailures, ep.AutoDisableAfter))
 	b.line("created", longTime(ep.CreatedAt))
 	b.line("updated", longTime(ep.UpdatedAt))
+	if health {
+		printHealth(b, &ep.Health, time.Now())
+	}
 	return b.flush()
+}
+
+// printHealth writes an endpoint's health; now tells a pause that is over
+// from one that is not.
+func printHealth(b *block, h *client.EndpointHealth, now time.Time) {
+	breaker := h.BreakerState
+	switch h.BreakerState {
+	case "open":
+		breaker = "open: deliveries wait, spending no attempt"
+		if h.ProbeAt != nil {
+			breaker += "; next probe at " + longTimePtr(h.ProbeAt)
+		}
+	case "half_open":
+		breaker = "half-open: one probe in flight"
+	}
+	b.line("breaker", breaker)
+	failures := fmt.Sprint(h.ConsecutiveFailures)
+	if h.ConsecutiveFailures > 0 && h.FailingSince != nil {
+		failures += " (since " + longTimePtr(h.FailingSince) + ")"
+	}
+	b.line("consecutive failures", failures)
+	b.line("last success", longTimePtr(h.LastSuccessAt))
+	b.line("last failure", longTimePtr(h.LastFailureAt))
+	rate := "no attempts"
+	if h.SuccessRate1h != nil {
+		rate = fmt.Sprintf("%s of %s", percent(*h.SuccessRate1h), plural(h.Attempts1h, "attempt", "attempts"))
+	}
+	b.line("success rate 1h", rate)
+	if h.PausedUntil != nil && h.PausedUntil.After(now) {
+		b.line("paused until", longTimePtr(h.PausedUntil)+" (the receiver sent Retry-After)")
+	}
+	if h.RateFactor > 0 && h.RateFactor < 1 {
+		b.line("slowed down", percent(h.RateFactor)+" of its rate and in-flight cap (the receiver answered 429)")
+	}
+}
+
+// percent writes a share in [0, 1] as a percentage, to one decimal where
+// it matters ("50%", "66.7%").
+func percent(f float64) string {
+	return strconv.FormatFloat(math.Round(f*1000)/10, 'f', -1, 64) + "%"
 }
 
 func formatHeaders(h map[string]string) string {

@@ -223,22 +223,30 @@ func indentJSON(b []byte, prefix string) string {
 
 func eventReplayCmd(r *remote) *cobra.Command {
 	var status string
+	var o replayOptions
 	cmd := &cobra.Command{
-		Use:   "replay ID [--status dead]",
-		Short: "Send an event's finished deliveries again (all terminal ones, or those of --status)",
-		Args:  oneID("event"),
+		Use:     "replay ID [--status dead] [--dry-run] [--rate N]",
+		Short:   "Send an event's finished deliveries again (all terminal ones, or those of --status)",
+		Example: "  herald events replay evt_… --status dead\n  herald events replay evt_… --dry-run\n  herald events replay evt_… --rate 5",
+		Args:    oneID("event"),
 	}
 	cmd.Flags().StringVar(&status, "status", "", "only deliveries in this status: dead, delivered or cancelled (default: all three)")
+	o.addFlags(cmd.Flags())
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		p := &client.EventReplayParams{Status: status}
+		var err error
+		if p.DryRun, p.Rate, err = o.values(cmd.Flags()); err != nil {
+			return err
+		}
 		return r.run(cmd, func(ctx context.Context, c *client.Client) error {
-			out, err := c.EventReplay(ctx, args[0], status)
+			out, err := c.EventReplay(ctx, args[0], p)
 			if err != nil {
 				return err
 			}
 			if r.json {
 				return printRaw(r.stdio.Out, out.Raw)
 			}
-			_, err = fmt.Fprintf(r.stdio.Out, "replayed %s of event %s\n", plural(out.Replayed, "delivery", "deliveries"), args[0])
+			_, err = fmt.Fprintln(r.stdio.Out, replayedLine(out, p.Rate, "event "+args[0]))
 			return err
 		})
 	}

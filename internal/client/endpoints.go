@@ -95,22 +95,20 @@ func (c *Client) EndpointDisable(ctx context.Context, id, reason string) (*Endpo
 }
 
 // EndpointReplay brings the endpoint's terminal deliveries that match p
-// back to pending.
+// back to pending (with p.DryRun, only counts them).
 func (c *Client) EndpointReplay(ctx context.Context, id string, p *ReplayParams) (*Replayed, error) {
 	pid, err := pathID(id)
 	if err != nil {
 		return nil, err
 	}
-	req := map[string]string{}
+	var req replayRequest
 	if p != nil {
-		if p.Status != "" {
-			req["status"] = p.Status
-		}
+		req = replayRequest{Status: p.Status, DryRun: p.DryRun, Rate: p.Rate}
 		if !p.Since.IsZero() {
-			req["since"] = p.Since.UTC().Format(time.RFC3339Nano)
+			req.Since = p.Since.UTC().Format(time.RFC3339Nano)
 		}
 		if !p.Until.IsZero() {
-			req["until"] = p.Until.UTC().Format(time.RFC3339Nano)
+			req.Until = p.Until.UTC().Format(time.RFC3339Nano)
 		}
 	}
 	body, err := marshalBody(req)

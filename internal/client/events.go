@@ -67,16 +67,17 @@ func (c *Client) EventGet(ctx context.Context, id string) (*Event, error) {
 	return &ev, nil
 }
 
-// EventReplay brings the event's terminal deliveries (of status, or of
-// every terminal status when "") back to pending.
-func (c *Client) EventReplay(ctx context.Context, id, status string) (*Replayed, error) {
+// EventReplay brings the event's terminal deliveries (of p.Status, or of
+// every terminal status when "") back to pending (with p.DryRun, only
+// counts them). p may be nil.
+func (c *Client) EventReplay(ctx context.Context, id string, p *EventReplayParams) (*Replayed, error) {
 	pid, err := pathID(id)
 	if err != nil {
 		return nil, err
 	}
 	var body []byte
-	if status != "" {
-		if body, err = marshalBody(map[string]string{"status": status}); err != nil {
+	if p != nil && (p.Status != "" || p.DryRun || p.Rate != 0) {
+		if body, err = marshalBody(replayRequest{Status: p.Status, DryRun: p.DryRun, Rate: p.Rate}); err != nil {
 			return nil, err
 		}
 	}

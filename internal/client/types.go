@@ -61,13 +61,42 @@ type Endpoint struct {
 	MaxInFlight             int               `json:"max_in_flight"`
 	SignatureScheme         string            `json:"signature_scheme"`
 	Headers                 map[string]string `json:"headers"`
-	CreatedAt               time.Time         `json:"created_at"`
-	UpdatedAt               time.Time         `json:"updated_at"`
+	// Ordering is "none" (parallel delivery) or "fifo".
+	Ordering string `json:"ordering"`
+	// AutoDisableAfterFailures consecutive failures, or AutoDisableAfter
+	// without a success, disable the endpoint (the effective values).
+	AutoDisableAfterFailures int            `json:"auto_disable_after_failures"`
+	AutoDisableAfter         Duration       `json:"auto_disable_after"`
+	Health                   EndpointHealth `json:"health"`
+	CreatedAt                time.Time      `json:"created_at"`
+	UpdatedAt                time.Time      `json:"updated_at"`
 	// Raw is the endpoint's JSON as the server sent it.
 	Raw json.RawMessage `json:"-"`
 }
 
 func (e *Endpoint) setRaw(b json.RawMessage) { e.Raw = b }
+
+// EndpointHealth is how an endpoint has been answering, as Herald keeps it.
+// SuccessRate1h and Attempts1h are filled by EndpointGet only.
+type EndpointHealth struct {
+	// BreakerState is "closed", "open" or "half_open".
+	BreakerState        string     `json:"breaker_state"`
+	ConsecutiveFailures int        `json:"consecutive_failures"`
+	FailingSince        *time.Time `json:"failing_since"`
+	LastSuccessAt       *time.Time `json:"last_success_at"`
+	LastFailureAt       *time.Time `json:"last_failure_at"`
+	// ProbeAt is, while the breaker is open, when the next probe may go.
+	ProbeAt *time.Time `json:"probe_at"`
+	// PausedUntil is when a Retry-After pause ends (or ended).
+	PausedUntil *time.Time `json:"paused_until"`
+	// RateFactor below 1 is the share of its rate the endpoint is held to
+	// after 429 answers.
+	RateFactor float64 `json:"rate_factor"`
+	// SuccessRate1h is the share of the last hour's attempts that
+	// succeeded, nil when there were none (or outside EndpointGet).
+	SuccessRate1h *float64 `json:"success_rate_1h"`
+	Attempts1h    int      `json:"attempts_1h"`
+}
 
 // RetryPolicy is an exponential retry policy.
 type RetryPolicy struct {
@@ -101,6 +130,10 @@ type EndpointParams struct {
 	MaxInFlight       *int              `json:"max_in_flight,omitempty"`
 	SignatureScheme   *string           `json:"signature_scheme,omitempty"`
 	Headers           map[string]string `json:"headers,omitempty"`
+	// Ordering is "fifo" or "none".
+	Ordering                 *string   `json:"ordering,omitempty"`
+	AutoDisableAfterFailures *int      `json:"auto_disable_after_failures,omitempty"`
+	AutoDisableAfter         *Duration `json:"auto_disable_after,omitempty"`
 	// Reset names fields (by their JSON name, as "rate_limit") to send as
 	// null, which an update takes as "back to the default".
 	Reset []string `json:"-"`
@@ -132,11 +165,36 @@ type ReplayParams struct {
 	// Since and Until bound the deliveries' creation; Until is exclusive.
 	Since time.Time
 	Until time.Time
+	// DryRun only counts what would be replayed.
+	DryRun bool
+	// Rate, when above 0, paces the replay in deliveries per second.
+	Rate float64
 }
 
-// Replayed answers a bulk replay: how many deliveries went back to pending.
+// EventReplayParams choose which of an event's deliveries to replay, and
+// how. A zero Status means every terminal status.
+type EventReplayParams struct {
+	Status string
+	// DryRun only counts what would be replayed.
+	DryRun bool
+	// Rate, when above 0, paces the replay in deliveries per second.
+	Rate float64
+}
+
+// replayRequest is the body of both bulk replays.
+type replayRequest struct {
+	Status string  `json:"status,omitempty"`
+	Since  string  `json:"since,omitempty"`
+	Until  string  `json:"until,omitempty"`
+	DryRun bool    `json:"dry_run,omitempty"`
+	Rate   float64 `json:"rate,omitempty"`
+}
+
+// Replayed answers a bulk replay: how many deliveries went back to pending,
+// or with DryRun how many would have.
 type Replayed struct {
-	Replayed int `json:"replayed"`
+	Replayed int  `json:"replayed"`
+	DryRun   bool `json:"dry_run"`
 	// Raw is the answer's JSON as the server sent it.
 	Raw json.RawMessage `json:"-"`
 }
