@@ -23,6 +23,7 @@ import (
 	"github.com/heraldhooks/herald/internal/config"
 	"github.com/heraldhooks/herald/internal/dispatch"
 	"github.com/heraldhooks/herald/internal/logkey"
+	"github.com/heraldhooks/herald/internal/metrics"
 	"github.com/heraldhooks/herald/internal/sender"
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/pgstore"
@@ -45,11 +46,15 @@ type Deps struct {
 
 // App is a wired Herald node.
 type App struct {
-	Config     config.Config
-	Store      store.Store
+	Config config.Config
+	Store  store.Store
+	// Handler is everything serve answers on Addr: GET /metrics, and the
+	// API for every other path. Nil for a worker.
 	Handler    http.Handler
 	Dispatcher *dispatch.Dispatcher
-	log        *slog.Logger
+	// Metrics counts what this node does and reads the queue gauges.
+	Metrics *metrics.Metrics
+	log     *slog.Logger
 }
 
 // OpenStore opens (without migrating) the store that db names.
@@ -104,20 +109,23 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 		return nil, fmt.Errorf("migrate %s: %w", config.Redact(cfg.DB), err)
 	}
 
+	a.Metrics = metrics.New(st, metrics.Options{Clock: deps.Clock, Logger: deps.Logger})
+
 	if withAPI {
 		hash, err := a.settleAPIKey(ctx, deps.Out)
 		if err != nil {
 			st.Close()
 			return nil, err
 		}
-		a.Handler = api.New(api.Config{
-			Store:                st,
+		apiHandler := api.New(api.Config{
+			Store:                a.Metrics.CountIngest(st),
 			Clock:                deps.Clock,
 			Logger:               deps.Logger,
 			APIKeyHash:           hash,
 			AllowPrivateNetworks: cfg.AllowPrivateNetworks,
 			MaxPayloadBytes:      cfg.MaxPayloadBytes,
 		})
+		a.Handler = withMetrics(apiHandler, a.Metrics.Handler())
 	}
 	a.Dispatcher = dispatch.New(dispatch.Config{
 		Store: st,
@@ -130,8 +138,34 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 		Concurrency:  cfg.Concurrency,
 		PollInterval: cfg.PollInterval,
 		DrainTimeout: cfg.ShutdownTimeout,
+		Hooks: dispatch.Hooks{
+			InFlight:       a.Metrics.AttemptsInFlight,
+			AttemptDone:    a.Metrics.AttemptDone,
+			OutcomeWritten: a.Metrics.OutcomeWritten,
+		},
 	})
 	return a, nil
+}
+
+// withMetrics answers GET /metrics with the metrics and passes every other
+// request to the API, which keeps its own 404 and 405 answers. /metrics
+// needs no API key, like /healthz: it shows counts, never data, and a
+// Prometheus server scrapes it without credentials.
+func withMetrics(apiHandler, metricsHandler http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/metrics" {
+			apiHandler.ServeHTTP(w, r)
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			fmt.Fprintf(w, `{"error":{"code":"method_not_allowed","message":"%s is not allowed on /metrics; allowed: GET, HEAD"}}`+"\n", r.Method)
+			return
+		}
+		metricsHandler.ServeHTTP(w, r)
+	})
 }
 
 // settleAPIKey returns the hash of the key /v1 calls must present: the
@@ -211,10 +245,40 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
-// Work runs only the dispatcher until ctx ends (herald worker).
+// Work runs only the dispatcher until ctx ends (herald worker), and, when
+// Config.MetricsAddr is set, serves GET /metrics there until the dispatcher
+// has drained.
 func (a *App) Work(ctx context.Context) error {
+	var srv *http.Server
+	if a.Config.MetricsAddr != "" {
+		ln, err := net.Listen("tcp", a.Config.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("listen for metrics on %s: %w", a.Config.MetricsAddr, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", a.Metrics.Handler())
+		srv = &http.Server{
+			Handler:           mux,
+			ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+		}
+		go func() {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				a.log.Warn("serve metrics", logkey.Error, err)
+			}
+		}()
+		a.log.Info("herald worker serving metrics", logkey.Addr, ln.Addr().String())
+	}
 	a.log.Info("herald worker running", "config", a.Config)
 	err := a.Dispatcher.Run(ctx)
+	if srv != nil {
+		// Scrapes are quick; one in progress gets a moment to finish.
+		shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if serr := srv.Shutdown(shutCtx); serr != nil {
+			a.log.Warn("stop metrics", logkey.Error, serr)
+		}
+	}
 	a.log.Info("herald worker stopped")
 	return err
 }

@@ -144,6 +144,7 @@ func workerCmd(stdio IO) *cobra.Command {
 			return runNode(cmd.Context(), c, stdio, false)
 		},
 	}
+	cmd.Flags().StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "address to serve Prometheus /metrics on, as host:port (default: none)")
 	nodeFlags(cmd.Flags(), &c)
 	return cmd
 }

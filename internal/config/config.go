@@ -36,6 +36,9 @@ type Config struct {
 	MaxPayloadBytes int
 	// ShutdownTimeout bounds a graceful stop (in-flight attempts included).
 	ShutdownTimeout time.Duration
+	// MetricsAddr, when set, is where `herald worker` serves /metrics
+	// (serve always has /metrics on Addr). Empty: no metrics listener.
+	MetricsAddr string
 }
 
 // Default returns the configuration used when nothing is set.
@@ -111,6 +114,11 @@ func (c *Config) Validate(needAddr bool) error {
 	if c.MaxPayloadBytes < 1 || c.MaxPayloadBytes > 10<<20 {
 		errs = append(errs, fmt.Errorf("max-payload-bytes: %d is not between 1 and 10485760", c.MaxPayloadBytes))
 	}
+	if c.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			errs = append(errs, fmt.Errorf("metrics-addr: %q is not host:port: %v", c.MetricsAddr, err))
+		}
+	}
 	if c.ShutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("shutdown-timeout: %s is negative", c.ShutdownTimeout))
 	}
@@ -156,5 +164,6 @@ func (c Config) LogValue() slog.Value {
 		slog.Bool("allow_private_networks", c.AllowPrivateNetworks),
 		slog.Int("concurrency", c.Concurrency),
 		slog.Duration("poll_interval", c.PollInterval),
+		slog.String("metrics_addr", c.MetricsAddr),
 	)
 }
