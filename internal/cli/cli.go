@@ -53,7 +53,7 @@ func New(stdio IO) *cobra.Command {
 	root.SetErr(stdio.Err)
 	root.AddCommand(serveCmd(stdio), workerCmd(stdio), migrateCmd(stdio))
 	root.AddCommand(endpointsCmd(stdio), eventsCmd(stdio), deliveriesCmd(stdio), statsCmd(stdio))
-	root.AddCommand(listenCmd(stdio))
+	root.AddCommand(listenCmd(stdio), benchCmd(stdio))
 	return root
 }
 

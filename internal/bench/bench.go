@@ -1,0 +1,233 @@
+// Package bench measures a Herald: how many events a second it accepts, how
+// many deliveries a second it makes, how long an event takes from its
+// accepted ingest call to its arrival at an endpoint, and, when the bench
+// started the Herald itself, what CPU time and memory that cost.
+//
+// A run starts a `herald serve` child (or uses a running Herald on this
+// machine), starts its own receiver on 127.0.0.1, creates endpoints that
+// deliver to it, sends events over a fixed number of connections, waits for
+// the deliveries to drain, and reports (Report). The counting is done by a
+// Tally, which knows nothing of HTTP and is tested on planted data.
+//
+// It measures load on the machine it runs on, and nothing else: a server
+// must be on a loopback address, and counts and durations are bounded.
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/heraldhooks/herald/internal/client"
+)
+
+// Bounds on a run, so that a typo cannot start a load that does not end.
+const (
+	// MaxEvents is the most events (and the most expected deliveries) one
+	// run sends.
+	MaxEvents = 10_000_000
+	// MaxDuration is the longest --duration.
+	MaxDuration = time.Hour
+	// MaxEndpoints is the most endpoints one run creates.
+	MaxEndpoints = 10_000
+	// MaxBatch is the most events in one batch call (the API's limit).
+	MaxBatch = 1000
+	// MaxConnections is the most concurrent ingest connections.
+	MaxConnections = 1024
+	// MinPayloadSize is the smallest payload: {"pad":""}.
+	MinPayloadSize = len(`{"pad":""}`)
+	// MaxPayloadSize is the largest payload. A spawned Herald accepts
+	// 256 KiB unless given --max-payload-bytes.
+	MaxPayloadSize = 1 << 20
+	// MaxDrainTimeout is the longest wait for deliveries after sending.
+	MaxDrainTimeout = time.Hour
+)
+
+// Defaults of the options.
+const (
+	DefaultEvents       = 10_000
+	DefaultEndpoints    = 100
+	DefaultConnections  = 8
+	DefaultPayloadSize  = 1024
+	DefaultDrainTimeout = time.Minute
+)
+
+// Options describe one run. The zero value of a field means its default
+// where one is given.
+type Options struct {
+	// Server is the address of a running Herald to measure, which must be
+	// on 127.0.0.1, localhost or ::1; "" means spawn one.
+	Server string
+	// APIKey is the key for Server's /v1 calls (a spawned Herald gets a
+	// fresh one).
+	APIKey string
+	// Binary is the herald binary to spawn; "" means the running one.
+	Binary string
+	// DB is the --db of the spawned Herald; "" means a fresh SQLite file in
+	// a temporary directory, removed afterwards.
+	DB string
+	// ServeArgs are more flags for the spawned `herald serve`
+	// (--concurrency 128, say).
+	ServeArgs []string
+
+	// Endpoints is how many endpoints to create (DefaultEndpoints).
+	Endpoints int
+	// Fanout is how many endpoints each event reaches (1).
+	Fanout int
+	// Consumers is how many consumers own the endpoints: each group of
+	// Fanout endpoints belongs to one consumer, group g to consumer
+	// g mod Consumers. 0 means one consumer per group (Endpoints/Fanout).
+	Consumers int
+
+	// Events is how many events to send; 0 with Duration set means as many
+	// as Duration allows (at most MaxEvents), 0 without it DefaultEvents.
+	Events int
+	// Duration bounds the sending time; 0 means until Events are sent.
+	Duration time.Duration
+	// Rate is events a second; 0 means as fast as Herald accepts them.
+	Rate float64
+	// Batch is events per ingest call: 1 uses POST /v1/events, more
+	// POST /v1/events/batch.
+	Batch int
+	// Connections is how many ingest calls are in flight at once
+	// (DefaultConnections).
+	Connections int
+	// PayloadSize is each event's payload size in bytes, a JSON object
+	// padded to size (DefaultPayloadSize).
+	PayloadSize int
+	// DrainTimeout bounds the wait for deliveries after sending stops
+	// (DefaultDrainTimeout).
+	DrainTimeout time.Duration
+	// Verify checks every delivery's signature and body at the receiver,
+	// which costs the bench CPU time that Herald shares on one machine.
+	Verify bool
+
+	// Progress, when set, receives a line every few seconds while the run
+	// goes on.
+	Progress io.Writer
+	// ProgressEvery is how often (5 s when 0).
+	ProgressEvery time.Duration
+}
+
+// withDefaults returns o with its zero fields set to their defaults.
+func (o Options) withDefaults() Options {
+	if o.Endpoints == 0 {
+		o.Endpoints = DefaultEndpoints
+	}
+	if o.Fanout == 0 {
+		o.Fanout = 1
+	}
+	if o.Consumers == 0 && o.Fanout > 0 && o.Endpoints > 0 {
+		o.Consumers = o.Endpoints / o.Fanout
+	}
+	if o.Events == 0 && o.Duration == 0 {
+		o.Events = DefaultEvents
+	}
+	if o.Batch == 0 {
+		o.Batch = 1
+	}
+	if o.Connections == 0 {
+		o.Connections = DefaultConnections
+	}
+	if o.PayloadSize == 0 {
+		o.PayloadSize = DefaultPayloadSize
+	}
+	if o.DrainTimeout == 0 {
+		o.DrainTimeout = DefaultDrainTimeout
+	}
+	if o.ProgressEvery == 0 {
+		o.ProgressEvery = 5 * time.Second
+	}
+	return o
+}
+
+// Validate lists every problem with o (after defaults) at once.
+func (o Options) Validate() error {
+	o = o.withDefaults()
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+
+	if o.Server != "" {
+		if err := CheckLoopback(o.Server); err != nil {
+			errs = append(errs, err)
+		}
+		if o.APIKey == "" {
+			bad("--api-key is required with --server")
+		}
+		if o.DB != "" || o.Binary != "" || len(o.ServeArgs) > 0 {
+			bad("--db, --herald-binary and serve flags after -- apply to a spawned Herald, not to --server")
+		}
+	}
+	for _, a := range o.ServeArgs {
+		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if strings.HasPrefix(a, "-") && (name == "addr" || name == "db" || name == "api-key") {
+			bad("the bench sets the spawned serve's --%s itself (use the bench's --db for the database)", name)
+		}
+	}
+	if o.Endpoints < 1 || o.Endpoints > MaxEndpoints {
+		bad("--endpoints must be from 1 to %d", MaxEndpoints)
+	}
+	if o.Fanout < 1 || o.Fanout > o.Endpoints {
+		bad("--fanout must be from 1 to --endpoints (%d)", o.Endpoints)
+	} else if o.Endpoints%o.Fanout != 0 {
+		bad("--endpoints (%d) must be a multiple of --fanout (%d): each event goes to one group of --fanout endpoints", o.Endpoints, o.Fanout)
+	} else if groups := o.Endpoints / o.Fanout; o.Consumers < 1 || o.Consumers > groups {
+		bad("--consumers must be from 1 to --endpoints / --fanout (%d)", groups)
+	}
+	if o.Events < 0 || o.Events > MaxEvents {
+		bad("--events must be from 1 to %d", MaxEvents)
+	}
+	if o.Duration < 0 || o.Duration > MaxDuration {
+		bad("--duration must be at most %s", MaxDuration)
+	}
+	if o.Events > 0 && o.Duration > 0 {
+		bad("give --events or --duration, not both")
+	}
+	if o.Rate < 0 {
+		bad("--rate must be 0 (as fast as accepted) or more")
+	}
+	if o.Duration > 0 && o.Rate > 0 && o.Rate*o.Duration.Seconds() > MaxEvents {
+		bad("--rate × --duration is %.0f events, more than %d", o.Rate*o.Duration.Seconds(), MaxEvents)
+	}
+	if o.Events > 0 && o.Fanout > 0 && int64(o.Events)*int64(o.Fanout) > MaxEvents {
+		bad("--events × --fanout is %d deliveries, more than %d", int64(o.Events)*int64(o.Fanout), MaxEvents)
+	}
+	if o.Batch < 1 || o.Batch > MaxBatch {
+		bad("--batch must be from 1 to %d", MaxBatch)
+	}
+	if o.Connections < 1 || o.Connections > MaxConnections {
+		bad("--connections must be from 1 to %d", MaxConnections)
+	}
+	if o.PayloadSize < MinPayloadSize || o.PayloadSize > MaxPayloadSize {
+		bad("--payload-size must be from %d to %d bytes", MinPayloadSize, MaxPayloadSize)
+	}
+	if o.DrainTimeout < 0 || o.DrainTimeout > MaxDrainTimeout {
+		bad("--drain-timeout must be at most %s", MaxDrainTimeout)
+	}
+	return errors.Join(errs...)
+}
+
+// CheckLoopback refuses a server address whose host is not 127.0.0.1,
+// localhost or ::1: the bench puts load on this machine only.
+func CheckLoopback(server string) error {
+	u, err := client.ParseBaseURL(server)
+	if err != nil {
+		return fmt.Errorf("--server: %w", err)
+	}
+	switch strings.ToLower(u.Hostname()) {
+	case "127.0.0.1", "localhost", "::1":
+		return nil
+	}
+	return fmt.Errorf("--server %s: the bench runs only against this machine (127.0.0.1, localhost or ::1), not %q", server, u.Hostname())
+}
+
+// serverURL is the base URL for a validated server address.
+func serverURL(server string) (string, error) {
+	u, err := client.ParseBaseURL(server)
+	if err != nil {
+		return "", err
+	}
+	return u.String(), nil
+}

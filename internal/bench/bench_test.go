@@ -1,0 +1,143 @@
+package bench
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestOptionsValidate(t *testing.T) {
+	t.Parallel()
+	t.Run("DefaultsAreValid", func(t *testing.T) {
+		t.Parallel()
+		require.NoError(t, Options{}.Validate())
+		o := Options{}.withDefaults()
+		require.Equal(t, DefaultEvents, o.Events)
+		require.Equal(t, DefaultEndpoints, o.Endpoints)
+		require.Equal(t, DefaultEndpoints, o.Consumers, "one consumer per endpoint")
+	})
+	for _, tc := range []struct {
+		name string
+		o    Options
+		want string
+	}{
+		{"TooManyEvents", Options{Events: MaxEvents + 1}, "--events must be from 1 to 10000000"},
+		{"TooManyDeliveries", Options{Events: MaxEvents/2 + 1, Endpoints: 4, Fanout: 2}, "--events × --fanout"},
+		{"TooLong", Options{Duration: MaxDuration + time.Second}, "--duration must be at most 1h0m0s"},
+		{"RateTimesDurationTooMany", Options{Duration: time.Hour, Rate: 5000}, "--rate × --duration"},
+		{"EventsAndDuration", Options{Events: 10, Duration: time.Second}, "not both"},
+		{"NegativeRate", Options{Rate: -1}, "--rate"},
+		{"RemoteServer", Options{Server: "http://10.0.0.7:8080", APIKey: "k"}, "only against this machine"},
+		{"RemoteByName", Options{Server: "https://herald.example.com", APIKey: "k"}, "only against this machine"},
+		{"ServerWithoutKey", Options{Server: "http://127.0.0.1:8080"}, "--api-key is required"},
+		{"ServerWithDB", Options{Server: "http://127.0.0.1:8080", APIKey: "k", DB: "sqlite://x.db"}, "apply to a spawned Herald"},
+		{"ServeArgSetsAddr", Options{ServeArgs: []string{"--addr=0.0.0.0:80"}}, "sets the spawned serve's --addr"},
+		{"FanoutNotDividingEndpoints", Options{Endpoints: 10, Fanout: 3}, "multiple of --fanout"},
+		{"TooManyConsumers", Options{Endpoints: 10, Fanout: 2, Consumers: 6}, "--consumers must be from 1 to --endpoints / --fanout (5)"},
+		{"BatchTooBig", Options{Batch: MaxBatch + 1}, "--batch"},
+		{"PayloadTooSmall", Options{PayloadSize: MinPayloadSize - 1}, "--payload-size"},
+		{"TooManyEndpoints", Options{Endpoints: MaxEndpoints + 1}, "--endpoints"},
+		{"TooManyConnections", Options{Connections: MaxConnections + 1}, "--connections"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			err := tc.o.Validate()
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tc.want)
+		})
+	}
+	t.Run("ListsEveryProblem", func(t *testing.T) {
+		t.Parallel()
+		err := Options{Events: -1, Batch: -1, Connections: -1}.Validate()
+		require.Error(t, err)
+		for _, flag := range []string{"--events", "--batch", "--connections"} {
+			require.Contains(t, err.Error(), flag)
+		}
+	})
+}
+
+func TestCheckLoopback(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{"http://127.0.0.1:8080", "127.0.0.1:8080", "http://localhost:8080/", "http://[::1]:8080", "https://LOCALHOST"} {
+		t.Run("Allows "+ok, func(t *testing.T) {
+			t.Parallel()
+			require.NoError(t, CheckLoopback(ok))
+		})
+	}
+	for _, bad := range []string{"http://127.0.0.2:8080", "http://192.168.1.5", "http://localhost.example.com", "http://0.0.0.0:8080", "ftp://127.0.0.1"} {
+		t.Run("Refuses "+bad, func(t *testing.T) {
+			t.Parallel()
+			require.Error(t, CheckLoopback(bad))
+		})
+	}
+}
+
+func TestPayload(t *testing.T) {
+	t.Parallel()
+	for _, size := range []int{MinPayloadSize, 11, 1024, 65536} {
+		p := Payload(size)
+		require.Len(t, p, size)
+		require.True(t, json.Valid(p), "%s", p)
+		var obj map[string]string
+		require.NoError(t, json.Unmarshal(p, &obj))
+	}
+}
+
+func TestProcParsing(t *testing.T) {
+	t.Parallel()
+	t.Run("CPUFromStat", func(t *testing.T) {
+		t.Parallel()
+		// A command name with a space and a parenthesis, utime 250, stime 50.
+		line := "4242 (herald (x) y) S 1 4242 4242 0 -1 4194560 500 0 0 0 250 50 0 0 20 0 9 0 100 1000000 2000 18446744073709551615\n"
+		d, err := parseStatCPU([]byte(line))
+		require.NoError(t, err)
+		require.Equal(t, 3*time.Second, d)
+	})
+	t.Run("CPUFromAShortLineFails", func(t *testing.T) {
+		t.Parallel()
+		_, err := parseStatCPU([]byte("4242 (herald) S 1 2"))
+		require.Error(t, err)
+	})
+	t.Run("PeakRSS", func(t *testing.T) {
+		t.Parallel()
+		status := "Name:\therald\nVmPeak:\t  900000 kB\nVmHWM:\t   51200 kB\nVmRSS:\t   40000 kB\n"
+		n, err := parsePeakRSS(strings.NewReader(status))
+		require.NoError(t, err)
+		require.Equal(t, int64(51200*1024), n)
+	})
+	t.Run("NoPeakRSS", func(t *testing.T) {
+		t.Parallel()
+		_, err := parsePeakRSS(strings.NewReader("Name:\therald\n"))
+		require.Error(t, err)
+	})
+	t.Run("ThisProcess", func(t *testing.T) {
+		t.Parallel()
+		if _, err := procCPU("self"); err != nil {
+			t.Skipf("no /proc here: %v", err)
+		}
+		n, err := procPeakRSS("self")
+		require.NoError(t, err)
+		require.Positive(t, n)
+	})
+}
+
+func TestSumCounter(t *testing.T) {
+	t.Parallel()
+	text := `# HELP herald_attempts_total HTTP attempts.
+# TYPE herald_attempts_total counter
+herald_attempts_total{class="client_error"} 2
+herald_attempts_total{class="success"} 1200
+herald_attempts_total_other 99
+herald_attempts_totally{class="x"} 5
+herald_deliveries_total{outcome="delivered"} 1200
+`
+	sum, ok := sumCounter(strings.NewReader(text), attemptsMetric)
+	require.True(t, ok)
+	require.Equal(t, 1202.0, sum)
+
+	_, ok = sumCounter(strings.NewReader("go_goroutines 12\n"), attemptsMetric)
+	require.False(t, ok)
+}

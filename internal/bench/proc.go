@@ -1,0 +1,92 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// userHZ is the unit of the CPU times in /proc/<pid>/stat. Linux fixes it
+// at 100 for every program on every architecture it runs on today,
+// whatever the kernel's own tick rate.
+const userHZ = 100
+
+// procCPU returns the CPU time (user and system) the process pid has used,
+// read from /proc/<pid>/stat; pid "self" is this process. It fails where
+// there is no /proc (not Linux).
+func procCPU(pid string) (time.Duration, error) {
+	raw, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0, fmt.Errorf("read CPU time: %w", err)
+	}
+	return parseStatCPU(raw)
+}
+
+// parseStatCPU reads utime and stime, fields 14 and 15 of a
+// /proc/<pid>/stat line. The command name, field 2, is in parentheses and
+// may hold spaces and parentheses itself, so fields are counted from the
+// last ')'.
+func parseStatCPU(raw []byte) (time.Duration, error) {
+	end := bytes.LastIndexByte(raw, ')')
+	if end < 0 {
+		return 0, fmt.Errorf("read CPU time: no command name in %q", truncate(string(raw), 80))
+	}
+	// After ')' come field 3 (state) onwards.
+	fields := strings.Fields(string(raw[end+1:]))
+	const utime, stime = 14 - 3, 15 - 3
+	if len(fields) <= stime {
+		return 0, fmt.Errorf("read CPU time: %d fields after the command name, want more than %d", len(fields), stime)
+	}
+	var ticks int64
+	for _, i := range []int{utime, stime} {
+		n, err := strconv.ParseInt(fields[i], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("read CPU time: field %d: %w", i+3, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / userHZ, nil
+}
+
+// procPeakRSS returns the most resident memory the process pid has held,
+// in bytes: VmHWM in /proc/<pid>/status.
+func procPeakRSS(pid string) (int64, error) {
+	f, err := os.Open("/proc/" + pid + "/status")
+	if err != nil {
+		return 0, fmt.Errorf("read peak RSS: %w", err)
+	}
+	defer f.Close()
+	return parsePeakRSS(f)
+}
+
+func parsePeakRSS(f io.Reader) (int64, error) {
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:")
+		if !ok {
+			continue
+		}
+		num, unit, _ := strings.Cut(strings.TrimSpace(rest), " ")
+		kb, err := strconv.ParseInt(num, 10, 64)
+		if err != nil || strings.TrimSpace(unit) != "kB" {
+			return 0, fmt.Errorf("read peak RSS: cannot read VmHWM %q", strings.TrimSpace(rest))
+		}
+		return kb * 1024, nil
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("read peak RSS: %w", err)
+	}
+	return 0, fmt.Errorf("read peak RSS: no VmHWM line")
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,127 @@
+package bench
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/heraldhooks/herald/verify"
+)
+
+// receiverPath prefixes each endpoint's URL on the receiver; the endpoint's
+// number follows it (/e/12).
+const receiverPath = "/e/"
+
+// receiverMaxBody bounds how much of a body the receiver reads when it
+// checks bodies.
+const receiverMaxBody = 1 << 20
+
+// receiver is the bench's webhook receiver: it answers 200 at once and
+// records each delivery's arrival in a Tally, under the webhook-id header
+// and the endpoint number in the path. It logs nothing and, unless asked to
+// verify, reads no more of a request than net/http must.
+type receiver struct {
+	tally *Tally
+	// check, when set, verifies each webhook's signature with its
+	// endpoint's secret and compares its body with the payload sent.
+	check   *bodyCheck
+	srv     *http.Server
+	ln      net.Listener
+	strange atomic.Int64 // requests with no webhook-id or a path not /e/N
+}
+
+// bodyCheck is what --verify compares a delivery with.
+type bodyCheck struct {
+	payload []byte
+	mu      sync.RWMutex
+	secrets map[string]string // endpoint number → secret
+	invalid atomic.Int64      // bad signature
+	changed atomic.Int64      // body differs from the payload sent
+}
+
+func (c *bodyCheck) setSecret(num, secret string) {
+	c.mu.Lock()
+	c.secrets[num] = secret
+	c.mu.Unlock()
+}
+
+func (c *bodyCheck) secret(num string) string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.secrets[num]
+}
+
+// startReceiver listens on a free 127.0.0.1 port and serves until close.
+func startReceiver(tally *Tally, check *bodyCheck) (*receiver, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("listen for webhooks: %w", err)
+	}
+	r := &receiver{tally: tally, check: check, ln: ln}
+	r.srv = &http.Server{
+		Handler:           r,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          log.New(io.Discard, "", 0),
+	}
+	go func() { _ = r.srv.Serve(ln) }()
+	return r, nil
+}
+
+// url is where endpoint number num delivers.
+func (r *receiver) url(num int) string {
+	return "http://" + r.ln.Addr().String() + receiverPath + strconv.Itoa(num)
+}
+
+func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	now := time.Now()
+	num, ok := strings.CutPrefix(req.URL.Path, receiverPath)
+	id := req.Header.Get("Webhook-Id")
+	if id == "" {
+		id = req.Header.Get("X-Webhook-Id")
+	}
+	if !ok || len(num) == 0 || id == "" {
+		r.strange.Add(1)
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	if r.check != nil {
+		r.verify(req, num)
+	}
+	var buf [keySize]byte
+	k := append(buf[:0], id...)
+	k = append(k, '#')
+	k = append(k, num...)
+	r.tally.arrivedBytes(k, now)
+	w.WriteHeader(http.StatusOK)
+}
+
+// verify checks one request's signature and body. A failure is counted,
+// and the request is still answered 200, so Herald does not retry it.
+func (r *receiver) verify(req *http.Request, num string) {
+	body, err := io.ReadAll(io.LimitReader(req.Body, receiverMaxBody))
+	if err != nil || !bytes.Equal(body, r.check.payload) {
+		r.check.changed.Add(1)
+	}
+	if err := verify.VerifyStandard(r.check.secret(num), req.Header, body, time.Now(), 5*time.Minute); err != nil {
+		r.check.invalid.Add(1)
+	}
+}
+
+// close stops the receiver at once, closing every connection: the report
+// is made by then, and a request still coming in no longer counts.
+func (r *receiver) close() error {
+	if err := r.srv.Close(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("stop the receiver: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,295 @@
+package bench
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Report is what one run measured. Values the bench could not measure (the
+// CPU time of a Herald it did not start) are nil, null in JSON.
+type Report struct {
+	Target     Target          `json:"target"`
+	Load       Load            `json:"load"`
+	Events     EventCounts     `json:"events"`
+	Deliveries DeliveryCounts  `json:"deliveries"`
+	LatencyMS  LatencyMS       `json:"latency_ms"`
+	Attempts   AttemptCounts   `json:"attempts"`
+	Herald     HeraldResources `json:"herald"`
+	// BenchCPUSeconds is the CPU time the bench itself (sender and
+	// receiver) used from the start of sending to the end of the drain: on
+	// one machine it competes with Herald for the same cores.
+	BenchCPUSeconds *float64 `json:"bench_cpu_seconds"`
+	// Interrupted is set when the run was stopped before it finished; the
+	// counts are then partial.
+	Interrupted bool `json:"interrupted"`
+	// Notes say how to read the numbers.
+	Notes []string `json:"notes"`
+}
+
+// Target is the Herald measured.
+type Target struct {
+	// Mode is "spawn" (the bench started it) or "server" (it was running).
+	Mode string `json:"mode"`
+	URL  string `json:"url"`
+	// DB is "sqlite" or "postgres" for a spawned Herald, "" otherwise.
+	DB string `json:"db,omitempty"`
+	// ServeArgs are the extra flags a spawned Herald was given.
+	ServeArgs []string `json:"serve_args,omitempty"`
+}
+
+// Load is the load that was asked for.
+type Load struct {
+	Endpoints int `json:"endpoints"`
+	Consumers int `json:"consumers"`
+	Fanout    int `json:"fanout"`
+	Events    int `json:"events,omitempty"`
+	// DurationSeconds is the --duration, when the run was bounded by time.
+	DurationSeconds float64 `json:"duration_seconds,omitempty"`
+	// Rate is events a second; 0 means as fast as accepted.
+	Rate        float64 `json:"rate"`
+	Batch       int     `json:"batch"`
+	Connections int     `json:"connections"`
+	PayloadSize int     `json:"payload_size"`
+	Verify      bool    `json:"verify"`
+}
+
+// EventCounts are the ingest side.
+type EventCounts struct {
+	// Sent is how many events went out in ingest calls, Accepted how many
+	// Herald answered 2xx for, Failed how many were in calls that failed
+	// (calls cut short by an interrupt are in Sent only).
+	Sent     int64 `json:"sent"`
+	Accepted int64 `json:"accepted"`
+	Failed   int64 `json:"failed"`
+	// FirstError is the first failure, if any.
+	FirstError string `json:"first_error,omitempty"`
+	// FanoutMismatches counts accepted events whose answer listed a
+	// different number of deliveries than the fanout, or an endpoint the
+	// bench did not create.
+	FanoutMismatches int64 `json:"fanout_mismatches"`
+	// PerSecond is Accepted over SendSeconds, the time from the first
+	// ingest call to the answer of the last.
+	PerSecond   float64 `json:"per_second"`
+	SendSeconds float64 `json:"send_seconds"`
+}
+
+// DeliveryCounts are the receiver side.
+type DeliveryCounts struct {
+	// Expected is how many deliveries the accepted events made; Delivered
+	// how many of them arrived; Missing how many never did within the
+	// drain; Duplicated how many arrived more than once, and Repeats the
+	// arrivals beyond each one's first; Unexpected how many arrived that no
+	// accepted answer listed (or that carried no webhook id).
+	Expected   int64 `json:"expected"`
+	Delivered  int64 `json:"delivered"`
+	Missing    int64 `json:"missing"`
+	Duplicated int64 `json:"duplicated"`
+	Repeats    int64 `json:"repeats"`
+	Unexpected int64 `json:"unexpected"`
+	// ArrivedBeforeAccept counts deliveries that reached the receiver
+	// before their ingest answer reached the sender (latency 0).
+	ArrivedBeforeAccept int64 `json:"arrived_before_accept"`
+	// PerSecond is Delivered over WindowSeconds, from the first accept to
+	// the last arrival.
+	PerSecond     float64 `json:"per_second"`
+	WindowSeconds float64 `json:"window_seconds"`
+	// Drained is whether every expected delivery arrived before
+	// --drain-timeout; DrainSeconds how long the wait after sending took.
+	Drained      bool    `json:"drained"`
+	DrainSeconds float64 `json:"drain_seconds"`
+	// MissingSample names a few missing deliveries as event_id#endpoint.
+	MissingSample []string `json:"missing_sample,omitempty"`
+	// InvalidSignatures and ChangedBodies are counted with --verify only.
+	InvalidSignatures *int64 `json:"invalid_signatures,omitempty"`
+	ChangedBodies     *int64 `json:"changed_bodies,omitempty"`
+}
+
+// LatencyMS is the end-to-end latency in milliseconds, from the ingest
+// answer reaching the bench to the delivery reaching the receiver.
+type LatencyMS struct {
+	Samples int     `json:"samples"`
+	P50     float64 `json:"p50"`
+	P90     float64 `json:"p90"`
+	P99     float64 `json:"p99"`
+	Max     float64 `json:"max"`
+}
+
+// AttemptCounts are the HTTP attempts Herald made in the delivery window.
+type AttemptCounts struct {
+	Total     float64 `json:"total"`
+	PerSecond float64 `json:"per_second"`
+	// Source is "herald_attempts_total" when read from the server's
+	// /metrics, "deliveries" when /metrics had no such counter and the
+	// deliveries stand in for attempts.
+	Source string `json:"source"`
+}
+
+// HeraldResources is what the spawned Herald cost; nil when not measured.
+type HeraldResources struct {
+	// CPUSeconds is user and system CPU time from the start of sending to
+	// the end of the drain.
+	CPUSeconds *float64 `json:"cpu_seconds"`
+	// CoresBusy is CPUSeconds over that wall time.
+	CoresBusy *float64 `json:"cores_busy"`
+	// DeliveriesPerCPUSecond is Delivered over CPUSeconds: what one core
+	// does, ingest and delivery together.
+	DeliveriesPerCPUSecond *float64 `json:"deliveries_per_cpu_second"`
+	// PeakRSSBytes is the most resident memory the process held (VmHWM),
+	// over its whole life.
+	PeakRSSBytes *int64 `json:"peak_rss_bytes"`
+}
+
+// The notes every report carries.
+const (
+	noteLatency = "latency is from the ingest answer reaching the bench to the delivery reaching the bench's receiver; it includes about half the ingest call's round trip"
+	noteShared  = "the bench's sender and receiver run on the same machine as Herald and share its cores (see bench_cpu_seconds)"
+	noteWindow  = "deliveries/s and attempts/s are over the window from the first accepted event to the last arrival"
+)
+
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func ptr[T any](v T) *T { return &v }
+
+// WriteText writes the report as a table for a person.
+func (r *Report) WriteText(w io.Writer) error {
+	var table bytes.Buffer
+	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
+	row := func(name, value, detail string) { fmt.Fprintf(tw, "%s\t%s\t%s\n", name, value, detail) }
+
+	l := r.Load
+	amount := fmt.Sprintf("%d events", l.Events)
+	if l.DurationSeconds > 0 {
+		amount = "events for " + (time.Duration(l.DurationSeconds * float64(time.Second))).String()
+	}
+	rate := "as fast as accepted"
+	if l.Rate > 0 {
+		rate = fmt.Sprintf("%s events/s", num(l.Rate))
+	}
+	fmt.Fprintf(w, "herald bench: %s, %s, to %s of %s (fanout %d), batch %d, %s, %d-byte payloads\n",
+		amount, rate, plural(l.Endpoints, "endpoint"), plural(l.Consumers, "consumer"), l.Fanout, l.Batch,
+		plural(l.Connections, "connection"), l.PayloadSize)
+	switch r.Target.Mode {
+	case "spawn":
+		extra := ""
+		if len(r.Target.ServeArgs) > 0 {
+			extra = " " + strings.Join(r.Target.ServeArgs, " ")
+		}
+		fmt.Fprintf(w, "target: herald serve%s spawned on %s (%s)\n", extra, r.Target.URL, r.Target.DB)
+	default:
+		fmt.Fprintf(w, "target: %s\n", r.Target.URL)
+	}
+	if r.Interrupted {
+		fmt.Fprintln(w, "INTERRUPTED: the counts below are partial")
+	}
+	fmt.Fprintln(w)
+
+	e, d := r.Events, r.Deliveries
+	failed := ""
+	if e.Failed > 0 {
+		failed = fmt.Sprintf("%d failed, first: %s", e.Failed, e.FirstError)
+	}
+	row("events accepted", strconv.FormatInt(e.Accepted, 10), failed)
+	row("events accepted/s", num(e.PerSecond), fmt.Sprintf("over %s s of sending", secs(e.SendSeconds)))
+	row("deliveries", strconv.FormatInt(d.Delivered, 10), fmt.Sprintf("of %d expected", d.Expected))
+	missing := ""
+	if d.Missing > 0 {
+		missing = "e.g. " + strings.Join(d.MissingSample, ", ")
+	}
+	row("missing", strconv.FormatInt(d.Missing, 10), missing)
+	row("duplicated", strconv.FormatInt(d.Duplicated, 10), fmt.Sprintf("%d extra arrivals", d.Repeats))
+	if d.Unexpected > 0 {
+		row("unexpected", strconv.FormatInt(d.Unexpected, 10), "arrived but not in any accepted answer")
+	}
+	if e.FanoutMismatches > 0 {
+		row("fanout mismatches", strconv.FormatInt(e.FanoutMismatches, 10), "events whose answer listed other deliveries than expected")
+	}
+	if d.InvalidSignatures != nil {
+		row("invalid signatures", strconv.FormatInt(*d.InvalidSignatures, 10), "")
+	}
+	if d.ChangedBodies != nil {
+		row("changed bodies", strconv.FormatInt(*d.ChangedBodies, 10), "body differs from the payload sent")
+	}
+	drain := fmt.Sprintf("drained in %s s", secs(d.DrainSeconds))
+	if !d.Drained {
+		drain = fmt.Sprintf("NOT drained: gave up after %s s", secs(d.DrainSeconds))
+	}
+	row("deliveries/s", num(d.PerSecond), fmt.Sprintf("over %s s, first accept to last arrival; %s", secs(d.WindowSeconds), drain))
+	lat := r.LatencyMS
+	row("latency p50", ms(lat.P50), fmt.Sprintf("accept to arrival, %d deliveries", lat.Samples))
+	row("latency p90", ms(lat.P90), "")
+	row("latency p99", ms(lat.P99), "")
+	row("latency max", ms(lat.Max), "")
+	row("attempts/s", num(r.Attempts.PerSecond), "from "+r.Attempts.Source)
+	h := r.Herald
+	cpu, cpuDetail := "unknown", "not measured: Herald was not started by the bench"
+	if h.CPUSeconds != nil {
+		cpu = secs(*h.CPUSeconds) + " s"
+		cpuDetail = ""
+		if h.CoresBusy != nil {
+			cpuDetail = num(*h.CoresBusy) + " cores busy"
+		}
+		if h.DeliveriesPerCPUSecond != nil {
+			cpuDetail += fmt.Sprintf(", %s deliveries per CPU second", num(*h.DeliveriesPerCPUSecond))
+		}
+	}
+	row("herald CPU", cpu, cpuDetail)
+	rss := "unknown"
+	if h.PeakRSSBytes != nil {
+		rss = fmt.Sprintf("%.1f MiB", float64(*h.PeakRSSBytes)/(1<<20))
+	}
+	row("herald peak RSS", rss, "")
+	if r.BenchCPUSeconds != nil {
+		row("bench CPU", secs(*r.BenchCPUSeconds)+" s", "sender and receiver, same machine")
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write the report: %w", err)
+	}
+	for _, line := range strings.Split(strings.TrimSuffix(table.String(), "\n"), "\n") {
+		fmt.Fprintln(w, strings.TrimRight(line, " "))
+	}
+	fmt.Fprintln(w)
+	for _, n := range r.Notes {
+		if _, err := fmt.Fprintf(w, "note: %s\n", n); err != nil {
+			return fmt.Errorf("write the report: %w", err)
+		}
+	}
+	return nil
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
+}
+
+// num formats a measured value with about four significant digits.
+func num(v float64) string {
+	switch {
+	case v == 0:
+		return "0"
+	case v >= 1000:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case v >= 100:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	case v >= 1:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	default:
+		return strconv.FormatFloat(v, 'g', 3, 64)
+	}
+}
+
+// secs formats seconds to the millisecond, or to the tenth past 100 s.
+func secs(v float64) string {
+	if v >= 100 {
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 3, 64)
+}
+
+func ms(v float64) string { return num(v) + " ms" }

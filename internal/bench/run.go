@@ -1,0 +1,453 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/heraldhooks/herald/internal/client"
+)
+
+const (
+	// maxFailedCalls stops the sending after this many failed ingest
+	// calls: past it the run measures failures, not Herald.
+	maxFailedCalls = 100
+	// callTimeout bounds one ingest call.
+	callTimeout = time.Minute
+	// cleanupTimeout bounds the deletion of the endpoints a run created on
+	// a database that outlives it.
+	cleanupTimeout = 2 * time.Minute
+	// maxErrorText bounds how much of a failed answer is quoted.
+	maxErrorText = 300
+)
+
+// run is one bench run in progress.
+type run struct {
+	o      Options
+	base   string
+	apiKey string
+	child  *child // nil with --server
+	hc     *http.Client
+	tally  *Tally
+	recv   *receiver
+	check  *bodyCheck
+	// created are the endpoint ids made, to delete when the data outlives
+	// the run; epNum maps each to its number (as text, ready for a key).
+	created []string
+	epNum   map[string]string
+	// bodies[g] is one event for endpoint group g, as JSON.
+	bodies [][]byte
+	// limit is the most events this run sends.
+	limit int64
+
+	// What the senders counted (see EventCounts).
+	sent, acceptedN, failedN, failedCalls, mismatches atomic.Int64
+	// firstErrText is the first failed call, written once, read after the
+	// senders are done.
+	firstErr     sync.Once
+	firstErrText string
+}
+
+// Run performs one run as o describes and returns its report. If ctx ends
+// early, sending stops, the drain is skipped, and the partial report comes
+// back with ctx's error. A run that stops because ingest calls keep
+// failing also returns its report with an error.
+func Run(ctx context.Context, o Options) (rep *Report, err error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	o = o.withDefaults()
+	r := &run{o: o}
+	defer func() { err = errors.Join(err, r.close()) }()
+	if err := r.start(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.setup(ctx); err != nil {
+		return nil, err
+	}
+	return r.measure(ctx)
+}
+
+// start brings up the Herald to measure (or checks the given one) and the
+// receiver.
+func (r *run) start(ctx context.Context) error {
+	o := r.o
+	r.hc = &http.Client{
+		Timeout: callTimeout,
+		Transport: &http.Transport{
+			MaxIdleConns:        o.Connections + 4,
+			MaxIdleConnsPerHost: o.Connections + 4,
+			MaxConnsPerHost:     o.Connections + 4,
+			IdleConnTimeout:     time.Minute,
+			DisableCompression:  true,
+		},
+	}
+	if o.Server != "" {
+		base, err := serverURL(o.Server)
+		if err != nil {
+			return fmt.Errorf("--server: %w", err)
+		}
+		r.base, r.apiKey = base, o.APIKey
+	} else {
+		c, err := spawn(ctx, o.Binary, o.DB, o.ServeArgs)
+		if err != nil {
+			return err
+		}
+		r.child, r.base, r.apiKey = c, c.url, c.apiKey
+	}
+
+	r.limit = int64(o.Events)
+	if o.Duration > 0 {
+		r.limit = int64(MaxEvents / o.Fanout)
+		if o.Rate > 0 {
+			r.limit = min(r.limit, int64(o.Rate*o.Duration.Seconds())+1)
+		}
+	}
+	// Room for every expected delivery up front, so the maps do not grow
+	// while the run is measured; a run bounded only by time guesses.
+	expected := r.limit * int64(o.Fanout)
+	if o.Duration > 0 && o.Rate == 0 {
+		expected = 1 << 20
+	}
+	r.tally = NewTally(int(expected))
+	payload := Payload(o.PayloadSize)
+	if o.Verify {
+		r.check = &bodyCheck{payload: payload, secrets: make(map[string]string, o.Endpoints)}
+	}
+	recv, err := startReceiver(r.tally, r.check)
+	if err != nil {
+		return err
+	}
+	r.recv = recv
+	return nil
+}
+
+// Payload returns a JSON object of exactly size bytes (at least
+// MinPayloadSize): {"pad":"xxx…"}.
+func Payload(size int) []byte {
+	b := make([]byte, 0, size)
+	b = append(b, `{"pad":"`...)
+	for len(b) < size-2 {
+		b = append(b, 'x')
+	}
+	return append(b, `"}`...)
+}
+
+// setup creates the endpoints, over as many connections as the load will
+// use, and prepares one event body per endpoint group.
+func (r *run) setup(ctx context.Context) error {
+	o := r.o
+	var raw [4]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return fmt.Errorf("make a run id: %w", err)
+	}
+	runID := hex.EncodeToString(raw[:])
+	consumer := func(g int) string { return "bench-" + runID + "-c" + strconv.Itoa(g%o.Consumers) }
+	eventType := func(g int) string { return "bench.g" + strconv.Itoa(g) }
+
+	api, err := client.New(r.base, r.apiKey, client.Options{HTTPClient: r.hc, UserAgent: "herald-bench"})
+	if err != nil {
+		return fmt.Errorf("--server: %w", err)
+	}
+	r.epNum = make(map[string]string, o.Endpoints)
+	var (
+		mu       sync.Mutex
+		next     atomic.Int64
+		wg       sync.WaitGroup
+		errOnce  sync.Once
+		setupErr error
+	)
+	for range min(o.Connections, o.Endpoints) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= o.Endpoints || ctx.Err() != nil {
+					return
+				}
+				g := i / o.Fanout
+				url, c, desc := r.recv.url(i), consumer(g), "herald bench"
+				ep, err := api.EndpointCreate(ctx, &client.EndpointParams{
+					ConsumerID: &c, URL: &url, Description: &desc, EventTypes: []string{eventType(g)},
+				})
+				if err != nil {
+					errOnce.Do(func() { setupErr = explainSetup(err) })
+					next.Store(int64(o.Endpoints)) // stop the others
+					return
+				}
+				num := strconv.Itoa(i)
+				mu.Lock()
+				r.created = append(r.created, ep.ID)
+				r.epNum[ep.ID] = num
+				mu.Unlock()
+				if r.check != nil {
+					r.check.setSecret(num, ep.Secret)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if setupErr != nil {
+		return setupErr
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("create endpoints: %w", err)
+	}
+
+	payload := Payload(o.PayloadSize)
+	groups := o.Endpoints / o.Fanout
+	r.bodies = make([][]byte, groups)
+	for g := range groups {
+		head, err := json.Marshal(struct {
+			ConsumerID string `json:"consumer_id"`
+			EventType  string `json:"event_type"`
+		}{consumer(g), eventType(g)})
+		if err != nil {
+			return fmt.Errorf("encode an event: %w", err)
+		}
+		body := append(head[:len(head)-1:len(head)-1], `,"payload":`...)
+		body = append(body, payload...)
+		r.bodies[g] = append(body, '}')
+	}
+	return nil
+}
+
+// explainSetup adds what to do to the usual reasons endpoint creation
+// fails against a running Herald.
+func explainSetup(err error) error {
+	var apiErr *client.Error
+	if errors.As(err, &apiErr) {
+		switch {
+		case apiErr.IsUnauthorized():
+			return fmt.Errorf("create endpoints: the API key was refused (%s); give the server's key with --api-key", apiErr.Message)
+		case apiErr.Code == "invalid_url":
+			return fmt.Errorf("create endpoints: %w (the bench's receiver is on 127.0.0.1: run that Herald with --allow-private-networks)", err)
+		}
+	}
+	return fmt.Errorf("create endpoints: %w", err)
+}
+
+// measure sends the load, waits for the deliveries, and reports.
+func (r *run) measure(ctx context.Context) (*Report, error) {
+	o := r.o
+	attempts0, haveAttempts := r.scrapeAttempts(ctx)
+	cpu0, cpuErr := r.childCPU()
+	self0, selfErr := procCPU("self")
+
+	start := time.Now()
+	stopProgress := r.progress(start)
+	sendErr := r.send(ctx, start)
+	sendEnd := time.Now()
+	drained := r.drain(ctx, o.DrainTimeout)
+	end := time.Now()
+	stopProgress()
+
+	cpu1, cpuErr1 := r.childCPU()
+	var rss int64
+	var rssErr error
+	if r.child != nil {
+		rss, rssErr = procPeakRSS(r.child.pid)
+	}
+	self1, selfErr1 := procCPU("self")
+	attempts1, haveAttempts1 := r.scrapeAttempts(context.WithoutCancel(ctx))
+	counts := r.tally.Report()
+
+	rep := &Report{
+		Target: Target{Mode: "server", URL: r.base},
+		Load: Load{
+			Endpoints: o.Endpoints, Consumers: o.Consumers, Fanout: o.Fanout, Events: o.Events,
+			DurationSeconds: o.Duration.Seconds(), Rate: o.Rate, Batch: o.Batch,
+			Connections: o.Connections, PayloadSize: o.PayloadSize, Verify: o.Verify,
+		},
+		Events: EventCounts{
+			Sent: r.sent.Load(), Accepted: r.acceptedN.Load(), Failed: r.failedN.Load(),
+			FirstError: r.firstErrText, FanoutMismatches: r.mismatches.Load(),
+			SendSeconds: sendEnd.Sub(start).Seconds(),
+		},
+		Deliveries: DeliveryCounts{
+			Expected: counts.Expected, Delivered: counts.Delivered, Missing: counts.Missing,
+			Duplicated: counts.Duplicated, Repeats: counts.Repeats,
+			Unexpected:          counts.Unexpected + r.recv.strange.Load(),
+			ArrivedBeforeAccept: counts.ArrivedBeforeAccept,
+			Drained:             drained, DrainSeconds: end.Sub(sendEnd).Seconds(),
+			MissingSample: counts.MissingSample,
+		},
+		LatencyMS: LatencyMS{
+			Samples: counts.Latency.Samples,
+			P50:     millis(counts.Latency.P50), P90: millis(counts.Latency.P90),
+			P99: millis(counts.Latency.P99), Max: millis(counts.Latency.Max),
+		},
+		Interrupted: ctx.Err() != nil,
+		Notes:       []string{noteLatency, noteWindow, noteShared},
+	}
+	if r.child != nil {
+		rep.Target.Mode, rep.Target.DB, rep.Target.ServeArgs = "spawn", r.child.db, o.ServeArgs
+	}
+	if r.check != nil {
+		rep.Deliveries.InvalidSignatures = ptr(r.check.invalid.Load())
+		rep.Deliveries.ChangedBodies = ptr(r.check.changed.Load())
+	}
+	if s := rep.Events.SendSeconds; s > 0 {
+		rep.Events.PerSecond = float64(rep.Events.Accepted) / s
+	}
+	var window float64
+	if !counts.LastArrival.IsZero() {
+		from := counts.FirstAccept
+		if from.IsZero() || counts.FirstArrival.Before(from) {
+			from = counts.FirstArrival
+		}
+		window = counts.LastArrival.Sub(from).Seconds()
+	}
+	rep.Deliveries.WindowSeconds = window
+	if window > 0 {
+		rep.Deliveries.PerSecond = float64(counts.Delivered) / window
+	}
+	if haveAttempts && haveAttempts1 {
+		rep.Attempts = AttemptCounts{Total: attempts1 - attempts0, Source: "herald_attempts_total"}
+	} else {
+		rep.Attempts = AttemptCounts{Total: float64(counts.Delivered), Source: "deliveries"}
+	}
+	if window > 0 {
+		rep.Attempts.PerSecond = rep.Attempts.Total / window
+	}
+	if r.child != nil && cpuErr == nil && cpuErr1 == nil {
+		cpu := (cpu1 - cpu0).Seconds()
+		rep.Herald.CPUSeconds = ptr(cpu)
+		if wall := end.Sub(start).Seconds(); wall > 0 {
+			rep.Herald.CoresBusy = ptr(cpu / wall)
+		}
+		if cpu > 0 {
+			rep.Herald.DeliveriesPerCPUSecond = ptr(float64(counts.Delivered) / cpu)
+		}
+	}
+	if r.child != nil && rssErr == nil {
+		rep.Herald.PeakRSSBytes = ptr(rss)
+	}
+	if selfErr == nil && selfErr1 == nil {
+		rep.BenchCPUSeconds = ptr((self1 - self0).Seconds())
+	}
+
+	if err := ctx.Err(); err != nil {
+		return rep, fmt.Errorf("bench interrupted: %w", err)
+	}
+	if r.child != nil {
+		if err := r.child.failed(); err != nil {
+			return rep, err
+		}
+	}
+	return rep, sendErr
+}
+
+func (r *run) childCPU() (time.Duration, error) {
+	if r.child == nil {
+		return 0, errors.New("not a spawned herald")
+	}
+	return procCPU(r.child.pid)
+}
+
+// drain waits until every accepted delivery has arrived, timeout passes,
+// or ctx ends, and says whether all arrived.
+func (r *run) drain(ctx context.Context, timeout time.Duration) bool {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if accepted, arrived, _ := r.tally.Progress(); arrived >= accepted {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-deadline.C:
+			return false
+		case <-tick.C:
+		}
+	}
+}
+
+// progress prints a line every ProgressEvery until the returned function
+// is called.
+func (r *run) progress(start time.Time) (stop func()) {
+	if r.o.Progress == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(r.o.ProgressEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case t := <-tick.C:
+				expected, arrived, _ := r.tally.Progress()
+				fmt.Fprintf(r.o.Progress, "bench: %4.0fs  events sent %d, accepted %d, failed %d; deliveries arrived %d of %d\n",
+					t.Sub(start).Seconds(), r.sent.Load(), r.acceptedN.Load(), r.failedN.Load(), arrived, expected)
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
+// close deletes the endpoints a run made on a database that outlives it,
+// stops the receiver and the spawned Herald.
+func (r *run) close() error {
+	var errs []error
+	discarded := r.child != nil && r.child.tmp != "" // the database goes with the child
+	if !discarded && len(r.created) > 0 {
+		if err := r.deleteEndpoints(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if r.recv != nil {
+		errs = append(errs, r.recv.close())
+	}
+	if r.child != nil {
+		errs = append(errs, r.child.stop())
+	}
+	if r.hc != nil {
+		r.hc.CloseIdleConnections()
+	}
+	return errors.Join(errs...)
+}
+
+// deleteEndpoints removes the endpoints the run created (their events and
+// deliveries stay, as for any deleted endpoint).
+func (r *run) deleteEndpoints() error {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	api, err := client.New(r.base, r.apiKey, client.Options{HTTPClient: r.hc, UserAgent: "herald-bench"})
+	if err != nil {
+		return err
+	}
+	var next atomic.Int64
+	var failed atomic.Int64
+	var wg sync.WaitGroup
+	for range min(r.o.Connections, len(r.created)) {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(r.created) {
+					return
+				}
+				if err := api.EndpointDelete(ctx, r.created[i]); err != nil {
+					failed.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := failed.Load(); n > 0 {
+		return fmt.Errorf("delete the bench's endpoints: %d of %d could not be deleted", n, len(r.created))
+	}
+	return nil
+}

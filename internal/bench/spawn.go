@@ -1,0 +1,224 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+const (
+	// startTimeout bounds how long a spawned Herald may take to answer
+	// /healthz (it migrates its database first).
+	startTimeout = time.Minute
+	// stopTimeout bounds how long a spawned Herald may take to stop after
+	// SIGTERM before it is killed. Its deliveries have drained by then.
+	stopTimeout = 40 * time.Second
+	// childOutputTail is how much of the child's output is kept, to show
+	// when it fails.
+	childOutputTail = 16 << 10
+)
+
+// child is a `herald serve` the bench started.
+type child struct {
+	cmd    *exec.Cmd
+	pid    string
+	url    string
+	apiKey string
+	// db names the database kind ("sqlite" or "postgres") for the report.
+	db string
+	// tmp is the directory of a database made for this run, removed at
+	// the end; "" when the caller gave --db.
+	tmp    string
+	output *tailBuffer
+	exited chan struct{}
+	err    error // how it exited, once exited is closed
+}
+
+// spawn starts `herald serve` from the binary bin on a free 127.0.0.1
+// port, with a fresh API key, deliveries to loopback allowed, and db (a
+// fresh SQLite file in a temporary directory when ""), then waits until it
+// answers /healthz. extra are more serve flags. The child gets this
+// process's environment without its HERALD_* variables, so what it runs
+// with is what the command line says.
+func spawn(ctx context.Context, bin, db string, extra []string) (*child, error) {
+	if bin == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("find the herald binary: %w", err)
+		}
+		bin = self
+	}
+	c := &child{output: &tailBuffer{max: childOutputTail}, exited: make(chan struct{}), db: "sqlite"}
+	if db == "" {
+		dir, err := os.MkdirTemp("", "herald-bench-")
+		if err != nil {
+			return nil, fmt.Errorf("make a directory for the database: %w", err)
+		}
+		c.tmp = dir
+		db = "sqlite://" + filepath.Join(dir, "herald.db")
+	} else if strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://") {
+		c.db = "postgres"
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		c.cleanup()
+		return nil, err
+	}
+	var raw [18]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		c.cleanup()
+		return nil, fmt.Errorf("make an API key: %w", err)
+	}
+	c.apiKey = "hk_bench_" + hex.EncodeToString(raw[:])
+	c.url = "http://" + addr
+
+	args := append([]string{"serve", "--addr", addr, "--db", db, "--api-key", c.apiKey, "--allow-private-networks"}, extra...)
+	c.cmd = exec.Command(bin, args...)
+	c.cmd.Env = withoutHeraldEnv(os.Environ())
+	c.cmd.Stdout = c.output
+	c.cmd.Stderr = c.output
+	c.cmd.SysProcAttr = childAttr()
+	if err := c.cmd.Start(); err != nil {
+		c.cleanup()
+		return nil, fmt.Errorf("start %s serve: %w", bin, err)
+	}
+	c.pid = strconv.Itoa(c.cmd.Process.Pid)
+	go func() {
+		c.err = c.cmd.Wait()
+		close(c.exited)
+	}()
+	if err := c.waitReady(ctx); err != nil {
+		c.stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// freeAddr finds a free 127.0.0.1 port. Another process could take it
+// before the child listens; the child would then fail to start, and say so.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("find a free port: %w", err)
+	}
+	addr := ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		return "", fmt.Errorf("find a free port: %w", err)
+	}
+	return addr, nil
+}
+
+func withoutHeraldEnv(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "HERALD_") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// waitReady polls /healthz until it answers 200, the child exits, or
+// startTimeout passes.
+func (c *child) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	hc := &http.Client{Timeout: 2 * time.Second}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url+"/healthz", nil)
+		if err != nil {
+			return fmt.Errorf("check the spawned herald: %w", err)
+		}
+		if res, err := hc.Do(req); err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-c.exited:
+			return fmt.Errorf("the spawned herald serve exited before it was ready (%v); its output:\n%s", c.err, c.output.String())
+		case <-ctx.Done():
+			return fmt.Errorf("the spawned herald serve did not answer %s/healthz in time (%w); its output:\n%s", c.url, ctx.Err(), c.output.String())
+		case <-tick.C:
+		}
+	}
+}
+
+// failed returns an error when the child exited on its own.
+func (c *child) failed() error {
+	select {
+	case <-c.exited:
+		return fmt.Errorf("the spawned herald serve exited during the run (%v); its output:\n%s", c.err, c.output.String())
+	default:
+		return nil
+	}
+}
+
+// stop ends the child (SIGTERM, then SIGKILL after stopTimeout), waits for
+// it, and removes the database made for it.
+func (c *child) stop() error {
+	var err error
+	select {
+	case <-c.exited:
+	default:
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-c.exited:
+			if c.err != nil {
+				err = fmt.Errorf("the spawned herald serve stopped with %v; its output:\n%s", c.err, c.output.String())
+			}
+		case <-time.After(stopTimeout):
+			_ = c.cmd.Process.Kill()
+			<-c.exited
+			err = fmt.Errorf("the spawned herald serve did not stop within %s of SIGTERM and was killed", stopTimeout)
+		}
+	}
+	c.cleanup()
+	return err
+}
+
+func (c *child) cleanup() {
+	if c.tmp != "" {
+		_ = os.RemoveAll(c.tmp)
+	}
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if over := len(b.buf) - b.max; over > 0 {
+		b.buf = append(b.buf[:0], b.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.buf) == 0 {
+		return "(none)"
+	}
+	return string(b.buf)
+}

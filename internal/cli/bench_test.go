@@ -1,0 +1,178 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhooks/herald/internal/app"
+	"github.com/heraldhooks/herald/internal/bench"
+	"github.com/heraldhooks/herald/internal/cli"
+	"github.com/heraldhooks/herald/internal/client"
+	"github.com/heraldhooks/herald/internal/config"
+	"github.com/heraldhooks/herald/internal/testdb"
+)
+
+// benchRun runs `herald bench args...` with env as its environment.
+func benchRun(t *testing.T, env map[string]string, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	cmd := cli.New(cli.IO{Out: &out, Err: &errb, Getenv: func(k string) string { return env[k] }})
+	cmd.SetArgs(append([]string{"bench"}, args...))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	err := cmd.ExecuteContext(ctx)
+	return result{out: out.String(), err: errb.String(), e: err}
+}
+
+// TestBenchSpawnsHeraldAndCountsEveryDelivery runs the bench as a user
+// would: it builds the herald binary, and the bench spawns it as
+// `herald serve`, sends 200 events to 5 endpoints, and reports every one
+// accepted and delivered once, with the child's CPU time and memory.
+func TestBenchSpawnsHeraldAndCountsEveryDelivery(t *testing.T) {
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "herald")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/heraldhooks/herald/cmd/herald").CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+
+	r := benchRun(t, nil, "--events", "200", "--endpoints", "5", "--herald-binary", bin, "--json", "-q")
+	require.NoError(t, r.e, "stdout: %s\nstderr: %s", r.out, r.err)
+	var rep bench.Report
+	require.NoError(t, json.Unmarshal([]byte(r.out), &rep), "stdout: %s", r.out)
+
+	require.Equal(t, "spawn", rep.Target.Mode)
+	require.Equal(t, "sqlite", rep.Target.DB)
+	require.Equal(t, int64(200), rep.Events.Sent)
+	require.Equal(t, int64(200), rep.Events.Accepted)
+	require.Zero(t, rep.Events.Failed)
+	require.Zero(t, rep.Events.FanoutMismatches)
+	require.Equal(t, int64(200), rep.Deliveries.Expected)
+	require.Equal(t, int64(200), rep.Deliveries.Delivered)
+	require.Zero(t, rep.Deliveries.Missing)
+	require.Zero(t, rep.Deliveries.Duplicated)
+	require.Zero(t, rep.Deliveries.Unexpected)
+	require.True(t, rep.Deliveries.Drained)
+	require.Equal(t, 200, rep.LatencyMS.Samples)
+	require.Positive(t, rep.Deliveries.PerSecond)
+	if rep.Attempts.Source != "deliveries" { // a build without /metrics counts deliveries
+		require.Equal(t, "herald_attempts_total", rep.Attempts.Source)
+	}
+	require.Equal(t, 200.0, rep.Attempts.Total, "one attempt per delivery")
+	require.NotNil(t, rep.Herald.CPUSeconds, "CPU time of the spawned herald")
+	require.NotNil(t, rep.Herald.PeakRSSBytes)
+	require.Positive(t, *rep.Herald.PeakRSSBytes)
+	require.Empty(t, r.err, "-q prints no progress")
+}
+
+// benchKey is the API key of the Herald startHerald runs.
+const benchKey = "hk_bench_test_key_0123456789"
+
+// startHerald runs a Herald node (API and dispatcher over SQLite) in this
+// process and returns its URL.
+func startHerald(t *testing.T, allowPrivate bool) string {
+	t.Helper()
+	cfg := config.Default()
+	cfg.DB = "sqlite://" + testdb.SQLitePath(t)
+	cfg.APIKey = benchKey
+	cfg.AllowPrivateNetworks = allowPrivate
+	ctx, cancel := context.WithCancel(context.Background())
+	a, err := app.New(ctx, cfg, app.Deps{}, true)
+	require.NoError(t, err)
+	srv := httptest.NewServer(a.Handler)
+	dispatched := make(chan error, 1)
+	go func() { dispatched <- a.Dispatcher.Run(ctx) }()
+	t.Cleanup(func() {
+		srv.Close()
+		cancel()
+		<-dispatched
+		a.Close()
+	})
+	return srv.URL
+}
+
+// TestBenchAgainstARunningServer points the bench at a Herald running in
+// this process: batches, a fanout of 5 to one consumer's endpoints,
+// signatures and bodies verified, the text report, CPU unknown, and the
+// bench's endpoints deleted afterwards.
+func TestBenchAgainstARunningServer(t *testing.T) {
+	t.Parallel()
+	url := startHerald(t, true)
+	r := benchRun(t, map[string]string{"HERALD_BENCH_API_KEY": benchKey},
+		"--server", url, "--events", "100", "--endpoints", "5", "--fanout", "5", "--consumers", "1",
+		"--batch", "25", "--connections", "2", "--payload-size", "300", "--verify")
+	require.NoError(t, r.e, "stdout: %s\nstderr: %s", r.out, r.err)
+
+	row := func(name string) string {
+		t.Helper()
+		m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + `\s{2,}(\S+)`).FindStringSubmatch(r.out)
+		require.NotNil(t, m, "no row %q in:\n%s", name, r.out)
+		return m[1]
+	}
+	require.Equal(t, "100", row("events accepted"))
+	require.Equal(t, "500", row("deliveries"))
+	require.Equal(t, "0", row("missing"))
+	require.Equal(t, "0", row("duplicated"))
+	require.Equal(t, "0", row("invalid signatures"))
+	require.Equal(t, "0", row("changed bodies"))
+	require.Equal(t, "unknown", row("herald CPU"))
+	require.Equal(t, "unknown", row("herald peak RSS"))
+	require.Regexp(t, `(?m)^attempts/s\s+\S+\s+from (herald_attempts_total|deliveries)$`, r.out)
+	require.Contains(t, r.out, "includes about half the ingest call's round trip")
+
+	api, err := client.New(url, benchKey, client.Options{})
+	require.NoError(t, err)
+	left, err := api.EndpointList(context.Background(), &client.EndpointListParams{})
+	require.NoError(t, err)
+	require.Empty(t, left.Data, "the bench deletes the endpoints it made on a server's database")
+}
+
+func TestBenchRefusesBadFlags(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"NonLoopbackServer", nil, []string{"--server", "http://10.20.30.40:8080", "--api-key", "k"}, "only against this machine"},
+		{"NonLoopbackServerFromItsTwin", map[string]string{"HERALD_BENCH_SERVER": "https://herald.example.com", "HERALD_BENCH_API_KEY": "k"}, nil, "only against this machine"},
+		{"TooManyEvents", nil, []string{"--events", "10000001"}, "--events must be from 1 to 10000000"},
+		{"TooLong", nil, []string{"--duration", "61m"}, "--duration must be at most 1h0m0s"},
+		{"SpawnAndServer", nil, []string{"--spawn", "--server", "http://127.0.0.1:8080", "--api-key", "k"}, "not both"},
+		{"NeitherSpawnNorServer", nil, []string{"--spawn=false"}, "needs --server"},
+		{"StrayArgument", nil, []string{"fast"}, "serve flags go after --"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := benchRun(t, tc.env, tc.args...)
+			require.Error(t, r.e)
+			require.Contains(t, r.e.Error(), tc.want)
+			require.Empty(t, strings.TrimSpace(r.out), "nothing ran, so nothing is reported")
+		})
+	}
+	t.Run("ServerRefusingLoopbackIsExplained", func(t *testing.T) {
+		t.Parallel()
+		r := benchRun(t, nil, "--server", startHerald(t, false), "--api-key", benchKey, "--events", "1", "--endpoints", "1")
+		require.Error(t, r.e)
+		require.Contains(t, r.e.Error(), "run that Herald with --allow-private-networks")
+	})
+	t.Run("ClientTwinsDoNotReachTheBench", func(t *testing.T) {
+		t.Parallel()
+		// HERALD_SERVER is the client commands'; the bench ignores it, so
+		// it spawns (here: a binary that is not there) rather than measure
+		// that server.
+		r := benchRun(t, map[string]string{"HERALD_SERVER": "http://10.20.30.40:8080", "HERALD_API_KEY": "k"},
+			"--herald-binary", filepath.Join(t.TempDir(), "no-such-herald"), "--events", "1")
+		require.Error(t, r.e)
+		require.Contains(t, r.e.Error(), "no-such-herald")
+	})
+}
