@@ -350,6 +350,7 @@ func TestDeadLetterAndReplay(t *testing.T) {
 		id1, id2 := first.Deliveries[0].ID, second.Deliveries[0].ID
 
 		rc.waitHits(t, 2)
+		e.settle()               // both outcomes written before time moves
 		e.tick(13 * time.Second) // past 10 s + 20 % jitter
 		rc.waitHits(t, 4)
 		for _, id := range []string{id1, id2} {
