@@ -147,6 +147,10 @@ func (s *Server) eventItem(req *eventRequest) (store.EventIngestItem, error) {
 	if err := herald.ValidateEventType(*req.EventType); err != nil {
 		return item, badRequest("invalid_event_type", "%v", err)
 	}
+	if herald.IsNotification(*req.EventType) {
+		// Receivers trust herald.* events to come from Herald itself.
+		return item, badRequest("invalid_event_type", "event_type must not start with %q: those types are reserved for Herald's own notifications", herald.NotifyPrefix)
+	}
 	item.EventType = *req.EventType
 	if req.Payload == nil {
 		return item, badRequest("invalid_payload", "payload is required: any JSON value")

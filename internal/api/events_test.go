@@ -119,6 +119,7 @@ func TestEventIngest(t *testing.T) {
 			{"EventTypeLong", `{"event_type":"` + strings.Repeat("a", 129) + `","payload":{}}`, "invalid_event_type", "event_type must match [a-zA-Z0-9_.-]{1,128}"},
 			{"EventTypeEmpty", `{"event_type":"","payload":{}}`, "invalid_event_type", "event_type must match [a-zA-Z0-9_.-]{1,128}"},
 			{"EventTypeMissing", `{"payload":{}}`, "invalid_event_type", "event_type is required and must match [a-zA-Z0-9_.-]{1,128}"},
+			{"EventTypeReservedForNotifications", `{"event_type":"herald.endpoint.disabled","payload":{}}`, "invalid_event_type", `event_type must not start with "herald.": those types are reserved for Herald's own notifications`},
 			{"PayloadMissing", `{"event_type":"a"}`, "invalid_payload", "payload is required: any JSON value"},
 			{"PayloadMalformed", `{"event_type":"a","payload":{"a":}}`, "invalid_json", ""},
 			{"PayloadNotJSON", `{"event_type":"a","payload":undefined}`, "invalid_json", ""},
