@@ -4,14 +4,11 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"io/fs"
-	"path"
-	"sort"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldhooks/herald/internal/store"
 )
 
 //go:embed migrations/*.sql
@@ -22,42 +19,8 @@ var migrationFS embed.FS
 // different schemas migrate without waiting for each other.
 const migrateLockClass = 0x4852_4c44 // "HRLD"
 
-// migration is one numbered schema change.
-type migration struct {
-	version int
-	name    string
-	sql     string
-}
-
-// migrations reads the embedded migrations, ordered by number. Each file is
-// named NNNN_what.sql.
-func migrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrationFS, "migrations")
-	if err != nil {
-		return nil, err
-	}
-	var out []migration
-	seen := map[int]string{}
-	for _, e := range entries {
-		name := e.Name()
-		num, _, ok := strings.Cut(name, "_")
-		version, err := strconv.Atoi(num)
-		if !ok || err != nil || version <= 0 {
-			return nil, fmt.Errorf("migration %s: name must start with a positive number and _", name)
-		}
-		if prev, dup := seen[version]; dup {
-			return nil, fmt.Errorf("migrations %s and %s share number %d", prev, name, version)
-		}
-		seen[version] = name
-		body, err := fs.ReadFile(migrationFS, path.Join("migrations", name))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, migration{version: version, name: name, sql: string(body)})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
-	return out, nil
-}
+// migrations reads the embedded migrations, ordered by number.
+func migrations() ([]store.Migration, error) { return store.ReadMigrations(migrationFS) }
 
 // Migrate applies the embedded migrations not yet recorded in
 // schema_migrations, each in its own transaction, while holding an advisory
@@ -108,20 +71,20 @@ func (s *Store) Migrate(ctx context.Context) error {
 	}
 
 	for _, m := range all {
-		if applied[m.version] {
+		if applied[m.Version] {
 			continue
 		}
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, m.sql); err != nil {
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
 				return err
 			}
-			_, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", m.version, m.name)
+			_, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", m.Version, m.Name)
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("migrate: apply %s: %w", m.name, err)
+			return fmt.Errorf("migrate: apply %s: %w", m.Name, err)
 		}
-		s.logger.Info("applied migration", "migration", m.name)
+		s.logger.Info("applied migration", "migration", m.Name)
 	}
 	return nil
 }

@@ -21,16 +21,16 @@ func TestMigrateProtection(t *testing.T) {
 	ctx := t.Context()
 	all, err := migrations()
 	require.NoError(t, err)
-	require.Equal(t, 1, all[0].version)
+	require.Equal(t, 1, all[0].Version)
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `CREATE TABLE schema_migrations (
 			version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, all[0].sql); err != nil {
+		if _, err := tx.Exec(ctx, all[0].SQL); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name) VALUES (1, $1)", all[0].name)
+		_, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name) VALUES (1, $1)", all[0].Name)
 		return err
 	})
 	require.NoError(t, err)

@@ -77,7 +77,7 @@ func TestMigrationsAreRecorded(t *testing.T) {
 	ms, err := migrations()
 	require.NoError(t, err)
 	require.NotEmpty(t, ms)
-	require.Equal(t, 1, ms[0].version)
+	require.Equal(t, 1, ms[0].Version)
 
 	require.NoError(t, s.Migrate(t.Context()))
 	rows, err := s.reader.QueryContext(t.Context(), `SELECT version, name FROM schema_migrations ORDER BY version`)
@@ -95,7 +95,7 @@ func TestMigrationsAreRecorded(t *testing.T) {
 	require.NoError(t, rows.Err())
 	var want []string
 	for _, m := range ms {
-		want = append(want, m.name)
+		want = append(want, m.Name)
 	}
 	require.Equal(t, want, got, "each migration recorded once")
 }
@@ -186,14 +186,14 @@ func TestProtectionMigrationKeepsExistingRows(t *testing.T) {
 	// made together, one earlier.
 	ms, err := migrations()
 	require.NoError(t, err)
-	require.Equal(t, 1, ms[0].version)
+	require.Equal(t, 1, ms[0].Version)
 	ctx := t.Context()
 	_, err = s.writer.ExecContext(ctx, `CREATE TABLE schema_migrations (
 		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT`)
 	require.NoError(t, err)
-	_, err = s.writer.ExecContext(ctx, ms[0].sql)
+	_, err = s.writer.ExecContext(ctx, ms[0].SQL)
 	require.NoError(t, err)
-	_, err = s.writer.ExecContext(ctx, `INSERT INTO schema_migrations VALUES (1, ?, 0)`, ms[0].name)
+	_, err = s.writer.ExecContext(ctx, `INSERT INTO schema_migrations VALUES (1, ?, 0)`, ms[0].Name)
 	require.NoError(t, err)
 	_, err = s.writer.ExecContext(ctx, `INSERT INTO endpoints VALUES ('ep_1', 'c', 'https://x.example/', '', '["*"]',
 		'whsec_x', '', NULL, 1, '', 0, 'null', 'null', 0, 'null', 0, 'standard', 'null', 0, 0, NULL)`)
