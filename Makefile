@@ -2,7 +2,7 @@ GO ?= go
 HERALD_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test?sslmode=disable
 export HERALD_TEST_DATABASE_URL
 
-.PHONY: help build test vet run fmt
+.PHONY: help build test vet run fmt bench
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -15,6 +15,9 @@ vet: ## Run go vet
 
 test: vet ## Run everything: vet, unit, store conformance (SQLite and PostgreSQL), end-to-end, with -race
 	$(GO) test -race -count=1 -timeout 15m ./...
+
+bench: ## Run the Go benchmarks of the hot paths (signing, sending, ingest, claim, outcome writes on SQLite and PostgreSQL, idle latency); on a quiet machine
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./internal/sender ./internal/store/sqlitestore ./internal/store/pgstore ./internal/e2e
 
 run: ## Run herald serve on ./herald.db
 	$(GO) run ./cmd/herald serve
