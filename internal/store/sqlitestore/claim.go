@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -56,11 +57,14 @@ var takeQuery = `SELECT ` + claimedColumns + `
 	ORDER BY d.due_at, d.seq
 	LIMIT ?`
 
-// leaseQuery marks a delivery delivering under a new lease token.
-// Arguments: lease expiry, now, delivery id.
+// leaseQuery marks deliveries delivering under a new lease token, one
+// statement for a whole round of a claim. Arguments: a JSON array of
+// [delivery id, lease expiry] pairs, now.
 const leaseQuery = `UPDATE deliveries
-	SET status = 'delivering', lease_token = lease_token + 1, due_at = ?, updated_at = ?
-	WHERE id = ? RETURNING lease_token`
+	SET status = 'delivering', lease_token = lease_token + 1, due_at = l.expiry, updated_at = ?2
+	FROM (SELECT value ->> 0 AS id, value ->> 1 AS expiry FROM json_each(?1)) AS l
+	WHERE deliveries.id = l.id
+	RETURNING deliveries.id, deliveries.lease_token`
 
 // headQuery reads a FIFO endpoint's head: its live delivery ingested first.
 var headQuery = `SELECT ` + claimedColumns + `
@@ -205,6 +209,7 @@ func takeShares(ctx context.Context, tx *sql.Tx, st *statements, targets []*clai
 		if len(shares) == 0 {
 			break
 		}
+		var round []*claimedRow
 		for tg, share := range shares {
 			var (
 				got []*claimedRow
@@ -219,24 +224,71 @@ func takeShares(ctx context.Context, tx *sql.Tx, st *statements, targets []*clai
 				return nil, err
 			}
 			for _, r := range got {
-				c := r.c
-				c.LeaseExpiresAt = tg.leaseExpiry
-				if err := lease.QueryRowContext(ctx, micros(c.LeaseExpiresAt), micros(t), c.Delivery.ID).Scan(&c.LeaseToken); err != nil {
-					return nil, fmt.Errorf("lease %s: %w", c.Delivery.ID, err)
-				}
-				c.Delivery.Status = herald.StatusDelivering
-				c.Delivery.NextAttemptAt = nil
-				c.Delivery.UpdatedAt = t
+				r.c.LeaseExpiresAt = tg.leaseExpiry
 			}
 			tg.taken = append(tg.taken, got...)
-			all = append(all, got...)
+			round = append(round, got...)
 			left -= len(got)
 			if len(got) < share {
 				tg.exhausted = true
 			}
 		}
+		if err := leaseRows(ctx, lease, round, t); err != nil {
+			return nil, err
+		}
+		all = append(all, round...)
 	}
 	return all, nil
+}
+
+// leaseRows leases the deliveries of one round in one statement and sets
+// their lease tokens.
+func leaseRows(ctx context.Context, lease *sql.Stmt, rows []*claimedRow, t time.Time) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	pairs := make([][2]any, len(rows))
+	byID := make(map[string]*store.ClaimedDelivery, len(rows))
+	for i, r := range rows {
+		c := r.c
+		pairs[i] = [2]any{c.Delivery.ID, micros(c.LeaseExpiresAt)}
+		byID[c.Delivery.ID] = c
+		c.Delivery.Status = herald.StatusDelivering
+		c.Delivery.NextAttemptAt = nil
+		c.Delivery.UpdatedAt = t
+	}
+	arg, err := json.Marshal(pairs)
+	if err != nil {
+		return fmt.Errorf("lease: %w", err)
+	}
+	res, err := lease.QueryContext(ctx, string(arg), micros(t))
+	if err != nil {
+		return fmt.Errorf("lease: %w", err)
+	}
+	defer res.Close()
+	n := 0
+	for res.Next() {
+		var (
+			id    string
+			token int64
+		)
+		if err := res.Scan(&id, &token); err != nil {
+			return fmt.Errorf("lease: %w", err)
+		}
+		c, ok := byID[id]
+		if !ok {
+			return fmt.Errorf("lease: leased %s, which was not taken", id)
+		}
+		c.LeaseToken = token
+		n++
+	}
+	if err := res.Err(); err != nil {
+		return fmt.Errorf("lease: %w", err)
+	}
+	if n != len(rows) {
+		return fmt.Errorf("lease: leased %d of %d deliveries taken", n, len(rows))
+	}
+	return nil
 }
 
 // deal shares n out among the targets that can still give, one per

@@ -49,9 +49,10 @@ type fanOutTarget struct {
 	eventTypes []string
 }
 
-// EventIngest writes the events and their deliveries in one transaction;
-// an idempotency key seen before (in the store or earlier in this call)
-// answers with the first event and creates nothing.
+// EventIngest writes the events and their deliveries in one transaction
+// (shared with concurrent calls: see groupIngest); an idempotency key seen
+// before (in the store or earlier in this call) answers with the first
+// event and creates nothing.
 func (s *Store) EventIngest(ctx context.Context, p *store.EventIngestParams) ([]store.EventIngestResult, error) {
 	if len(p.Events) == 0 {
 		return []store.EventIngestResult{}, nil
@@ -61,22 +62,12 @@ func (s *Store) EventIngest(ctx context.Context, p *store.EventIngestParams) ([]
 	if err != nil {
 		return nil, fmt.Errorf("ingest events: %w", err)
 	}
-	var (
-		results []store.EventIngestResult
-		created bool
-	)
-	err = s.write(ctx, func(tx *sql.Tx) error {
-		var err error
-		results, created, err = ingest(ctx, tx, st, p.Events, t)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("ingest events: %w", err)
+	c := &ingestCall{ctx: ctx, items: p.Events, t: t}
+	s.groupIngest(st, c)
+	if c.err != nil {
+		return nil, fmt.Errorf("ingest events: %w", c.err)
 	}
-	if created {
-		s.notify()
-	}
-	return results, nil
+	return c.results, nil
 }
 
 // ingest writes events and their deliveries inside tx: for EventIngest,

@@ -35,10 +35,20 @@ var _ store.Store = (*Store)(nil)
 type Store struct {
 	writer *sql.DB
 	reader *sql.DB
-	logger *slog.Logger
+	// checkpointer runs the WAL checkpoints (see checkpoint), which ends
+	// by closing checkpointed.
+	checkpointer *sql.DB
+	checkpointed chan struct{}
+	logger       *slog.Logger
 
 	stmtMu sync.Mutex
 	stmts  *statements // see prepared
+
+	// The ingest calls waiting for a group commit, and whether a group
+	// is being written (see groupIngest).
+	groupMu    sync.Mutex
+	groupQueue []*ingestCall
+	groupBusy  bool
 
 	mu     sync.Mutex
 	subs   map[chan struct{}]struct{}
@@ -70,6 +80,12 @@ func Open(ctx context.Context, path string, logger *slog.Logger) (*Store, error)
 		w[k] = append([]string(nil), v...)
 	}
 	w.Set("_txlock", "immediate")
+	// The writer keeps the hot index pages of the queue in a cache of its
+	// own rather than reading them back from the file, and leaves most of
+	// the checkpointing to the checkpointer (see checkpoint), off its path.
+	w.Add("_pragma", fmt.Sprintf("cache_size(%d)", -writerCacheKiB))
+	w.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", walFrames))
+	w.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", walKeepBytes))
 	writer, err := sql.Open("sqlite", path+"?"+w.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
@@ -104,13 +120,60 @@ func Open(ctx context.Context, path string, logger *slog.Logger) (*Store, error)
 		return nil, fmt.Errorf("open sqlite %s for reading: %w", path, err)
 	}
 
-	return &Store{
-		writer: writer,
-		reader: reader,
-		logger: logger,
-		subs:   map[chan struct{}]struct{}{},
-		done:   make(chan struct{}),
-	}, nil
+	ck, err := sql.Open("sqlite", path+"?"+pragmas.Encode())
+	if err != nil {
+		reader.Close()
+		writer.Close()
+		return nil, fmt.Errorf("open sqlite %s for checkpoints: %w", path, err)
+	}
+	ck.SetMaxOpenConns(1)
+	ck.SetMaxIdleConns(1)
+
+	s := &Store{
+		writer:       writer,
+		reader:       reader,
+		checkpointer: ck,
+		logger:       logger,
+		subs:         map[chan struct{}]struct{}{},
+		done:         make(chan struct{}),
+		checkpointed: make(chan struct{}),
+	}
+	go s.checkpoint()
+	return s, nil
+}
+
+// writerCacheKiB is the writer's page cache; checkpointEvery is how often
+// the checkpointer copies the WAL into the database file; walFrames is
+// the WAL size (in frames of a page) at which the writer checkpoints
+// itself, and walKeepBytes what a WAL that starts over is cut to.
+const (
+	writerCacheKiB  = 16 << 10
+	checkpointEvery = 200 * time.Millisecond
+	walFrames       = 8192
+	walKeepBytes    = 64 << 20
+)
+
+// checkpoint copies committed WAL frames into the database file, on a
+// connection of its own, until Close. A passive checkpoint waits for no
+// one, so the writer goes on meanwhile, on another core. Under a steady
+// load the writer adds frames while each one runs, so the WAL is never
+// found all copied and never starts over by itself; the writer's own
+// checkpoint, once the WAL reaches walFrames, does that, and it is cheap:
+// the checkpointer has already copied all but the last frames.
+func (s *Store) checkpoint() {
+	defer close(s.checkpointed)
+	tick := time.NewTicker(checkpointEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-tick.C:
+		}
+		if _, err := s.checkpointer.Exec("PRAGMA wal_checkpoint(PASSIVE)"); err != nil {
+			s.logger.Warn("sqlite checkpoint", "error", err)
+		}
+	}
 }
 
 // Ping checks that both the writer and the readers answer.
@@ -140,11 +203,19 @@ func (s *Store) Close() error {
 	}
 	s.mu.Unlock()
 
+	<-s.checkpointed
+	// A last full checkpoint leaves the WAL empty, so the file alone
+	// holds everything once Herald stops.
+	_, ckErr := s.checkpointer.Exec("PRAGMA wal_checkpoint(TRUNCATE)")
+	if ckErr != nil {
+		ckErr = fmt.Errorf("final checkpoint: %w", ckErr)
+	}
+
 	s.stmtMu.Lock()
 	stmtErr := closeStatements(s.stmts)
 	s.stmts = nil
 	s.stmtMu.Unlock()
-	return errors.Join(stmtErr, s.reader.Close(), s.writer.Close())
+	return errors.Join(stmtErr, ckErr, s.checkpointer.Close(), s.reader.Close(), s.writer.Close())
 }
 
 // Subscribe returns a channel that receives a value after every commit that

@@ -16,13 +16,19 @@ import (
 )
 
 // open returns a migrated store on a fresh file, closed when t ends.
-func open(t *testing.T) *sqlitestore.Store {
-	t.Helper()
-	s, err := sqlitestore.Open(t.Context(), testdb.SQLitePath(t), slog.New(slog.DiscardHandler))
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, s.Close()) })
-	require.NoError(t, s.Migrate(t.Context()))
+func open(tb testing.TB) *sqlitestore.Store {
+	tb.Helper()
+	s, err := sqlitestore.Open(tb.Context(), testdb.SQLitePath(tb), slog.New(slog.DiscardHandler))
+	require.NoError(tb, err)
+	tb.Cleanup(func() { require.NoError(tb, s.Close()) })
+	require.NoError(tb, s.Migrate(tb.Context()))
 	return s
+}
+
+// BenchmarkStore measures the SQLite backend's hot paths (see
+// storetest.Bench), each benchmark on a fresh file.
+func BenchmarkStore(b *testing.B) {
+	storetest.Bench(b, func(b *testing.B) store.Store { return open(b) })
 }
 
 func TestConformance(t *testing.T) {

@@ -1,0 +1,153 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/store"
+	"github.com/heraldhooks/herald/internal/testdb"
+)
+
+// TestIngestCallsThatOverlapCommitTogether: calls that queue while the
+// writer is busy are written as one group, each with its own answer and
+// its own deliveries; a call whose context ended while it waited is not
+// written, and the calls beside it are.
+func TestIngestCallsThatOverlapCommitTogether(t *testing.T) {
+	t.Parallel()
+	s := openInternal(t)
+	ctx := t.Context()
+	_, err := s.EndpointCreate(ctx, &store.EndpointCreateParams{Endpoint: &herald.Endpoint{
+		ConsumerID: "c", URL: "https://example.com/h", EventTypes: []string{"*"}, Enabled: true,
+		Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", Timeout: time.Second, SignatureScheme: herald.SchemeStandard,
+	}})
+	require.NoError(t, err)
+	_, err = s.prepared(ctx) // compiling needs the writer too
+	require.NoError(t, err)
+
+	// Hold the writer so that the calls below queue up behind it.
+	release, held := make(chan struct{}), make(chan struct{})
+	holder := make(chan error, 1)
+	go func() {
+		holder <- s.write(ctx, func(*sql.Tx) error {
+			close(held)
+			<-release
+			return nil
+		})
+	}()
+	<-held
+
+	type answer struct {
+		res []store.EventIngestResult
+		err error
+	}
+	send := func(ctx context.Context, key string) <-chan answer {
+		ch := make(chan answer, 1)
+		go func() {
+			res, err := s.EventIngest(ctx, &store.EventIngestParams{Events: []store.EventIngestItem{
+				{ConsumerID: "c", EventType: "a.b", Payload: []byte(`{"k":"` + key + `"}`), IdempotencyKey: key},
+			}})
+			ch <- answer{res, err}
+		}()
+		return ch
+	}
+	queued := func(n int) func() bool {
+		return func() bool {
+			s.groupMu.Lock()
+			defer s.groupMu.Unlock()
+			return len(s.groupQueue) == n
+		}
+	}
+	// The first call leads: it takes the queue (itself) and waits for the
+	// writer. The next three queue behind it, one of them soon cancelled.
+	a := send(ctx, "a")
+	require.Eventually(t, queued(0), 10*time.Second, time.Millisecond)
+	b := send(ctx, "b")
+	require.Eventually(t, queued(1), 10*time.Second, time.Millisecond)
+	cancelled, cancel := context.WithCancel(ctx)
+	c := send(cancelled, "c")
+	require.Eventually(t, queued(2), 10*time.Second, time.Millisecond)
+	d := send(ctx, "d")
+	require.Eventually(t, queued(3), 10*time.Second, time.Millisecond)
+	cancel()
+	close(release)
+	require.NoError(t, <-holder)
+
+	for key, ch := range map[string]<-chan answer{"a": a, "b": b, "d": d} {
+		got := <-ch
+		require.NoError(t, got.err, key)
+		require.Len(t, got.res, 1, key)
+		require.False(t, got.res[0].Duplicate, key)
+		require.Len(t, got.res[0].Deliveries, 1, key)
+		ev, err := s.EventGet(ctx, got.res[0].Event.ID)
+		require.NoError(t, err, key)
+		require.Equal(t, `{"k":"`+key+`"}`, string(ev.Payload))
+	}
+	gotC := <-c
+	require.ErrorIs(t, gotC.err, context.Canceled)
+	page, err := s.EventList(ctx, &store.EventListParams{ConsumerID: "c"})
+	require.NoError(t, err)
+	require.Len(t, page.Items, 3, "the cancelled call wrote nothing")
+	for _, ev := range page.Items {
+		require.NotEqual(t, "c", ev.IdempotencyKey)
+	}
+
+	// The group is done and the lead released: a lone call goes at once,
+	// and a key used in the group is a duplicate.
+	again := <-send(ctx, "b")
+	require.NoError(t, again.err)
+	require.True(t, again.res[0].Duplicate)
+	s.groupMu.Lock()
+	require.False(t, s.groupBusy)
+	require.Empty(t, s.groupQueue)
+	s.groupMu.Unlock()
+}
+
+// TestCheckpointerCopiesTheWALIntoTheFile: the writer checkpoints only
+// once the WAL holds walFrames pages, so rows written below that reach the
+// database file through the checkpointer; Close leaves the WAL empty.
+func TestCheckpointerCopiesTheWALIntoTheFile(t *testing.T) {
+	t.Parallel()
+	path := testdb.SQLitePath(t)
+	s, err := Open(t.Context(), path, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	require.NoError(t, s.Migrate(t.Context()))
+	var autocheckpoint int
+	require.NoError(t, s.writer.QueryRow("PRAGMA wal_autocheckpoint").Scan(&autocheckpoint))
+	require.Equal(t, walFrames, autocheckpoint, "the writer leaves most checkpoints to the checkpointer")
+
+	size := func(p string) int64 {
+		fi, err := os.Stat(p)
+		require.NoError(t, err)
+		return fi.Size()
+	}
+	before := size(path)
+	items := make([]store.EventIngestItem, 500)
+	for i := range items {
+		items[i] = store.EventIngestItem{ConsumerID: "c", EventType: "a.b", Payload: []byte(`{"pad":"` + strings.Repeat("x", 1000) + `"}`)}
+	}
+	_, err = s.EventIngest(t.Context(), &store.EventIngestParams{Events: items})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return size(path) > before+400*1024 }, 10*time.Second, 10*time.Millisecond,
+		"the events reach the database file")
+	require.NoError(t, s.Close())
+	if fi, err := os.Stat(path + "-wal"); err == nil {
+		require.Zero(t, fi.Size(), "the last checkpoint truncates the WAL")
+	} else {
+		require.ErrorIs(t, err, os.ErrNotExist)
+	}
+
+	s, err = Open(t.Context(), path, nil)
+	require.NoError(t, err)
+	defer s.Close()
+	page, err := s.EventList(t.Context(), &store.EventListParams{ConsumerID: "c", Limit: 1000})
+	require.NoError(t, err)
+	require.Len(t, page.Items, 500)
+}
