@@ -80,13 +80,22 @@ FOR UPDATE OF e SKIP LOCKED`
 }
 
 // inFlightSQL counts the leased deliveries (lease not expired) of each
-// endpoint in $1.
+// endpoint in $1, up to its cap in $3 (beyond the cap the count changes
+// nothing: the endpoint may start none). Each count is a plain index scan
+// of one endpoint's range, stopped at the cap: every finished delivery
+// leaves a dead entry in the leased index until vacuum, within the range
+// for as long as its lease would have run, and a plain scan marks such
+// entries dead as it passes, where a bitmap scan over all the endpoints
+// at once visited each of them on the heap, every claim (7 ms a claim at
+// 5,000 deliveries/s).
 const inFlightSQL = `
-SELECT endpoint_id, count(*)
-FROM deliveries
-WHERE endpoint_id = ANY($1::text[]) AND status = 'delivering'
-	AND due_at > coalesce($2::timestamptz, now())
-GROUP BY endpoint_id`
+SELECT c.endpoint_id, (
+	SELECT count(*) FROM (
+		SELECT 1 FROM deliveries l
+		WHERE l.endpoint_id = c.endpoint_id AND l.status = 'delivering'
+			AND l.due_at > coalesce($2::timestamptz, now())
+		LIMIT c.cap) AS leased)
+FROM unnest($1::text[], $3::int[]) AS c(endpoint_id, cap)`
 
 // takeSQL leases deliveries: for each endpoint of $2 up to its share $3 of
 // due ones, new before retries, then oldest due first, then in ingest
@@ -327,12 +336,14 @@ func lockCandidates(ctx context.Context, tx pgx.Tx, now time.Time, limit int, se
 // countInFlight fills each candidate's count of leased deliveries.
 func countInFlight(ctx context.Context, tx pgx.Tx, now time.Time, cands []*candidate) error {
 	ids := make([]string, len(cands))
+	caps := make([]int32, len(cands))
 	byID := make(map[string]*candidate, len(cands))
 	for i, c := range cands {
 		ids[i] = c.ep.ID
+		caps[i] = int32(ratelimit.MaxInFlight(c.ep, &c.ep.Health))
 		byID[c.ep.ID] = c
 	}
-	rows, err := tx.Query(ctx, inFlightSQL, ids, nowArg(now))
+	rows, err := tx.Query(ctx, inFlightSQL, ids, nowArg(now), caps)
 	if err != nil {
 		return fmt.Errorf("count in flight: %w", err)
 	}

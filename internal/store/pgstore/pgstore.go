@@ -53,6 +53,14 @@ func Open(ctx context.Context, url string, logger *slog.Logger) (*Store, error) 
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: parse url: %w", err)
 	}
+	// Plan each statement for its parameters and the tables as they are
+	// now. A generic plan is fixed after a few runs, often while the queue
+	// is still small; the planner then keeps sequential scans of
+	// deliveries that cost tens of milliseconds once it holds millions.
+	// A URL that sets plan_cache_mode itself wins.
+	if _, set := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !set {
+		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)

@@ -15,11 +15,40 @@ import (
 // case in a fresh schema of its own.
 func TestStore(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, func(t *testing.T) store.Store {
-		s, err := Open(t.Context(), testdb.PostgresURL(t), slog.New(slog.DiscardHandler))
+	storetest.Run(t, func(t *testing.T) store.Store { return openFresh(t) })
+}
+
+// BenchmarkStore measures the PostgreSQL backend's hot paths (see
+// storetest.Bench), each benchmark in a fresh schema.
+func BenchmarkStore(b *testing.B) {
+	storetest.Bench(b, func(b *testing.B) store.Store { return openFresh(b) })
+}
+
+// openFresh returns a migrated store in a fresh schema, closed when tb ends.
+func openFresh(tb testing.TB) *Store {
+	s, err := Open(tb.Context(), testdb.PostgresURL(tb), slog.New(slog.DiscardHandler))
+	require.NoError(tb, err)
+	tb.Cleanup(func() { require.NoError(tb, s.Close()) })
+	require.NoError(tb, s.Migrate(tb.Context()))
+	return s
+}
+
+// TestPlansAreMadeForTheTablesAsTheyAre: every connection plans each
+// statement afresh (plan_cache_mode), unless the URL chooses otherwise.
+// A generic plan fixed while the queue was small kept sequential scans of
+// deliveries, and claims took tens of milliseconds once it was large.
+func TestPlansAreMadeForTheTablesAsTheyAre(t *testing.T) {
+	t.Parallel()
+	url := testdb.PostgresURL(t)
+	for _, tc := range []struct{ url, want string }{
+		{url, "force_custom_plan"},
+		{url + "&plan_cache_mode=auto", "auto"},
+	} {
+		s, err := Open(t.Context(), tc.url, nil)
 		require.NoError(t, err)
-		t.Cleanup(func() { require.NoError(t, s.Close()) })
-		require.NoError(t, s.Migrate(t.Context()))
-		return s
-	})
+		var mode string
+		require.NoError(t, s.pool.QueryRow(t.Context(), "SHOW plan_cache_mode").Scan(&mode))
+		require.NoError(t, s.Close())
+		require.Equal(t, tc.want, mode, tc.url)
+	}
 }
