@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/heraldhooks/herald/internal/api"
@@ -218,6 +219,13 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 	}
+	if a.Config.PprofAddr != "" {
+		side, err := a.serveSide("pprof", a.Config.PprofAddr, pprofMux())
+		if err != nil {
+			return err
+		}
+		defer a.stopSide([]*http.Server{side})
+	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	dispatched := make(chan error, 1)
@@ -249,36 +257,74 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 // Config.MetricsAddr is set, serves GET /metrics there until the dispatcher
 // has drained.
 func (a *App) Work(ctx context.Context) error {
-	var srv *http.Server
+	var side []*http.Server
+	defer func() { a.stopSide(side) }()
 	if a.Config.MetricsAddr != "" {
-		ln, err := net.Listen("tcp", a.Config.MetricsAddr)
-		if err != nil {
-			return fmt.Errorf("listen for metrics on %s: %w", a.Config.MetricsAddr, err)
-		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", a.Metrics.Handler())
-		srv = &http.Server{
-			Handler:           mux,
-			ReadHeaderTimeout: 10 * time.Second,
-			ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+		srv, err := a.serveSide("metrics", a.Config.MetricsAddr, mux)
+		if err != nil {
+			return err
 		}
-		go func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				a.log.Warn("serve metrics", logkey.Error, err)
-			}
-		}()
-		a.log.Info("herald worker serving metrics", logkey.Addr, ln.Addr().String())
+		side = append(side, srv)
+	}
+	if a.Config.PprofAddr != "" {
+		srv, err := a.serveSide("pprof", a.Config.PprofAddr, pprofMux())
+		if err != nil {
+			return err
+		}
+		side = append(side, srv)
 	}
 	a.log.Info("herald worker running", "config", a.Config)
 	err := a.Dispatcher.Run(ctx)
-	if srv != nil {
-		// Scrapes are quick; one in progress gets a moment to finish.
-		shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if serr := srv.Shutdown(shutCtx); serr != nil {
-			a.log.Warn("stop metrics", logkey.Error, serr)
-		}
-	}
 	a.log.Info("herald worker stopped")
 	return err
+}
+
+// serveSide serves handler on addr, beside the API, until stopSide; what
+// names it in errors and logs.
+func (a *App) serveSide(what, addr string, handler http.Handler) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen for %s on %s: %w", what, addr, err)
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+	}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.log.Warn("serve "+what, logkey.Error, err)
+		}
+	}()
+	a.log.Info("herald serving "+what, logkey.Addr, ln.Addr().String())
+	return srv, nil
+}
+
+// stopSide shuts the side servers down. Scrapes are quick, so one in
+// progress gets a moment to finish; a profile being taken is cut short.
+func (a *App) stopSide(side []*http.Server) {
+	if len(side) == 0 {
+		return
+	}
+	shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, srv := range side {
+		if err := srv.Shutdown(shutCtx); err != nil {
+			a.log.Warn("stop side server", logkey.Addr, srv.Addr, logkey.Error, err)
+			_ = srv.Close()
+		}
+	}
+}
+
+// pprofMux serves Go's runtime profiles under /debug/pprof/.
+func pprofMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	return mux
 }

@@ -103,6 +103,7 @@ func nodeFlags(fs *pflag.FlagSet, c *config.Config) {
 	fs.IntVar(&c.Concurrency, "concurrency", c.Concurrency, "attempts in flight at once on this node")
 	fs.DurationVar(&c.PollInterval, "poll-interval", c.PollInterval, "how often an idle dispatcher looks for due retries")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long a stop waits for attempts in flight")
+	fs.StringVar(&c.PprofAddr, "pprof-addr", c.PprofAddr, "address to serve Go's runtime profiles (/debug/pprof/) on, as host:port; keep it on loopback (default: none)")
 }
 
 func newLogger(c *config.Config, w io.Writer) *slog.Logger {

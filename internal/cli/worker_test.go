@@ -2,8 +2,10 @@ package cli_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"testing"
 	"time"
 
@@ -69,4 +71,47 @@ func TestWorkerDispatchesAndStops(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the worker did not stop")
 	}
+}
+
+// TestWorkerServesProfilesWhenAsked: --pprof-addr serves Go's runtime
+// profiles beside the dispatcher, and the worker still stops cleanly.
+func TestWorkerServesProfilesWhenAsked(t *testing.T) {
+	t.Parallel()
+	path := testdb.SQLitePath(t)
+	runCtx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var out, errb lockedBuffer
+	done := make(chan error, 1)
+	go func() {
+		cmd := cli.New(cli.IO{Out: &out, Err: &errb, Getenv: func(string) string { return "" }})
+		cmd.SetArgs([]string{"worker", "--db", "sqlite://" + path, "--pprof-addr", "127.0.0.1:0"})
+		done <- cmd.ExecuteContext(runCtx)
+	}()
+	served := regexp.MustCompile(`msg="herald serving pprof" addr=(127\.0\.0\.1:\d+)`)
+	var addr string
+	require.Eventually(t, func() bool {
+		m := served.FindStringSubmatch(errb.String())
+		if m != nil {
+			addr = m[1]
+		}
+		return m != nil
+	}, 30*time.Second, 10*time.Millisecond, "no pprof address logged: %s", errb.String())
+
+	resp, err := http.Get("http://" + addr + "/debug/pprof/goroutine?debug=1")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, string(body), "dispatch.(*Dispatcher)", "the profile is of this worker")
+
+	stop()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the worker did not stop")
+	}
+	_, err = http.Get("http://" + addr + "/debug/pprof/")
+	require.Error(t, err, "the profile server stops with the worker")
 }

@@ -39,6 +39,10 @@ type Config struct {
 	// MetricsAddr, when set, is where `herald worker` serves /metrics
 	// (serve always has /metrics on Addr). Empty: no metrics listener.
 	MetricsAddr string
+	// PprofAddr, when set, is where serve and worker serve Go's runtime
+	// profiles (/debug/pprof/). Off by default: profiles show internals,
+	// so bind it to loopback.
+	PprofAddr string
 }
 
 // Default returns the configuration used when nothing is set.
@@ -48,7 +52,7 @@ func Default() Config {
 		DB:              "sqlite://herald.db",
 		LogFormat:       "text",
 		LogLevel:        "info",
-		Concurrency:     64,
+		Concurrency:     512,
 		PollInterval:    time.Second,
 		MaxPayloadBytes: 256 << 10,
 		ShutdownTimeout: 30 * time.Second,
@@ -114,6 +118,11 @@ func (c *Config) Validate(needAddr bool) error {
 	if c.MaxPayloadBytes < 1 || c.MaxPayloadBytes > 10<<20 {
 		errs = append(errs, fmt.Errorf("max-payload-bytes: %d is not between 1 and 10485760", c.MaxPayloadBytes))
 	}
+	if c.PprofAddr != "" {
+		if _, _, err := net.SplitHostPort(c.PprofAddr); err != nil {
+			errs = append(errs, fmt.Errorf("pprof-addr: %q is not host:port: %v", c.PprofAddr, err))
+		}
+	}
 	if c.MetricsAddr != "" {
 		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
 			errs = append(errs, fmt.Errorf("metrics-addr: %q is not host:port: %v", c.MetricsAddr, err))
@@ -165,5 +174,6 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("concurrency", c.Concurrency),
 		slog.Duration("poll_interval", c.PollInterval),
 		slog.String("metrics_addr", c.MetricsAddr),
+		slog.String("pprof_addr", c.PprofAddr),
 	)
 }

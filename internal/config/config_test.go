@@ -54,9 +54,10 @@ func TestValidateListsEveryProblem(t *testing.T) {
 	c.Concurrency = 0
 	c.PollInterval = time.Hour
 	c.MetricsAddr = "nowhere"
+	c.PprofAddr = "anywhere"
 	err := c.Validate(true)
 	require.Error(t, err)
-	for _, want := range []string{"addr:", "db:", "api-key:", "log-format:", "log-level:", "concurrency:", "poll-interval:", "metrics-addr:"} {
+	for _, want := range []string{"addr:", "db:", "api-key:", "log-format:", "log-level:", "concurrency:", "poll-interval:", "metrics-addr:", "pprof-addr:"} {
 		require.ErrorContains(t, err, want)
 	}
 	require.NotRegexp(t, "(?m)^addr:", c.Validate(false).Error(), "worker has no address")
