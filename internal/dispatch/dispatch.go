@@ -18,6 +18,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/heraldhooks/herald"
@@ -39,7 +40,7 @@ type Config struct {
 	Sender Sender
 	Clock  clock.Clock
 	Logger *slog.Logger
-	// Concurrency is how many attempts run at once on this node (default 64).
+	// Concurrency is how many attempts run at once on this node (default 512).
 	Concurrency int
 	// ClaimBatch bounds one claim (default Concurrency).
 	ClaimBatch int
@@ -86,7 +87,7 @@ func (c *Config) setDefaults() {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	if c.Concurrency <= 0 {
-		c.Concurrency = 64
+		c.Concurrency = 512
 	}
 	if c.ClaimBatch <= 0 || c.ClaimBatch > c.Concurrency {
 		c.ClaimBatch = c.Concurrency
@@ -124,6 +125,7 @@ type result struct {
 	outcome   *store.DeliveryOutcome
 	release   *store.Lease
 	claimed   *store.ClaimedDelivery
+	sent      *sender.Result // with an outcome
 	decidedAt time.Time
 }
 
@@ -163,13 +165,21 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		slots <- struct{}{}
 	}
 
+	// unwritten counts attempts that have ended and whose outcomes are
+	// not written yet: slots that the writer is about to give back.
+	var unwritten atomic.Int64
 	var workers sync.WaitGroup
 	for range n {
 		workers.Add(1)
 		go func() {
 			defer workers.Done()
 			for c := range jobs {
-				results <- d.attempt(ctx, sendCtx, c)
+				r := d.attempt(ctx, sendCtx, c)
+				unwritten.Add(1)
+				if hook := d.cfg.Hooks.AttemptDone; hook != nil && r.outcome != nil {
+					hook(r.claimed, r.sent, r.outcome)
+				}
+				results <- r
 			}
 		}()
 	}
@@ -181,10 +191,10 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
-		d.writeResults(results, slots, kick)
+		d.writeResults(results, slots, kick, &unwritten)
 	}()
 
-	d.claimLoop(ctx, wake, kick, jobs, slots)
+	d.claimLoop(ctx, wake, kick, jobs, slots, &unwritten)
 
 	close(jobs)
 	workers.Wait()
@@ -195,7 +205,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 
 // claimLoop claims as many deliveries as there are free slots, and sleeps
 // when nothing is due until a wake-up, the poll interval, or a free slot.
-func (d *Dispatcher) claimLoop(ctx context.Context, wake, kick <-chan struct{}, jobs chan<- *store.ClaimedDelivery, slots chan struct{}) {
+func (d *Dispatcher) claimLoop(ctx context.Context, wake, kick <-chan struct{}, jobs chan<- *store.ClaimedDelivery, slots chan struct{}, unwritten *atomic.Int64) {
 	for ctx.Err() == nil {
 		// Take at least one slot (waiting if all are busy), then every free one.
 		select {
@@ -203,15 +213,18 @@ func (d *Dispatcher) claimLoop(ctx context.Context, wake, kick <-chan struct{}, 
 		case <-ctx.Done():
 			return
 		}
-		free := 1
-	more:
-		for free < d.cfg.ClaimBatch {
+		free := 1 + takeFree(slots, d.cfg.ClaimBatch-1)
+		// While outcomes wait to be written, the write under way will give
+		// their slots back in a moment: claim then, a batch, rather than
+		// spend a claim (a write transaction) on the few free now. Attempts
+		// still running (a slow endpoint) are not waited for.
+		for free < d.cfg.ClaimBatch/2 && unwritten.Load() > 0 {
 			select {
-			case <-slots:
-				free++
-			default:
-				break more
+			case <-kick:
+			case <-ctx.Done():
+				return
 			}
+			free += takeFree(slots, d.cfg.ClaimBatch-free)
 		}
 
 		lookedAt := d.cfg.Clock.Now()
@@ -234,6 +247,20 @@ func (d *Dispatcher) claimLoop(ctx context.Context, wake, kick <-chan struct{}, 
 		}
 		d.idle(ctx, wake, kick, lookedAt)
 	}
+}
+
+// takeFree takes up to n free slots without waiting and says how many.
+func takeFree(slots <-chan struct{}, n int) int {
+	got := 0
+	for got < n {
+		select {
+		case <-slots:
+			got++
+		default:
+			return got
+		}
+	}
+	return got
 }
 
 // idle waits for a wake-up, a written outcome, the end, or the poll
@@ -292,11 +319,8 @@ func (d *Dispatcher) attempt(runCtx, sendCtx context.Context, c *store.ClaimedDe
 	}
 	out := Decide(c, &res, d.cfg.Rand())
 	out.Attempt.AttemptedAt = now
-	if d.cfg.Hooks.AttemptDone != nil {
-		d.cfg.Hooks.AttemptDone(c, &res, out)
-	}
 	d.logAttempt(c, &res, out)
-	return result{outcome: out, claimed: c, decidedAt: d.cfg.Clock.Now()}
+	return result{outcome: out, claimed: c, sent: &res, decidedAt: d.cfg.Clock.Now()}
 }
 
 // Decide turns the result of attempt number c.Delivery.AttemptCount+1 into
@@ -375,7 +399,7 @@ func (d *Dispatcher) logAttempt(c *store.ClaimedDelivery, res *sender.Result, ou
 // and writes them together. Under load batches grow by themselves; when
 // idle, a lone outcome is written at once. Writes use their own context so
 // that a stopping node still records what it did.
-func (d *Dispatcher) writeResults(results <-chan result, slots chan<- struct{}, kick chan<- struct{}) {
+func (d *Dispatcher) writeResults(results <-chan result, slots chan<- struct{}, kick chan<- struct{}, unwritten *atomic.Int64) {
 	const maxWriteBatch = 500
 	var outcomes []store.DeliveryOutcome
 	var written []result // parallel to outcomes
@@ -413,6 +437,9 @@ func (d *Dispatcher) writeResults(results <-chan result, slots chan<- struct{}, 
 		for range len(outcomes) + len(releases) {
 			slots <- struct{}{}
 		}
+		// After the slots are back, so a claim loop that saw these
+		// outcomes unwritten finds their slots when this kick wakes it.
+		unwritten.Add(-int64(len(outcomes) + len(releases)))
 		select {
 		case kick <- struct{}{}:
 		default:

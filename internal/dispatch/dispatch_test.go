@@ -5,6 +5,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -242,4 +245,88 @@ func TestCappedEndpointFlowsAtTheSpeedOfItsAnswers(t *testing.T) {
 	for range 5 {
 		waitClosed(t, got)
 	}
+}
+
+// claimSpy is the real store, with the limit of every claim written down
+// and the first outcome write held at a gate.
+type claimSpy struct {
+	store.Store
+	mu     sync.Mutex
+	limits []int
+	// beforeFirstWrite runs once, in the first DeliveryCompleteMany.
+	beforeFirstWrite func()
+	once             sync.Once
+}
+
+func (s *claimSpy) DeliveryClaim(ctx context.Context, p *store.DeliveryClaimParams) ([]*store.ClaimedDelivery, error) {
+	s.mu.Lock()
+	s.limits = append(s.limits, p.Limit)
+	s.mu.Unlock()
+	return s.Store.DeliveryClaim(ctx, p)
+}
+
+func (s *claimSpy) DeliveryCompleteMany(ctx context.Context, p *store.DeliveryCompleteManyParams) ([]bool, error) {
+	s.once.Do(s.beforeFirstWrite)
+	return s.Store.DeliveryCompleteMany(ctx, p)
+}
+
+func (s *claimSpy) claimLimits() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.limits)
+}
+
+// TestClaimsWaitForOutcomesBeingWritten: the first of 8 attempts ends and
+// its outcome is written alone while the other 7 end; the slot that write
+// frees is not worth a claim (a write transaction) of its own, because the
+// next write is about to free 7 more. Without the wait, the dispatcher
+// claims 1, then 7, ping-ponging with the writer on the one database.
+func TestClaimsWaitForOutcomesBeingWritten(t *testing.T) {
+	t.Parallel()
+	const concurrency = 8
+	var requests atomic.Int64
+	release := make(chan struct{})
+	base, c, _ := setup(t, func(w http.ResponseWriter, _ *http.Request) {
+		if requests.Add(1) > 1 {
+			<-release
+		}
+	})
+	var attempts, written atomic.Int64
+	st := &claimSpy{Store: base}
+	st.beforeFirstWrite = func() {
+		waitFor(t, func() bool { return requests.Load() == concurrency })
+		close(release)
+		waitFor(t, func() bool { return attempts.Load() == concurrency })
+	}
+	for range 2 * concurrency {
+		ingest(t, st, c)
+	}
+	d := dispatch.New(dispatch.Config{
+		Store:       st,
+		Sender:      sender.New(sender.Config{AllowPrivateNetworks: true}),
+		Clock:       c,
+		Concurrency: concurrency,
+		Hooks: dispatch.Hooks{
+			AttemptDone: func(*store.ClaimedDelivery, *sender.Result, *store.DeliveryOutcome) { attempts.Add(1) },
+			OutcomeWritten: func(_ *store.ClaimedDelivery, _ *store.DeliveryOutcome, _ time.Time, applied bool) {
+				if applied {
+					written.Add(1)
+				}
+			},
+		},
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		require.NoError(t, d.Run(ctx))
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+
+	waitFor(t, func() bool { return written.Load() == 2*concurrency })
+	limits := st.claimLimits()
+	require.GreaterOrEqual(t, len(limits), 2)
+	require.Equal(t, concurrency, limits[0], "the first claim fills every slot")
+	require.GreaterOrEqual(t, limits[1], concurrency/2,
+		"the second claim waits for the outcomes being written (claims: %v)", limits)
 }

@@ -17,7 +17,9 @@ import (
 func TestFanOutThousandEventsToTenEndpoints(t *testing.T) {
 	t.Parallel()
 	backends(t, func(t *testing.T, db string) {
-		e := setup(t, db)
+		// Room for every endpoint's in-flight cap (10 × 10) at once, as a
+		// node with the default concurrency has.
+		e := setup(t, db, func(o *options) { o.concurrency = 128 })
 		const endpoints, events = 10, 1000
 		var receivers []*receiver
 		for i := range endpoints {
