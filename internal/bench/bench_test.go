@@ -1,8 +1,13 @@
 package bench
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -140,4 +145,33 @@ herald_deliveries_total{outcome="delivered"} 1200
 
 	_, ok = sumCounter(strings.NewReader("go_goroutines 12\n"), attemptsMetric)
 	require.False(t, ok)
+}
+
+// TestSettledAttemptsWaitsForTheCounter serves a /metrics whose attempt
+// counter lags the deliveries by a few scrapes, as Herald's does for the
+// moment between a receiver answering and Herald reading the answer: the
+// bench reads the counter once it has caught up, not the first value.
+func TestSettledAttemptsWaitsForTheCounter(t *testing.T) {
+	t.Parallel()
+	var scrapes atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		n := min(scrapes.Add(1), 4) // 1, 2, 3, then 4 for good
+		fmt.Fprintf(w, "herald_attempts_total{class=\"success\"} %d\n", 6+n)
+	}))
+	t.Cleanup(srv.Close)
+	r := &run{base: srv.URL, hc: srv.Client()}
+
+	got, ok := r.settledAttempts(context.Background(), 6, 4)
+	require.True(t, ok)
+	require.Equal(t, 10.0, got, "the counter once it counts all 4 deliveries")
+	require.Equal(t, int64(4), scrapes.Load())
+
+	t.Run("NoMetrics", func(t *testing.T) {
+		t.Parallel()
+		srv := httptest.NewServer(http.NotFoundHandler())
+		t.Cleanup(srv.Close)
+		r := &run{base: srv.URL, hc: srv.Client()}
+		_, ok := r.settledAttempts(context.Background(), 0, 4)
+		require.False(t, ok, "no /metrics: the report counts deliveries instead")
+	})
 }

@@ -34,6 +34,30 @@ func (r *run) scrapeAttempts(ctx context.Context) (float64, bool) {
 	return sumCounter(res.Body, attemptsMetric)
 }
 
+// attemptsSettle is how long settledAttempts waits for Herald's attempt
+// counter to catch up with the deliveries the receiver has seen.
+const attemptsSettle = 5 * time.Second
+
+// settledAttempts scrapes the attempt counter until it has counted at
+// least delivered attempts since base, or attemptsSettle has passed. Herald
+// counts an attempt once it has read the receiver's response, a moment
+// after the receiver has seen the delivery, so a scrape taken the instant
+// the last delivery arrives can be one or more attempts short.
+func (r *run) settledAttempts(ctx context.Context, base float64, delivered int64) (float64, bool) {
+	deadline := time.Now().Add(attemptsSettle)
+	for {
+		v, ok := r.scrapeAttempts(ctx)
+		if !ok || v-base >= float64(delivered) || !time.Now().Before(deadline) {
+			return v, ok
+		}
+		select {
+		case <-ctx.Done():
+			return v, ok
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 // sumCounter sums every sample of the counter name in a Prometheus text
 // exposition, whatever its labels.
 func sumCounter(body io.Reader, name string) (float64, bool) {

@@ -256,8 +256,12 @@ func (r *run) measure(ctx context.Context) (*Report, error) {
 		rss, rssErr = procPeakRSS(r.child.pid)
 	}
 	self1, selfErr1 := procCPU("self")
-	attempts1, haveAttempts1 := r.scrapeAttempts(context.WithoutCancel(ctx))
 	counts := r.tally.Report()
+	var attempts1 float64
+	var haveAttempts1 bool
+	if haveAttempts {
+		attempts1, haveAttempts1 = r.settledAttempts(context.WithoutCancel(ctx), attempts0, counts.Delivered)
+	}
 
 	rep := &Report{
 		Target: Target{Mode: "server", URL: r.base},
