@@ -202,7 +202,6 @@ func TestFairnessAndSlowEndpoints(t *testing.T) {
 		e := setup(t, db)
 		var slow concurrency
 		hang := make(chan struct{})
-		t.Cleanup(func() { close(hang) })
 		stuck := newReceiver(t, e.clock, func(_ int, r *http.Request, w http.ResponseWriter) {
 			slow.enter()
 			defer slow.leave()
@@ -211,6 +210,9 @@ func TestFairnessAndSlowEndpoints(t *testing.T) {
 			case <-r.Context().Done():
 			}
 		})
+		// Registered after the receiver's, so it runs first: the receiver's
+		// Close waits for its handlers, which wait for this.
+		t.Cleanup(func() { close(hang) })
 		e.createEndpoint(map[string]any{"consumer_id": "big", "url": stuck.URL, "timeout": "60s"})
 		for range 10 {
 			var batch []map[string]any
