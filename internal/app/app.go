@@ -133,6 +133,10 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 		Sender: sender.New(sender.Config{
 			AllowPrivateNetworks: cfg.AllowPrivateNetworks,
 			UserAgent:            "Herald/" + Version,
+			// A node has at most Concurrency requests out at once; keeping
+			// as many open to one host spares a busy host (many endpoints
+			// behind one API host) a new connection per attempt.
+			MaxIdleConnsPerHost: cfg.Concurrency,
 		}),
 		Clock:        deps.Clock,
 		Logger:       deps.Logger,

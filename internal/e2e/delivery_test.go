@@ -3,14 +3,19 @@ package e2e
 import (
 	"encoding/base64"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/heraldhooks/herald/internal/testdb"
 	"github.com/heraldhooks/herald/verify"
 )
 
@@ -405,4 +410,37 @@ func TestDeadLetterAndReplay(t *testing.T) {
 			require.Equal(t, second.ID, rc.all()[rc.count()-1].Headers.Get("webhook-id"))
 		})
 	})
+}
+
+// TestEndpointsOnOneHostReuseConnections: ten endpoints behind one host
+// (one customer's API) take up to 100 attempts at once; a node keeps their
+// connections open between attempts rather than dialling anew, so it never
+// opens more connections than it has slots.
+func TestEndpointsOnOneHostReuseConnections(t *testing.T) {
+	t.Parallel()
+	const concurrency, endpoints, events = 128, 10, 100
+	e := setup(t, "sqlite://"+testdb.SQLitePath(t), func(o *options) { o.concurrency = concurrency })
+	var opened, hits atomic.Int64
+	host := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		hits.Add(1)
+	}))
+	host.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			opened.Add(1)
+		}
+	}
+	host.Start()
+	t.Cleanup(host.Close)
+	for i := range endpoints {
+		e.createEndpoint(map[string]any{"consumer_id": "one_host", "url": fmt.Sprintf("%s/hooks/%d", host.URL, i)})
+	}
+	var batch []map[string]any
+	for i := range events {
+		batch = append(batch, map[string]any{"consumer_id": "one_host", "event_type": "a.b", "payload": i})
+	}
+	e.must(http.StatusAccepted, "POST", "/v1/events/batch", map[string]any{"events": batch}, nil)
+	waitFor(t, "every delivery", func() bool { return hits.Load() == endpoints*events })
+	require.LessOrEqual(t, opened.Load(), int64(concurrency),
+		"connections opened for %d deliveries to one host", endpoints*events)
 }
