@@ -64,13 +64,7 @@ func TestWorkerDispatchesAndStops(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the worker delivered nothing")
 	}
-	stop()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the worker did not stop")
-	}
+	stopAndWait(t, stop, done)
 }
 
 // TestWorkerServesProfilesWhenAsked: --pprof-addr serves Go's runtime
@@ -105,6 +99,14 @@ func TestWorkerServesProfilesWhenAsked(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, string(body), "dispatch.(*Dispatcher)", "the profile is of this worker")
 
+	stopAndWait(t, stop, done)
+	_, err = http.Get("http://" + addr + "/debug/pprof/")
+	require.Error(t, err, "the profile server stops with the worker")
+}
+
+// stopAndWait stops a worker and waits for it to return without error.
+func stopAndWait(t *testing.T, stop func(), done <-chan error) {
+	t.Helper()
 	stop()
 	select {
 	case err := <-done:
@@ -112,6 +114,4 @@ func TestWorkerServesProfilesWhenAsked(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the worker did not stop")
 	}
-	_, err = http.Get("http://" + addr + "/debug/pprof/")
-	require.Error(t, err, "the profile server stops with the worker")
 }

@@ -121,13 +121,20 @@ func ingest(t *testing.T, st store.Store, c *clock.Test) string {
 
 func startDispatcher(t *testing.T, st store.Store, c *clock.Test, drain time.Duration) (context.CancelFunc, <-chan struct{}) {
 	t.Helper()
-	d := dispatch.New(dispatch.Config{
+	return runDispatcher(t, dispatch.Config{
 		Store:        st,
 		Sender:       sender.New(sender.Config{AllowPrivateNetworks: true}),
 		Clock:        c,
 		Concurrency:  4,
 		DrainTimeout: drain,
 	})
+}
+
+// runDispatcher runs a dispatcher of cfg until the test ends or the
+// returned function is called; the channel closes when it has stopped.
+func runDispatcher(t *testing.T, cfg dispatch.Config) (context.CancelFunc, <-chan struct{}) {
+	t.Helper()
+	d := dispatch.New(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -301,7 +308,7 @@ func TestClaimsWaitForOutcomesBeingWritten(t *testing.T) {
 	for range 2 * concurrency {
 		ingest(t, st, c)
 	}
-	d := dispatch.New(dispatch.Config{
+	runDispatcher(t, dispatch.Config{
 		Store:       st,
 		Sender:      sender.New(sender.Config{AllowPrivateNetworks: true}),
 		Clock:       c,
@@ -315,13 +322,6 @@ func TestClaimsWaitForOutcomesBeingWritten(t *testing.T) {
 			},
 		},
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		require.NoError(t, d.Run(ctx))
-	}()
-	t.Cleanup(func() { cancel(); <-done })
 
 	waitFor(t, func() bool { return written.Load() == 2*concurrency })
 	limits := st.claimLimits()
