@@ -218,17 +218,11 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 			return fmt.Errorf("listen on %s: %w", a.Config.Addr, err)
 		}
 	}
-	srv := &http.Server{
-		Handler:           a.Handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
-	}
-	if a.Config.PprofAddr != "" {
-		side, err := a.serveSide("pprof", a.Config.PprofAddr, pprofMux())
-		if err != nil {
-			return err
-		}
-		defer a.stopSide([]*http.Server{side})
+	srv := a.newServer(a.Handler)
+	side, err := a.startSides(false)
+	defer a.stopSide(side)
+	if err != nil {
+		return err
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -238,7 +232,6 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	go func() { served <- srv.Serve(ln) }()
 	a.log.Info("herald serving", logkey.Addr, ln.Addr().String(), "config", a.Config)
 
-	var err error
 	select {
 	case <-ctx.Done():
 	case err = <-served:
@@ -261,28 +254,50 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 // Config.MetricsAddr is set, serves GET /metrics there until the dispatcher
 // has drained.
 func (a *App) Work(ctx context.Context) error {
+	side, err := a.startSides(true)
+	defer a.stopSide(side)
+	if err != nil {
+		return err
+	}
+	a.log.Info("herald worker running", "config", a.Config)
+	err = a.Dispatcher.Run(ctx)
+	a.log.Info("herald worker stopped")
+	return err
+}
+
+// newServer is an HTTP server of handler with Herald's timeouts, logging
+// its errors as warnings.
+func (a *App) newServer(handler http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+	}
+}
+
+// startSides starts the servers beside the API that the configuration
+// asks for: profiles on PprofAddr, and, with metrics (the worker, which
+// has no API to carry /metrics), metrics on MetricsAddr. It returns those
+// started, also on error, for stopSide.
+func (a *App) startSides(metrics bool) ([]*http.Server, error) {
 	var side []*http.Server
-	defer func() { a.stopSide(side) }()
-	if a.Config.MetricsAddr != "" {
+	if metrics && a.Config.MetricsAddr != "" {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", a.Metrics.Handler())
 		srv, err := a.serveSide("metrics", a.Config.MetricsAddr, mux)
 		if err != nil {
-			return err
+			return side, err
 		}
 		side = append(side, srv)
 	}
 	if a.Config.PprofAddr != "" {
 		srv, err := a.serveSide("pprof", a.Config.PprofAddr, pprofMux())
 		if err != nil {
-			return err
+			return side, err
 		}
 		side = append(side, srv)
 	}
-	a.log.Info("herald worker running", "config", a.Config)
-	err := a.Dispatcher.Run(ctx)
-	a.log.Info("herald worker stopped")
-	return err
+	return side, nil
 }
 
 // serveSide serves handler on addr, beside the API, until stopSide; what
@@ -292,11 +307,7 @@ func (a *App) serveSide(what, addr string, handler http.Handler) (*http.Server, 
 	if err != nil {
 		return nil, fmt.Errorf("listen for %s on %s: %w", what, addr, err)
 	}
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
-	}
+	srv := a.newServer(handler)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			a.log.Warn("serve "+what, logkey.Error, err)

@@ -222,12 +222,3 @@ func CheckLoopback(server string) error {
 	}
 	return fmt.Errorf("--server %s: the bench runs only against this machine (127.0.0.1, localhost or ::1), not %q", server, u.Hostname())
 }
-
-// serverURL is the base URL for a validated server address.
-func serverURL(server string) (string, error) {
-	u, err := client.ParseBaseURL(server)
-	if err != nil {
-		return "", err
-	}
-	return u.String(), nil
-}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhooks/herald/internal/metrics"
 )
 
 func TestOptionsValidate(t *testing.T) {
@@ -139,11 +141,11 @@ herald_attempts_total_other 99
 herald_attempts_totally{class="x"} 5
 herald_deliveries_total{outcome="delivered"} 1200
 `
-	sum, ok := sumCounter(strings.NewReader(text), attemptsMetric)
+	sum, ok := sumCounter(strings.NewReader(text), metrics.NameAttempts)
 	require.True(t, ok)
 	require.Equal(t, 1202.0, sum)
 
-	_, ok = sumCounter(strings.NewReader("go_goroutines 12\n"), attemptsMetric)
+	_, ok = sumCounter(strings.NewReader("go_goroutines 12\n"), metrics.NameAttempts)
 	require.False(t, ok)
 }
 

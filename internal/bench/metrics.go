@@ -1,17 +1,16 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"io"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
-)
 
-// attemptsMetric is the counter of HTTP attempts on a Herald's /metrics.
-const attemptsMetric = "herald_attempts_total"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/heraldhooks/herald/internal/metrics"
+)
 
 // scrapeAttempts reads the server's /metrics and sums herald_attempts_total
 // over its labels. It says false when the server has no /metrics or no
@@ -31,7 +30,7 @@ func (r *run) scrapeAttempts(ctx context.Context) (float64, bool) {
 	if res.StatusCode != http.StatusOK {
 		return 0, false
 	}
-	return sumCounter(res.Body, attemptsMetric)
+	return sumCounter(res.Body, metrics.NameAttempts)
 }
 
 // attemptsSettle is how long settledAttempts waits for Herald's attempt
@@ -59,35 +58,26 @@ func (r *run) settledAttempts(ctx context.Context, base float64, delivered int64
 }
 
 // sumCounter sums every sample of the counter name in a Prometheus text
-// exposition, whatever its labels.
+// exposition, whatever its labels. It says false when the exposition does
+// not parse or has no such counter.
 func sumCounter(body io.Reader, name string) (float64, bool) {
-	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	var sum float64
-	found := false
-	for sc.Scan() {
-		line := sc.Text()
-		rest, ok := strings.CutPrefix(line, name)
-		if !ok || rest == "" || (rest[0] != '{' && rest[0] != ' ') {
-			continue // a comment, another metric, or a longer name
-		}
-		if rest[0] == '{' {
-			end := strings.LastIndexByte(rest, '}')
-			if end < 0 {
-				continue
-			}
-			rest = rest[end+1:]
-		}
-		fields := strings.Fields(rest)
-		if len(fields) == 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(fields[0], 64)
-		if err != nil {
-			continue
-		}
-		sum += v
-		found = true
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := parser.TextToMetricFamilies(body)
+	if err != nil {
+		return 0, false
 	}
-	return sum, found && sc.Err() == nil
+	mf, ok := mfs[name]
+	if !ok || len(mf.GetMetric()) == 0 {
+		return 0, false
+	}
+	var sum float64
+	for _, m := range mf.GetMetric() {
+		switch {
+		case m.GetCounter() != nil:
+			sum += m.GetCounter().GetValue()
+		case m.GetUntyped() != nil:
+			sum += m.GetUntyped().GetValue()
+		}
+	}
+	return sum, true
 }

@@ -84,9 +84,11 @@ func parsePeakRSS(f io.Reader) (int64, error) {
 	return 0, fmt.Errorf("read peak RSS: no VmHWM line")
 }
 
+// truncate cuts s to n characters and marks the cut.
 func truncate(s string, n int) string {
-	if len(s) <= n {
+	r := []rune(s)
+	if len(r) <= n {
 		return s
 	}
-	return s[:n] + "…"
+	return string(r[:n]) + "…"
 }

@@ -21,10 +21,6 @@ import (
 // number follows it (/e/12).
 const receiverPath = "/e/"
 
-// receiverMaxBody bounds how much of a body the receiver reads when it
-// checks bodies.
-const receiverMaxBody = 1 << 20
-
 // receiver is the bench's webhook receiver: it answers 200 at once and
 // records each delivery's arrival in a Tally, under the webhook-id header
 // and the endpoint number in the path. It logs nothing and, unless asked to
@@ -85,9 +81,9 @@ func (r *receiver) url(num int) string {
 func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	now := time.Now()
 	num, ok := strings.CutPrefix(req.URL.Path, receiverPath)
-	id := req.Header.Get("Webhook-Id")
+	id := req.Header.Get(verify.HeaderStandardID)
 	if id == "" {
-		id = req.Header.Get("X-Webhook-Id")
+		id = req.Header.Get(verify.HeaderHMACID)
 	}
 	if !ok || len(num) == 0 || id == "" {
 		r.strange.Add(1)
@@ -95,7 +91,7 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if r.check != nil {
-		r.verify(req, num)
+		r.verify(req, num, now)
 	}
 	var buf [keySize]byte
 	k := append(buf[:0], id...)
@@ -107,12 +103,12 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 
 // verify checks one request's signature and body. A failure is counted,
 // and the request is still answered 200, so Herald does not retry it.
-func (r *receiver) verify(req *http.Request, num string) {
-	body, err := io.ReadAll(io.LimitReader(req.Body, receiverMaxBody))
+func (r *receiver) verify(req *http.Request, num string, now time.Time) {
+	body, err := io.ReadAll(io.LimitReader(req.Body, MaxPayloadSize+1))
 	if err != nil || !bytes.Equal(body, r.check.payload) {
 		r.check.changed.Add(1)
 	}
-	if err := verify.VerifyStandard(r.check.secret(num), req.Header, body, time.Now(), 5*time.Minute); err != nil {
+	if err := verify.VerifyStandard(r.check.secret(num), req.Header, body, now, verify.DefaultTolerance); err != nil {
 		r.check.invalid.Add(1)
 	}
 }

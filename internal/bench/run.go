@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/heraldhooks/herald/internal/client"
+	"github.com/heraldhooks/herald/internal/metrics"
 )
 
 const (
@@ -32,8 +33,9 @@ const (
 // run is one bench run in progress.
 type run struct {
 	o      Options
-	base   string
+	base   string // r.api's base URL
 	apiKey string
+	api    *client.Client
 	child  *child // nil with --server
 	hc     *http.Client
 	tally  *Tally
@@ -43,8 +45,10 @@ type run struct {
 	// the run; epNum maps each to its number (as text, ready for a key).
 	created []string
 	epNum   map[string]string
-	// bodies[g] is one event for endpoint group g, as JSON.
-	bodies [][]byte
+	// payload is every event's payload; bodies[g] is one event for
+	// endpoint group g, as JSON.
+	payload []byte
+	bodies  [][]byte
 	// limit is the most events this run sends.
 	limit int64
 
@@ -90,19 +94,20 @@ func (r *run) start(ctx context.Context) error {
 			DisableCompression:  true,
 		},
 	}
-	if o.Server != "" {
-		base, err := serverURL(o.Server)
-		if err != nil {
-			return fmt.Errorf("--server: %w", err)
-		}
-		r.base, r.apiKey = base, o.APIKey
-	} else {
+	base := o.Server
+	r.apiKey = o.APIKey
+	if o.Server == "" {
 		c, err := spawn(ctx, o.Binary, o.DB, o.ServeArgs)
 		if err != nil {
 			return err
 		}
-		r.child, r.base, r.apiKey = c, c.url, c.apiKey
+		r.child, base, r.apiKey = c, c.url, c.apiKey
 	}
+	api, err := client.New(base, r.apiKey, client.Options{HTTPClient: r.hc, UserAgent: "herald-bench"})
+	if err != nil {
+		return fmt.Errorf("--server: %w", err)
+	}
+	r.api, r.base = api, api.BaseURL()
 
 	r.limit = int64(o.Events)
 	if o.Duration > 0 {
@@ -118,9 +123,9 @@ func (r *run) start(ctx context.Context) error {
 		expected = 1 << 20
 	}
 	r.tally = NewTally(int(expected))
-	payload := Payload(o.PayloadSize)
+	r.payload = Payload(o.PayloadSize)
 	if o.Verify {
-		r.check = &bodyCheck{payload: payload, secrets: make(map[string]string, o.Endpoints)}
+		r.check = &bodyCheck{payload: r.payload, secrets: make(map[string]string, o.Endpoints)}
 	}
 	recv, err := startReceiver(r.tally, r.check)
 	if err != nil {
@@ -153,10 +158,7 @@ func (r *run) setup(ctx context.Context) error {
 	consumer := func(g int) string { return "bench-" + runID + "-c" + strconv.Itoa(g%o.Consumers) }
 	eventType := func(g int) string { return "bench.g" + strconv.Itoa(g) }
 
-	api, err := client.New(r.base, r.apiKey, client.Options{HTTPClient: r.hc, UserAgent: "herald-bench"})
-	if err != nil {
-		return fmt.Errorf("--server: %w", err)
-	}
+	api := r.api
 	r.epNum = make(map[string]string, o.Endpoints)
 	var (
 		mu       sync.Mutex
@@ -201,7 +203,6 @@ func (r *run) setup(ctx context.Context) error {
 		return fmt.Errorf("create endpoints: %w", err)
 	}
 
-	payload := Payload(o.PayloadSize)
 	groups := o.Endpoints / o.Fanout
 	r.bodies = make([][]byte, groups)
 	for g := range groups {
@@ -213,7 +214,7 @@ func (r *run) setup(ctx context.Context) error {
 			return fmt.Errorf("encode an event: %w", err)
 		}
 		body := append(head[:len(head)-1:len(head)-1], `,"payload":`...)
-		body = append(body, payload...)
+		body = append(body, r.payload...)
 		r.bodies[g] = append(body, '}')
 	}
 	return nil
@@ -314,7 +315,7 @@ func (r *run) measure(ctx context.Context) (*Report, error) {
 		rep.Deliveries.PerSecond = float64(counts.Delivered) / window
 	}
 	if haveAttempts && haveAttempts1 {
-		rep.Attempts = AttemptCounts{Total: attempts1 - attempts0, Source: "herald_attempts_total"}
+		rep.Attempts = AttemptCounts{Total: attempts1 - attempts0, Source: metrics.NameAttempts}
 	} else {
 		rep.Attempts = AttemptCounts{Total: float64(counts.Delivered), Source: "deliveries"}
 	}
@@ -429,10 +430,7 @@ func (r *run) close() error {
 func (r *run) deleteEndpoints() error {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
-	api, err := client.New(r.base, r.apiKey, client.Options{HTTPClient: r.hc, UserAgent: "herald-bench"})
-	if err != nil {
-		return err
-	}
+	api := r.api
 	var next atomic.Int64
 	var failed atomic.Int64
 	var wg sync.WaitGroup

@@ -118,14 +118,12 @@ func (c *Config) Validate(needAddr bool) error {
 	if c.MaxPayloadBytes < 1 || c.MaxPayloadBytes > 10<<20 {
 		errs = append(errs, fmt.Errorf("max-payload-bytes: %d is not between 1 and 10485760", c.MaxPayloadBytes))
 	}
-	if c.PprofAddr != "" {
-		if _, _, err := net.SplitHostPort(c.PprofAddr); err != nil {
-			errs = append(errs, fmt.Errorf("pprof-addr: %q is not host:port: %v", c.PprofAddr, err))
+	for _, side := range []struct{ flag, addr string }{{"pprof-addr", c.PprofAddr}, {"metrics-addr", c.MetricsAddr}} {
+		if side.addr == "" {
+			continue
 		}
-	}
-	if c.MetricsAddr != "" {
-		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
-			errs = append(errs, fmt.Errorf("metrics-addr: %q is not host:port: %v", c.MetricsAddr, err))
+		if _, _, err := net.SplitHostPort(side.addr); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %q is not host:port: %v", side.flag, side.addr, err))
 		}
 	}
 	if c.ShutdownTimeout < 0 {
