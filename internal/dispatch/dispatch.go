@@ -176,6 +176,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			for c := range jobs {
 				r := d.attempt(ctx, sendCtx, c)
 				unwritten.Add(1)
+				// The hook runs here, after the count, so that an attempt
+				// it reports ended is already counted unwritten.
 				if hook := d.cfg.Hooks.AttemptDone; hook != nil && r.outcome != nil {
 					hook(r.claimed, r.sent, r.outcome)
 				}

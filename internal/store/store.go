@@ -272,6 +272,17 @@ type DeliveryClaimParams struct {
 	Now         time.Time
 }
 
+// LeaseFor is how long a claim leases a delivery to ep: twice its timeout
+// (the default when unset) plus LeaseMargin, so that the lease outlives the
+// attempt (invariant 10).
+func (p *DeliveryClaimParams) LeaseFor(ep *herald.Endpoint) time.Duration {
+	timeout := ep.Timeout
+	if timeout <= 0 {
+		timeout = herald.DefaultTimeout
+	}
+	return 2*timeout + p.LeaseMargin
+}
+
 // ClaimedDelivery is a delivery under lease, with what the sender needs.
 type ClaimedDelivery struct {
 	Delivery herald.Delivery

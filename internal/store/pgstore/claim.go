@@ -44,8 +44,7 @@ import (
 // configured in-flight cap ($3 when it is 0; 1 for FIFO) are left out
 // early: the cap a claim applies (ratelimit.MaxInFlight) is never higher,
 // so they could start nothing. The last column is the claim's now.
-func candidatesSQL() string {
-	return `
+var candidatesSQL = `
 SELECT ` + qualify("e", endpointCols) + `, coalesce($1::timestamptz, now())
 FROM endpoints e
 WHERE e.enabled
@@ -77,7 +76,6 @@ WHERE e.enabled
 ORDER BY random()
 LIMIT $2
 FOR UPDATE OF e SKIP LOCKED`
-}
 
 // inFlightSQL counts the leased deliveries (lease not expired) of each
 // endpoint in $1, up to its cap in $3 (beyond the cap the count changes
@@ -105,8 +103,7 @@ FROM unnest($1::text[], $3::int[]) AS c(endpoint_id, cap)`
 // head, so nothing is taken). Each lease lasts its endpoint's $4 or $6
 // microseconds. It returns the leased deliveries with their events, their
 // due time before the claim and their seq.
-func takeSQL() string {
-	return `
+var takeSQL = `
 WITH normal AS (
 	SELECT y.id, y.due_at, y.seq, c.lease_us
 	FROM unnest($2::text[], $3::int[], $4::bigint[]) AS c(endpoint_id, share, lease_us)
@@ -157,7 +154,6 @@ SELECT ` + qualify("l", deliveryCols) + `, p.due_at, p.seq, ` + qualify("ev", ev
 FROM leased l
 JOIN picked p ON p.id = l.id
 CROSS JOIN LATERAL (SELECT * FROM events WHERE id = l.event_id OFFSET 0) AS ev`
-}
 
 // writeBackSQL stores the health, blocked_until and token bucket of the
 // endpoints a claim spent tokens of or sent a probe to.
@@ -267,11 +263,7 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p *store.DeliveryClaimPara
 		return []*store.ClaimedDelivery{}, nil
 	}
 	for _, c := range cands {
-		timeout := c.ep.Timeout
-		if timeout <= 0 {
-			timeout = herald.DefaultTimeout
-		}
-		c.leaseUS = micros(2*timeout + p.LeaseMargin)
+		c.leaseUS = micros(p.LeaseFor(c.ep))
 	}
 
 	var all []claimed
@@ -309,7 +301,7 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p *store.DeliveryClaimPara
 // lockCandidates locks up to limit endpoints that may have due work,
 // leaving out those in seen, and returns them and the claim's now.
 func lockCandidates(ctx context.Context, tx pgx.Tx, now time.Time, limit int, seen []string) ([]*candidate, time.Time, error) {
-	rows, err := tx.Query(ctx, candidatesSQL(), nowArg(now), limit, herald.DefaultMaxInFlight, seen)
+	rows, err := tx.Query(ctx, candidatesSQL, nowArg(now), limit, herald.DefaultMaxInFlight, seen)
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("lock endpoints: %w", err)
 	}
@@ -412,7 +404,7 @@ func take(ctx context.Context, tx pgx.Tx, now time.Time, cands []*candidate) ([]
 		shares = append(shares, int32(c.share))
 		leases = append(leases, c.leaseUS)
 	}
-	rows, err := tx.Query(ctx, takeSQL(), nowArg(now), ids, shares, leases, fifoIDs, fifoLeases)
+	rows, err := tx.Query(ctx, takeSQL, nowArg(now), ids, shares, leases, fifoIDs, fifoLeases)
 	if err != nil {
 		return nil, fmt.Errorf("lease deliveries: %w", err)
 	}

@@ -17,14 +17,12 @@ import (
 // id order: every writer locks endpoints before deliveries, and several
 // endpoints in id order, so writers cannot deadlock. The last column is
 // the batch's now.
-func lockOutcomeEndpointsSQL() string {
-	return `
+var lockOutcomeEndpointsSQL = `
 SELECT ` + endpointCols + `, coalesce($2::timestamptz, now())
 FROM endpoints
 WHERE id IN (SELECT endpoint_id FROM deliveries WHERE id = ANY($1::text[]))
 ORDER BY id
 FOR UPDATE`
-}
 
 // completeSQL records a wave of outcomes (no delivery twice): every
 // attempt, numbered after the attempts the delivery had counted when it
@@ -157,7 +155,7 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, p *store.DeliveryCompl
 	cfg := breaker.Default()
 
 	batch := &pgx.Batch{}
-	batch.Queue(lockOutcomeEndpointsSQL(), ids, nowArg(p.Now))
+	batch.Queue(lockOutcomeEndpointsSQL, ids, nowArg(p.Now))
 	for _, w := range waves {
 		batch.Queue(completeSQL, outcomeArgs(p, w)...)
 	}

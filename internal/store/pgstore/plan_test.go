@@ -40,7 +40,7 @@ func TestPlans(t *testing.T) {
 
 	t.Run("CandidatesProbeTheClaimIndex", func(t *testing.T) {
 		t.Parallel()
-		plan := explain(t, s, candidatesSQL(), t0, 10, 10, []string{})
+		plan := explain(t, s, candidatesSQL, t0, 10, 10, []string{})
 		require.Contains(t, plan, "Index Scan using deliveries_claim_idx")
 		require.Contains(t, plan, "(LEAST(attempt_count, 1) = ")
 		require.Contains(t, plan, "Index Scan using deliveries_fifo_idx")
@@ -49,7 +49,7 @@ func TestPlans(t *testing.T) {
 
 	t.Run("TakeWalksTheClaimIndexPerKind", func(t *testing.T) {
 		t.Parallel()
-		plan := explain(t, s, takeSQL(), t0, []string{a.ID}, []int32{2}, []int64{1}, []string{a.ID}, []int64{1})
+		plan := explain(t, s, takeSQL, t0, []string{a.ID}, []int32{2}, []int64{1}, []string{a.ID}, []int64{1})
 		require.Regexp(t, `Index Scan using deliveries_claim_idx on deliveries d .*\n\s+`+
 			`Index Cond: \(\(endpoint_id = c\.endpoint_id\) AND \(LEAST\(attempt_count, 1\) = "\*VALUES\*"\.column1\) `+
 			`AND \(due_at <= `, plan, "one range of the index per endpoint and kind")

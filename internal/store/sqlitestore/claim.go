@@ -186,11 +186,7 @@ func claimTargets(ctx context.Context, candidates *sql.Stmt, p *store.DeliveryCl
 			continue
 		}
 		tg.allowance = min(n, p.Limit)
-		timeout := tg.ep.Timeout
-		if timeout <= 0 {
-			timeout = herald.DefaultTimeout
-		}
-		tg.leaseExpiry = t.Add(2*timeout + p.LeaseMargin).Truncate(time.Microsecond)
+		tg.leaseExpiry = t.Add(p.LeaseFor(&tg.ep)).Truncate(time.Microsecond)
 		targets = append(targets, tg)
 	}
 	return targets, rows.Err()
@@ -201,7 +197,7 @@ func claimTargets(ctx context.Context, candidates *sql.Stmt, p *store.DeliveryCl
 // fewer due deliveries than its share leaves the rest to the others in a
 // further deal, so a claim is only short when every endpoint is.
 func takeShares(ctx context.Context, tx *sql.Tx, st *statements, targets []*claimTarget, limit int, t time.Time) ([]*claimedRow, error) {
-	take, lease := tx.StmtContext(ctx, st.take), tx.StmtContext(ctx, st.lease)
+	take, head, lease := tx.StmtContext(ctx, st.take), tx.StmtContext(ctx, st.head), tx.StmtContext(ctx, st.lease)
 	var all []*claimedRow
 	left := limit
 	for left > 0 {
@@ -216,7 +212,7 @@ func takeShares(ctx context.Context, tx *sql.Tx, st *statements, targets []*clai
 				err error
 			)
 			if tg.ep.Ordering == herald.OrderingFIFO {
-				got, err = takeHead(ctx, tx, tg, t)
+				got, err = takeHead(ctx, head, tg, t)
 			} else {
 				got, err = takeDue(ctx, take, tg, share, t)
 			}
@@ -338,8 +334,8 @@ func takeDue(ctx context.Context, take *sql.Stmt, tg *claimTarget, n int, t time
 
 // takeHead reads a FIFO target's head if it is due: pending and due, or
 // delivering under an expired lease (its attempt was lost).
-func takeHead(ctx context.Context, tx *sql.Tx, tg *claimTarget, t time.Time) ([]*claimedRow, error) {
-	rows, err := tx.QueryContext(ctx, headQuery, tg.ep.ID)
+func takeHead(ctx context.Context, head *sql.Stmt, tg *claimTarget, t time.Time) ([]*claimedRow, error) {
+	rows, err := head.QueryContext(ctx, tg.ep.ID)
 	if err != nil {
 		return nil, err
 	}

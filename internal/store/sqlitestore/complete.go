@@ -86,7 +86,8 @@ type completer struct {
 	t   time.Time
 	cfg breaker.Config
 
-	lookup, logAttempt, apply *sql.Stmt
+	// The call's statements, bound to its transaction.
+	lookup, logAttempt, apply, window, healthTarget, writeHealth *sql.Stmt
 	// endpoints are those whose health this call changes, by id.
 	endpoints map[string]*herald.Endpoint
 	notes     []store.EventIngestItem
@@ -95,10 +96,13 @@ type completer struct {
 func newCompleter(ctx context.Context, tx *sql.Tx, st *statements, t time.Time) *completer {
 	return &completer{
 		ctx: ctx, tx: tx, st: st, t: t, cfg: breaker.Default(),
-		lookup:     tx.StmtContext(ctx, st.lookup),
-		logAttempt: tx.StmtContext(ctx, st.logAttempt),
-		apply:      tx.StmtContext(ctx, st.apply),
-		endpoints:  map[string]*herald.Endpoint{},
+		lookup:       tx.StmtContext(ctx, st.lookup),
+		logAttempt:   tx.StmtContext(ctx, st.logAttempt),
+		apply:        tx.StmtContext(ctx, st.apply),
+		window:       tx.StmtContext(ctx, st.window),
+		healthTarget: tx.StmtContext(ctx, st.healthTarget),
+		writeHealth:  tx.StmtContext(ctx, st.writeHealth),
+		endpoints:    map[string]*herald.Endpoint{},
 	}
 }
 
@@ -176,7 +180,7 @@ func (c *completer) complete(o *store.DeliveryOutcome) (bool, error) {
 	}
 	var w breaker.Window
 	if !result.Success && c.cfg.NeedsWindow(&ep.Health) {
-		if err := c.tx.StmtContext(ctx, c.st.window).QueryRowContext(ctx, endpointID, micros(t.Add(-c.cfg.Window)), micros(t)).
+		if err := c.window.QueryRowContext(ctx, endpointID, micros(t.Add(-c.cfg.Window)), micros(t)).
 			Scan(&w.Attempts, &w.Failures); err != nil {
 			return true, fmt.Errorf("count attempts of endpoint %s: %w", endpointID, err)
 		}
@@ -254,7 +258,7 @@ func (c *completer) endpoint(id string) (*herald.Endpoint, error) {
 		afterNS int64
 		health  string
 	)
-	err := c.tx.StmtContext(c.ctx, c.st.healthTarget).QueryRowContext(c.ctx, id).Scan(&ep.ID, &ep.ConsumerID, &ep.URL,
+	err := c.healthTarget.QueryRowContext(c.ctx, id).Scan(&ep.ID, &ep.ConsumerID, &ep.URL,
 		&ep.Enabled, &ep.AutoDisableAfterFailures, &afterNS, &health)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.ErrNotFound
@@ -280,9 +284,8 @@ func (c *completer) notify(ep *herald.Endpoint, eventType string, payload any) {
 // ingests the notifications, after every disable, so that an endpoint this
 // call disabled receives none. It reports whether deliveries were made.
 func (c *completer) finish() (bool, error) {
-	health := c.tx.StmtContext(c.ctx, c.st.writeHealth)
 	for id, ep := range c.endpoints {
-		if err := writeHealth(c.ctx, health, id, &ep.Health); err != nil {
+		if err := writeHealth(c.ctx, c.writeHealth, id, &ep.Health); err != nil {
 			return false, err
 		}
 	}

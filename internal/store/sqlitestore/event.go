@@ -81,6 +81,7 @@ func ingest(ctx context.Context, tx *sql.Tx, st *statements, items []store.Event
 	listRefs := tx.StmtContext(ctx, st.listRefs)
 	insertEvent := tx.StmtContext(ctx, st.insertEvent)
 	insertDelivery := tx.StmtContext(ctx, st.insertDelivery)
+	fanOut := tx.StmtContext(ctx, st.fanOut)
 	// Each delivery takes the next number of the counter as its seq: the
 	// ingest order, which FIFO endpoints follow.
 	seq := &seqCounter{read: tx.StmtContext(ctx, st.seqRead), write: tx.StmtContext(ctx, st.seqWrite)}
@@ -105,7 +106,7 @@ func ingest(ctx context.Context, tx *sql.Tx, st *statements, items []store.Event
 		eps, ok := targets[item.ConsumerID]
 		if !ok {
 			var err error
-			if eps, err = fanOutTargets(ctx, tx.StmtContext(ctx, st.fanOut), item.ConsumerID); err != nil {
+			if eps, err = fanOutTargets(ctx, fanOut, item.ConsumerID); err != nil {
 				return nil, false, err
 			}
 			targets[item.ConsumerID] = eps

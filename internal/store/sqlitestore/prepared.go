@@ -14,7 +14,7 @@ import (
 // run them.
 type statements struct {
 	// claims
-	candidates, take, lease, spendBucket *sql.Stmt
+	candidates, take, head, lease, spendBucket *sql.Stmt
 	// outcomes
 	lookup, logAttempt, apply, window, healthTarget, writeHealth *sql.Stmt
 	// ingest
@@ -38,6 +38,7 @@ func (s *Store) prepared(ctx context.Context) (*statements, error) {
 	}{
 		{&st.candidates, candidatesQuery},
 		{&st.take, takeQuery},
+		{&st.head, headQuery},
 		{&st.lease, leaseQuery},
 		{&st.spendBucket, `UPDATE endpoints SET bucket_tokens = ?, bucket_at = ? WHERE id = ?`},
 		{&st.lookup, lookupQuery},
