@@ -5,8 +5,23 @@
 package herald
 
 import (
+	"strings"
 	"time"
 )
+
+// FormatDuration writes d as the API shows durations: d.String() without
+// the zero units a person would not write ("5m" for 5m0s, "2h" for
+// 2h0m0s). time.ParseDuration reads it back.
+func FormatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
 
 // Status is where a delivery stands. pending and delivering are live states;
 // delivered, dead and cancelled are terminal (DESIGN.md, invariant 2).

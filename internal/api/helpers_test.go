@@ -3,36 +3,12 @@ package api
 import (
 	"strings"
 	"testing"
-	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhooks/herald"
 )
-
-func TestFormatDuration(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		d    time.Duration
-		want string
-	}{
-		{0, "0s"},
-		{1500 * time.Millisecond, "1.5s"},
-		{30 * time.Second, "30s"},
-		{5 * time.Minute, "5m"},
-		{90 * time.Minute, "1h30m"},
-		{2 * time.Hour, "2h"},
-		{time.Hour + time.Second, "1h0m1s"},
-		{24 * time.Hour, "24h"},
-	} {
-		got := formatDuration(tc.d)
-		require.Equal(t, tc.want, got)
-		back, err := time.ParseDuration(got)
-		require.NoError(t, err)
-		require.Equal(t, tc.d, back)
-	}
-}
 
 func TestResponseText(t *testing.T) {
 	t.Parallel()

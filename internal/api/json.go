@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/retry"
 )
 
 // This file holds the typed shapes of requests and answers, and the
@@ -136,14 +137,14 @@ func toEndpointJSON(ep *herald.Endpoint) endpointJSON {
 		PreviousSecretExpiresAt:  utcPtr(ep.PreviousSecretExpiresAt),
 		Enabled:                  ep.Enabled,
 		DisabledReason:           ep.DisabledReason,
-		Timeout:                  formatDuration(ep.Timeout),
+		Timeout:                  herald.FormatDuration(ep.Timeout),
 		RetryClientErrors:        ep.RetryClientErrors,
 		MaxInFlight:              ep.MaxInFlight,
 		SignatureScheme:          string(ep.SignatureScheme),
 		Headers:                  ep.Headers,
 		Ordering:                 string(ep.Ordering),
 		AutoDisableAfterFailures: ep.AutoDisableAfterFailures,
-		AutoDisableAfter:         formatDuration(ep.AutoDisableAfter),
+		AutoDisableAfter:         herald.FormatDuration(ep.AutoDisableAfter),
 		Health:                   toHealthJSON(&ep.Health),
 		CreatedAt:                ep.CreatedAt.UTC(),
 		UpdatedAt:                ep.UpdatedAt.UTC(),
@@ -155,7 +156,7 @@ func toEndpointJSON(ep *herald.Endpoint) endpointJSON {
 		out.Headers = map[string]string{}
 	}
 	if out.Timeout == "0s" {
-		out.Timeout = formatDuration(herald.DefaultTimeout)
+		out.Timeout = herald.FormatDuration(herald.DefaultTimeout)
 	}
 	if out.MaxInFlight == 0 {
 		out.MaxInFlight = herald.DefaultMaxInFlight
@@ -170,19 +171,19 @@ func toEndpointJSON(ep *herald.Endpoint) endpointJSON {
 		out.AutoDisableAfterFailures = herald.DefaultAutoDisableAfterFailures
 	}
 	if ep.AutoDisableAfter <= 0 {
-		out.AutoDisableAfter = formatDuration(herald.DefaultAutoDisableAfter)
+		out.AutoDisableAfter = herald.FormatDuration(herald.DefaultAutoDisableAfter)
 	}
 	switch {
 	case ep.RetryExponential != nil:
 		p := ep.RetryExponential
 		out.RetryPolicy = &retryPolicyJSON{
-			Type: retryPolicyExponential, Base: formatDuration(p.Base), Factor: p.Factor,
-			Cap: formatDuration(p.Cap), Attempts: p.Attempts,
+			Type: retryPolicyExponential, Base: herald.FormatDuration(p.Base), Factor: p.Factor,
+			Cap: herald.FormatDuration(p.Cap), Attempts: p.Attempts,
 		}
 	case len(ep.RetrySchedule) > 0:
-		out.RetrySchedule = formatDurations(ep.RetrySchedule)
+		out.RetrySchedule = retry.FormatSchedule(ep.RetrySchedule)
 	default:
-		out.RetrySchedule = formatDurations(herald.DefaultRetrySchedule)
+		out.RetrySchedule = retry.FormatSchedule(herald.DefaultRetrySchedule)
 	}
 	if ep.RateLimit != nil {
 		out.RateLimit = &rateLimitJSON{PerSecond: ep.RateLimit.PerSecond, Burst: ep.RateLimit.Burst}
@@ -401,26 +402,4 @@ func utcPtr(t *time.Time) *time.Time {
 	}
 	u := t.UTC()
 	return &u
-}
-
-// formatDuration writes d as a Go duration string without the trailing
-// zero units time.Duration.String adds ("5m" rather than "5m0s"); the
-// result parses back to d.
-func formatDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = s[:len(s)-2]
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = s[:len(s)-2]
-	}
-	return s
-}
-
-func formatDurations(ds []time.Duration) []string {
-	out := make([]string, len(ds))
-	for i, d := range ds {
-		out[i] = formatDuration(d)
-	}
-	return out
 }

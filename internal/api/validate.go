@@ -196,7 +196,7 @@ func parseAutoDisableAfter(v string) (time.Duration, error) {
 	if err != nil || d < minAutoDisableAfter || d > maxAutoDisableAfter {
 		return 0, badRequest("invalid_auto_disable_after",
 			"auto_disable_after must be a Go duration from 1m to 720h, such as \"24h\" (null for the default, %s)",
-			formatDuration(herald.DefaultAutoDisableAfter))
+			herald.FormatDuration(herald.DefaultAutoDisableAfter))
 	}
 	return d, nil
 }

@@ -3,8 +3,9 @@ package client
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
+
+	"github.com/heraldhooks/herald"
 )
 
 // Duration is a time.Duration that travels as a Go duration string
@@ -30,16 +31,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 
 // String writes d without the zero units time.Duration adds: "5m", not
 // "5m0s".
-func (d Duration) String() string {
-	s := time.Duration(d).String()
-	if strings.HasSuffix(s, "m0s") {
-		s = s[:len(s)-2]
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = s[:len(s)-2]
-	}
-	return s
-}
+func (d Duration) String() string { return herald.FormatDuration(time.Duration(d)) }
 
 // Endpoint is an endpoint as the API answers it: every setting, effective
 // defaults included.

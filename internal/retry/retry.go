@@ -141,7 +141,7 @@ func checkLen(n int) []string {
 
 func checkDelay(i int, d time.Duration) []string {
 	if d < 0 || d > MaxDelay {
-		return []string{fmt.Sprintf("delay %d: %s is not between 0s and %s", i+1, formatDuration(d), formatDuration(MaxDelay))}
+		return []string{fmt.Sprintf("delay %d: %s is not between 0s and %s", i+1, herald.FormatDuration(d), herald.FormatDuration(MaxDelay))}
 	}
 	return nil
 }
@@ -151,22 +151,9 @@ func checkDelay(i int, d time.Duration) []string {
 func FormatSchedule(s []time.Duration) []string {
 	out := make([]string, len(s))
 	for i, d := range s {
-		out[i] = formatDuration(d)
+		out[i] = herald.FormatDuration(d)
 	}
 	return out
-}
-
-// formatDuration is d.String() without the zero units a person would not
-// write: "5m" for 5m0s, "2h" for 2h0m0s. ParseDuration reads it back.
-func formatDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
 
 // Exponential is an exponential policy with full jitter: after attempt n
@@ -203,13 +190,13 @@ func (e Exponential) Next(failedAttempt int, r float64) (time.Duration, bool) {
 func ValidateExponential(p herald.ExponentialPolicy) error {
 	var problems []string
 	if p.Base <= 0 {
-		problems = append(problems, fmt.Sprintf("base %s is not above 0s", formatDuration(p.Base)))
+		problems = append(problems, fmt.Sprintf("base %s is not above 0s", herald.FormatDuration(p.Base)))
 	}
 	if !(p.Factor >= 1) || math.IsInf(p.Factor, 0) {
 		problems = append(problems, fmt.Sprintf("factor %v is not a number of at least 1", p.Factor))
 	}
 	if p.Cap < p.Base || p.Cap > MaxDelay {
-		problems = append(problems, fmt.Sprintf("cap %s is not between base (%s) and %s", formatDuration(p.Cap), formatDuration(p.Base), formatDuration(MaxDelay)))
+		problems = append(problems, fmt.Sprintf("cap %s is not between base (%s) and %s", herald.FormatDuration(p.Cap), herald.FormatDuration(p.Base), herald.FormatDuration(MaxDelay)))
 	}
 	if p.Attempts < 1 || p.Attempts > MaxExponentialAttempts {
 		problems = append(problems, fmt.Sprintf("attempts %d is not between 1 and %d", p.Attempts, MaxExponentialAttempts))
