@@ -63,11 +63,7 @@ func listenCmd(stdio IO) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		ctx := cmd.Context()
-		if ctx == nil {
-			ctx = context.Background()
-		}
-		return l.run(ctx, addr, stdio.Err)
+		return l.run(cmd.Context(), addr, stdio.Err)
 	}
 	return cmd
 }

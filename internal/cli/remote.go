@@ -73,11 +73,7 @@ func (r *remote) run(cmd *cobra.Command, f func(ctx context.Context, c *client.C
 	if err != nil {
 		return err
 	}
-	ctx := cmd.Context()
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	return r.explain(f(ctx, c))
+	return r.explain(f(cmd.Context(), c))
 }
 
 // listFlags are the paging flags of a list command, and its -q.
