@@ -31,16 +31,13 @@ import (
 func TestBinaryAsAUserWould(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "herald")
-	build := exec.Command("go", "build", "-o", bin, "github.com/heraldhooks/herald/cmd/herald")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "go build: %s", out)
+	bin := heraldBinary(t)
 
 	addr := freeAddr(t)
 	db := "sqlite://" + filepath.Join(dir, "herald.db")
 
 	migrate := exec.Command(bin, "migrate", "--db", db)
-	out, err = migrate.CombinedOutput()
+	out, err := migrate.CombinedOutput()
 	require.NoError(t, err, "herald migrate: %s", out)
 	require.Contains(t, string(out), "up to date")
 

@@ -12,6 +12,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -339,5 +342,64 @@ func (rc *receiver) waitHits(t *testing.T, n int) {
 func (e *env) tick(d time.Duration) {
 	e.t.Helper()
 	e.clock.Advance(d)
-	waitFor(e.t, "the dispatchers to go idle", func() bool { return int64(e.clock.Waiters()) >= e.nodes.Load()-e.stuck.Load() })
+	waitFor(e.t, "the dispatchers to go idle", e.idle)
+}
+
+// idle reports whether every dispatcher not stuck on purpose waits on the
+// test clock, having found nothing more to claim.
+func (e *env) idle() bool {
+	return int64(e.clock.Waiters()) >= e.nodes.Load()-e.stuck.Load()
+}
+
+// leased is how many deliveries are delivering now.
+func (e *env) leased() int64 {
+	e.t.Helper()
+	var s struct {
+		Deliveries map[string]int64 `json:"deliveries"`
+	}
+	e.must(http.StatusOK, "GET", "/v1/stats", nil, &s)
+	return s.Deliveries["delivering"]
+}
+
+// settle waits until no delivery is leased and every dispatcher is idle on
+// the test clock: everything due at the current test time has been sent.
+func (e *env) settle() {
+	e.t.Helper()
+	waitFor(e.t, "the dispatchers to settle", func() bool {
+		return e.leased() == 0 && e.idle()
+	})
+}
+
+// heraldBuild is the herald binary built for this package's tests.
+var heraldBuild struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// heraldBinary builds cmd/herald once for all of this package's tests and
+// returns its path; TestMain removes it.
+func heraldBinary(t *testing.T) string {
+	t.Helper()
+	b := &heraldBuild
+	b.once.Do(func() {
+		if b.dir, b.err = os.MkdirTemp("", "herald-e2e-"); b.err != nil {
+			return
+		}
+		b.path = filepath.Join(b.dir, "herald")
+		if out, err := exec.Command("go", "build", "-o", b.path, "github.com/heraldhooks/herald/cmd/herald").CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("go build: %v: %s", err, out)
+		}
+	})
+	require.NoError(t, b.err)
+	return b.path
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if heraldBuild.dir != "" {
+		os.RemoveAll(heraldBuild.dir)
+	}
+	os.Exit(code)
 }

@@ -31,25 +31,6 @@ func (e *env) health(id string) healthJSON {
 	return ep.Health
 }
 
-// leased is how many deliveries are delivering now.
-func (e *env) leased() int64 {
-	e.t.Helper()
-	var s struct {
-		Deliveries map[string]int64 `json:"deliveries"`
-	}
-	e.must(http.StatusOK, "GET", "/v1/stats", nil, &s)
-	return s.Deliveries["delivering"]
-}
-
-// settle waits until no delivery is leased and every dispatcher is idle on
-// the test clock: everything due at the current test time has been sent.
-func (e *env) settle() {
-	e.t.Helper()
-	waitFor(e.t, "the dispatchers to settle", func() bool {
-		return e.leased() == 0 && int64(e.clock.Waiters()) >= e.nodes.Load()-e.stuck.Load()
-	})
-}
-
 func TestCircuitBreaker(t *testing.T) {
 	t.Parallel()
 	backends(t, func(t *testing.T, db string) {
