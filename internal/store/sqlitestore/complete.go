@@ -55,17 +55,18 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, p *store.DeliveryCompl
 
 // The statements of an outcome, in the order they run.
 const (
-	lookupQuery = `SELECT endpoint_id, status, lease_token, event_id, event_type, consumer_id
-		FROM deliveries WHERE id = ?`
+	// logAttemptQuery logs an attempt against its delivery, when there is
+	// one, whether or not the outcome then applies.
 	logAttemptQuery = `INSERT INTO attempts
 		(id, delivery_id, endpoint_id, number, attempted_at, duration_ns, status_code, response, error)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	// applyQuery is fenced by the lease token (invariant 10).
+		SELECT ?, id, endpoint_id, ?, ?, ?, ?, ?, ? FROM deliveries WHERE id = ?`
+	// applyQuery is fenced by the lease token (invariant 10): a stale
+	// outcome changes nothing and returns no row.
 	applyQuery = `UPDATE deliveries SET
 			status = ?, attempt_count = attempt_count + 1, due_at = ?, last_status_code = ?,
 			last_error = ?, dead_reason = ?, delivered_at = ?, updated_at = ?
 		WHERE id = ? AND status = 'delivering' AND lease_token = ?
-		RETURNING attempt_count`
+		RETURNING attempt_count, endpoint_id, event_id, event_type, consumer_id`
 	// healthTargetQuery reads what the breaker and the notifications need
 	// of an endpoint.
 	healthTargetQuery = `SELECT id, consumer_id, url, enabled, auto_disable_after_failures,
@@ -87,7 +88,7 @@ type completer struct {
 	cfg breaker.Config
 
 	// The call's statements, bound to its transaction.
-	lookup, logAttempt, apply, window, healthTarget, writeHealth *sql.Stmt
+	logAttempt, apply, window, healthTarget, writeHealth *sql.Stmt
 	// endpoints are those whose health this call changes, by id.
 	endpoints map[string]*herald.Endpoint
 	notes     []store.EventIngestItem
@@ -96,7 +97,6 @@ type completer struct {
 func newCompleter(ctx context.Context, tx *sql.Tx, st *statements, t time.Time) *completer {
 	return &completer{
 		ctx: ctx, tx: tx, st: st, t: t, cfg: breaker.Default(),
-		lookup:       tx.StmtContext(ctx, st.lookup),
 		logAttempt:   tx.StmtContext(ctx, st.logAttempt),
 		apply:        tx.StmtContext(ctx, st.apply),
 		window:       tx.StmtContext(ctx, st.window),
@@ -110,19 +110,6 @@ func newCompleter(ctx context.Context, tx *sql.Tx, st *statements, t time.Time) 
 // what follows for the endpoint; it reports whether o was applied.
 func (c *completer) complete(o *store.DeliveryOutcome) (bool, error) {
 	ctx, t := c.ctx, c.t
-	var (
-		endpointID, status, eventID, eventType, consumerID string
-		token                                              int64
-	)
-	err := c.lookup.QueryRowContext(ctx, o.DeliveryID).Scan(&endpointID, &status, &token, &eventID, &eventType, &consumerID)
-	if errors.Is(err, sql.ErrNoRows) {
-		// No delivery to log the attempt against: nothing applies.
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-
 	a := o.Attempt
 	if a.ID == "" {
 		a.ID = herald.NewID(herald.PrefixAttempt, t)
@@ -134,14 +121,15 @@ func (c *completer) complete(o *store.DeliveryOutcome) (bool, error) {
 	if resp == nil {
 		resp = []byte{}
 	}
-	if _, err := c.logAttempt.ExecContext(ctx, a.ID, o.DeliveryID, endpointID, a.Number,
-		micros(a.AttemptedAt), int64(a.Duration), a.StatusCode, resp, a.Error); err != nil {
+	res, err := c.logAttempt.ExecContext(ctx, a.ID, a.Number,
+		micros(a.AttemptedAt), int64(a.Duration), a.StatusCode, resp, a.Error, o.DeliveryID)
+	if err != nil {
 		return false, fmt.Errorf("log attempt of %s: %w", o.DeliveryID, err)
 	}
-
-	if status != string(herald.StatusDelivering) || token != o.LeaseToken {
-		return false, nil // stale: the lease was lost (invariant 10)
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return false, err // no delivery to log the attempt against: nothing applies
 	}
+
 	var (
 		due, deliveredAt sql.NullInt64
 		deadReason       string
@@ -154,11 +142,14 @@ func (c *completer) complete(o *store.DeliveryOutcome) (bool, error) {
 	case herald.StatusDead:
 		deadReason = string(o.DeadReason)
 	}
-	var attemptCount int
+	var (
+		attemptCount                               int
+		endpointID, eventID, eventType, consumerID string
+	)
 	err = c.apply.QueryRowContext(ctx, string(o.Status), due, a.StatusCode, a.Error, deadReason,
-		deliveredAt, micros(t), o.DeliveryID, o.LeaseToken).Scan(&attemptCount)
+		deliveredAt, micros(t), o.DeliveryID, o.LeaseToken).Scan(&attemptCount, &endpointID, &eventID, &eventType, &consumerID)
 	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
+		return false, nil // stale: the lease was lost (invariant 10)
 	}
 	if err != nil {
 		return false, fmt.Errorf("apply outcome of %s: %w", o.DeliveryID, err)

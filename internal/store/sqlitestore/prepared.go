@@ -16,7 +16,7 @@ type statements struct {
 	// claims
 	candidates, take, head, lease, spendBucket *sql.Stmt
 	// outcomes
-	lookup, logAttempt, apply, window, healthTarget, writeHealth *sql.Stmt
+	logAttempt, apply, window, healthTarget, writeHealth *sql.Stmt
 	// ingest
 	findKey, listRefs, insertEvent, insertDelivery, fanOut, seqRead, seqWrite *sql.Stmt
 }
@@ -41,7 +41,6 @@ func (s *Store) prepared(ctx context.Context) (*statements, error) {
 		{&st.head, headQuery},
 		{&st.lease, leaseQuery},
 		{&st.spendBucket, `UPDATE endpoints SET bucket_tokens = ?, bucket_at = ? WHERE id = ?`},
-		{&st.lookup, lookupQuery},
 		{&st.logAttempt, logAttemptQuery},
 		{&st.apply, applyQuery},
 		{&st.window, windowQuery},
@@ -75,7 +74,7 @@ func closeStatements(st *statements) error {
 	var errs []error
 	for _, stmt := range []*sql.Stmt{
 		st.candidates, st.take, st.lease, st.spendBucket,
-		st.lookup, st.logAttempt, st.apply, st.window, st.healthTarget, st.writeHealth,
+		st.logAttempt, st.apply, st.window, st.healthTarget, st.writeHealth,
 		st.findKey, st.listRefs, st.insertEvent, st.insertDelivery, st.fanOut, st.seqRead, st.seqWrite,
 	} {
 		if stmt != nil {
