@@ -74,6 +74,19 @@ func NewEndpointHealth() EndpointHealth {
 	return EndpointHealth{BreakerState: BreakerClosed, RateFactor: 1}
 }
 
+// Normalized is h with the zero values of an endpoint never tried read as
+// NewEndpointHealth reads them: no breaker state is closed, and a rate
+// factor outside (0, 1] is 1.
+func (h EndpointHealth) Normalized() EndpointHealth {
+	if h.BreakerState == "" {
+		h.BreakerState = BreakerClosed
+	}
+	if h.RateFactor <= 0 || h.RateFactor > 1 {
+		h.RateFactor = 1
+	}
+	return h
+}
+
 // BlockedUntil is the time before which no delivery to the endpoint may
 // start (a Retry-After pause, or an open breaker's probe time), or nil.
 // Stores keep it in a column so claims skip blocked endpoints cheaply.

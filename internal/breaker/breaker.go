@@ -93,12 +93,7 @@ func (c Config) NeedsWindow(h *herald.EndpointHealth) bool {
 
 // Observe applies one attempt's result to the endpoint's health.
 func (c Config) Observe(ep *herald.Endpoint, h herald.EndpointHealth, r Result, w Window, now time.Time) (herald.EndpointHealth, Effects) {
-	if h.BreakerState == "" {
-		h.BreakerState = herald.BreakerClosed
-	}
-	if h.RateFactor <= 0 || h.RateFactor > 1 {
-		h.RateFactor = 1
-	}
+	h = h.Normalized()
 	var fx Effects
 	if r.PauseFor > 0 {
 		until := now.Add(r.PauseFor)

@@ -43,12 +43,7 @@ func microUTC(t *time.Time) *time.Time {
 // no figures computed on request, and the state of a fresh endpoint where
 // h has none.
 func normalHealth(h herald.EndpointHealth) herald.EndpointHealth {
-	if h.BreakerState == "" {
-		h.BreakerState = herald.BreakerClosed
-	}
-	if h.RateFactor <= 0 || h.RateFactor > 1 {
-		h.RateFactor = 1
-	}
+	h = h.Normalized()
 	h.FailingSince = microUTC(h.FailingSince)
 	h.LastSuccessAt = microUTC(h.LastSuccessAt)
 	h.LastFailureAt = microUTC(h.LastFailureAt)

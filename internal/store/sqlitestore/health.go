@@ -85,13 +85,7 @@ func decodeHealth(raw string) (herald.EndpointHealth, error) {
 		PausedUntil:         timePtr(r.PausedUntil),
 		RateFactor:          r.RateFactor,
 	}
-	if h.BreakerState == "" {
-		h.BreakerState = herald.BreakerClosed
-	}
-	if h.RateFactor <= 0 || h.RateFactor > 1 {
-		h.RateFactor = 1
-	}
-	return h, nil
+	return h.Normalized(), nil
 }
 
 // writeHealthQuery stores an endpoint's health and, in step with it, its
