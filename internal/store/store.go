@@ -133,6 +133,12 @@ type Store interface {
 	// types of the herald package. An outcome for a delivery of a
 	// notification event (herald.IsNotification) updates health but emits
 	// no notification, so notifications cannot loop.
+	//
+	// An endpoint is disabled once every outcome of the call is applied:
+	// its later outcomes in the batch still apply (a delivery that arrived
+	// stays delivered; one put back to pending then goes dead with the
+	// endpoint's other live deliveries), but are not observed, and emit
+	// nothing.
 	DeliveryCompleteMany(ctx context.Context, p *DeliveryCompleteManyParams) ([]bool, error)
 	// DeliveryRelease puts leased deliveries back to pending, due now,
 	// spending no attempt: a node shutting down hands its work back.

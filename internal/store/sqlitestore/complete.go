@@ -91,7 +91,11 @@ type completer struct {
 	logAttempt, apply, window, healthTarget, writeHealth *sql.Stmt
 	// endpoints are those whose health this call changes, by id.
 	endpoints map[string]*herald.Endpoint
-	notes     []store.EventIngestItem
+	// disable holds the endpoints the outcomes disable, with the reason,
+	// in disableOrder; finish disables them once every outcome is applied.
+	disable      map[string]string
+	disableOrder []string
+	notes        []store.EventIngestItem
 }
 
 func newCompleter(ctx context.Context, tx *sql.Tx, st *statements, t time.Time) *completer {
@@ -103,6 +107,7 @@ func newCompleter(ctx context.Context, tx *sql.Tx, st *statements, t time.Time) 
 		healthTarget: tx.StmtContext(ctx, st.healthTarget),
 		writeHealth:  tx.StmtContext(ctx, st.writeHealth),
 		endpoints:    map[string]*herald.Endpoint{},
+		disable:      map[string]string{},
 	}
 }
 
@@ -162,6 +167,11 @@ func (c *completer) complete(o *store.DeliveryOutcome) (bool, error) {
 	if err != nil {
 		return true, err
 	}
+	if _, gone := c.disable[endpointID]; gone {
+		// Disabled by an earlier outcome of this call: its health starts
+		// afresh when it is enabled again, and it is sent nothing more.
+		return true, nil
+	}
 	result := breaker.Result{
 		Success:    o.Status == herald.StatusDelivered,
 		StatusCode: a.StatusCode,
@@ -220,9 +230,8 @@ func (c *completer) complete(o *store.DeliveryOutcome) (bool, error) {
 		reason = fx.Disable
 	}
 	if reason != "" && ep.Enabled {
-		if err := setEnabled(ctx, c.tx, endpointID, false, reason, t); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return true, fmt.Errorf("disable endpoint %s: %w", endpointID, err)
-		}
+		c.disable[endpointID] = reason
+		c.disableOrder = append(c.disableOrder, endpointID)
 		ep.Enabled = false
 		ep.DisabledReason = reason
 		if emit {
@@ -271,13 +280,20 @@ func (c *completer) notify(ep *herald.Endpoint, eventType string, payload any) {
 	c.notes = append(c.notes, store.EventIngestItem{ConsumerID: n.ConsumerID, EventType: n.EventType, Payload: n.Payload})
 }
 
-// finish writes the health of every endpoint the outcomes touched and
-// ingests the notifications, after every disable, so that an endpoint this
-// call disabled receives none. It reports whether deliveries were made.
+// finish writes the health of every endpoint the outcomes touched,
+// disables those the outcomes disabled (their live deliveries, one an
+// outcome has just put back to pending included, go dead), and ingests the
+// notifications last, so that an endpoint this call disabled receives none.
+// It reports whether deliveries were made.
 func (c *completer) finish() (bool, error) {
 	for id, ep := range c.endpoints {
 		if err := writeHealth(c.ctx, c.writeHealth, id, &ep.Health); err != nil {
 			return false, err
+		}
+	}
+	for _, id := range c.disableOrder {
+		if err := setEnabled(c.ctx, c.tx, id, false, c.disable[id], c.t); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return false, fmt.Errorf("disable endpoint %s: %w", id, err)
 		}
 	}
 	if len(c.notes) == 0 {

@@ -21,6 +21,7 @@ func completeCases() []testCase {
 		{"CancelledLeaseIsFenced", testCompleteCancelled},
 		{"DisableEndpointSendsOthersDead", testCompleteDisableEndpoint},
 		{"StaleOutcomeDisablesNothing", testCompleteStaleDisable},
+		{"DisableMidBatchAppliesTheRest", testCompleteDisableMidBatch},
 	}
 }
 
@@ -283,6 +284,37 @@ func testCompleteDisableEndpoint(t *testing.T, s store.Store) {
 	requireStatus(t, s, inFlight, herald.StatusDead)
 	requireStatus(t, s, otherInFlight, herald.StatusDelivered)
 	requireNoneDue(t, s, at(time.Hour))
+}
+
+// testCompleteDisableMidBatch: an outcome that disables its endpoint does
+// not undo what the batch's later outcomes for that endpoint record. A
+// delivery that arrived stays delivered; one put back to pending goes dead
+// with the endpoint's other live deliveries.
+func testCompleteDisableMidBatch(t *testing.T, s store.Store) {
+	ep := createEndpoint(t, s, newEndpoint("c", "order.*"), at(0))
+	gone := ingestFor(t, s, at(0), ep)
+	arrived := ingestFor(t, s, at(0), ep)
+	retry := ingestFor(t, s, at(0), ep)
+	leases := claimAll(t, s, at(time.Second))
+	require.Len(t, leases, 3)
+
+	o := outcome(leases[gone], herald.StatusDead, at(2*time.Second))
+	o.Attempt.StatusCode = 410
+	o.DeadReason = herald.DeadGone
+	o.DisableEndpoint = "gone"
+	require.Equal(t, []bool{true, true, true}, complete(t, s, at(3*time.Second), o,
+		outcome(leases[arrived], herald.StatusDelivered, at(2*time.Second)),
+		outcome(leases[retry], herald.StatusPending, at(2*time.Second))))
+
+	read, err := s.EndpointGet(t.Context(), ep.ID)
+	require.NoError(t, err)
+	require.False(t, read.Enabled)
+	require.Equal(t, herald.DeadGone, requireStatus(t, s, gone, herald.StatusDead).DeadReason)
+	requireStatus(t, s, arrived, herald.StatusDelivered)
+	require.Equal(t, herald.DeadEndpointDisabled, requireStatus(t, s, retry, herald.StatusDead).DeadReason)
+	for _, id := range []string{gone, arrived, retry} {
+		require.Len(t, attempts(t, s, id), 1, "delivery %s: its attempt is logged", id)
+	}
 }
 
 func testCompleteStaleDisable(t *testing.T, s store.Store) {
