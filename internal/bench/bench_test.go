@@ -141,11 +141,12 @@ herald_attempts_total_other 99
 herald_attempts_totally{class="x"} 5
 herald_deliveries_total{outcome="delivered"} 1200
 `
-	sum, ok := sumCounter(strings.NewReader(text), metrics.NameAttempts)
+	require.Equal(t, metrics.NameAttempts, attemptsMetric)
+	sum, ok := sumCounter(strings.NewReader(text), attemptsMetric)
 	require.True(t, ok)
 	require.Equal(t, 1202.0, sum)
 
-	_, ok = sumCounter(strings.NewReader("go_goroutines 12\n"), metrics.NameAttempts)
+	_, ok = sumCounter(strings.NewReader("go_goroutines 12\n"), attemptsMetric)
 	require.False(t, ok)
 }
 

@@ -8,9 +8,13 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-
-	"github.com/heraldhooks/herald/internal/metrics"
 )
+
+// attemptsMetric is metrics.NameAttempts, the counter of HTTP attempts on a
+// Herald's /metrics, named here because the bench must not import the
+// metrics package (it imports the sender, whose benchmarks use the bench's
+// payloads); TestSumCounter checks that the two agree.
+const attemptsMetric = "herald_attempts_total"
 
 // scrapeAttempts reads the server's /metrics and sums herald_attempts_total
 // over its labels. It says false when the server has no /metrics or no
@@ -30,7 +34,7 @@ func (r *run) scrapeAttempts(ctx context.Context) (float64, bool) {
 	if res.StatusCode != http.StatusOK {
 		return 0, false
 	}
-	return sumCounter(res.Body, metrics.NameAttempts)
+	return sumCounter(res.Body, attemptsMetric)
 }
 
 // attemptsSettle is how long settledAttempts waits for Herald's attempt

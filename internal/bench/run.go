@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/heraldhooks/herald/internal/client"
-	"github.com/heraldhooks/herald/internal/metrics"
 )
 
 const (
@@ -315,7 +314,7 @@ func (r *run) measure(ctx context.Context) (*Report, error) {
 		rep.Deliveries.PerSecond = float64(counts.Delivered) / window
 	}
 	if haveAttempts && haveAttempts1 {
-		rep.Attempts = AttemptCounts{Total: attempts1 - attempts0, Source: metrics.NameAttempts}
+		rep.Attempts = AttemptCounts{Total: attempts1 - attempts0, Source: attemptsMetric}
 	} else {
 		rep.Attempts = AttemptCounts{Total: float64(counts.Delivered), Source: "deliveries"}
 	}
