@@ -84,9 +84,9 @@ type Store interface {
 	EventList(ctx context.Context, p *EventListParams) (*Page[*herald.Event], error)
 
 	// DeliveryClaim takes up to p.Limit due deliveries (pending and due, or
-	// delivering with an expired lease), marks them delivering under a new
-	// lease token and returns them, oldest due first, with their event and
-	// endpoint (Health included). Each lease lasts twice the endpoint
+	// delivering with an expired lease, which come back Redelivered), marks
+	// them delivering under a new lease token and returns them, oldest due
+	// first, with their event and endpoint (Health included). Each lease lasts twice the endpoint
 	// timeout plus p.LeaseMargin (invariant 10). Concurrent claimers, on any
 	// node, never get the same delivery (FOR UPDATE SKIP LOCKED on
 	// PostgreSQL).
@@ -297,6 +297,14 @@ type ClaimedDelivery struct {
 	// LeaseToken fences the claim: only writes carrying it apply.
 	LeaseToken     int64
 	LeaseExpiresAt time.Time
+	// Redelivered says this claim took the delivery from an expired lease
+	// (it was delivering, and the node holding it died, froze or lost its
+	// database before writing an outcome), not from pending: the earlier
+	// attempt may have reached the receiver, so this one may be a
+	// duplicate. A retry written normally, or a lease handed back
+	// (DeliveryRelease), leaves the delivery pending, and its next claim
+	// is not a redelivery.
+	Redelivered bool
 }
 
 // Lease names one claim of a delivery.

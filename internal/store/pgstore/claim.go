@@ -102,16 +102,18 @@ FROM unnest($1::text[], $3::int[]) AS c(endpoint_id, cap)`
 // locked by another writer is skipped, and then the row found is not the
 // head, so nothing is taken). Each lease lasts its endpoint's $4 or $6
 // microseconds. It returns the leased deliveries with their events, their
-// due time before the claim and their seq.
+// due time before the claim, their seq, and whether each was taken from an
+// expired lease (lost: a delivering row is due only once its lease has run
+// out).
 var takeSQL = `
 WITH normal AS (
-	SELECT y.id, y.due_at, y.seq, c.lease_us
+	SELECT y.id, y.due_at, y.seq, y.lost, c.lease_us
 	FROM unnest($2::text[], $3::int[], $4::bigint[]) AS c(endpoint_id, share, lease_us)
 	CROSS JOIN LATERAL (
-		SELECT z.id, z.due_at, z.seq
+		SELECT z.id, z.due_at, z.seq, z.lost
 		FROM (VALUES (0), (1)) AS k(kind)
 		CROSS JOIN LATERAL (
-			SELECT d.id, d.due_at, d.seq
+			SELECT d.id, d.due_at, d.seq, d.status = 'delivering' AS lost
 			FROM deliveries d
 			WHERE d.endpoint_id = c.endpoint_id AND d.status IN ('pending', 'delivering')
 				AND least(d.attempt_count, 1) = k.kind
@@ -123,10 +125,10 @@ WITH normal AS (
 		LIMIT c.share
 	) AS y
 ), fifo AS (
-	SELECT h.id, h.due_at, h.seq, c.lease_us
+	SELECT h.id, h.due_at, h.seq, h.lost, c.lease_us
 	FROM unnest($5::text[], $6::bigint[]) AS c(endpoint_id, lease_us)
 	CROSS JOIN LATERAL (
-		SELECT d.id, d.due_at, d.seq
+		SELECT d.id, d.due_at, d.seq, d.status = 'delivering' AS lost
 		FROM deliveries d
 		WHERE d.endpoint_id = c.endpoint_id AND d.status IN ('pending', 'delivering')
 		ORDER BY d.seq
@@ -150,7 +152,7 @@ WITH normal AS (
 	WHERE d.id = ANY(ARRAY(SELECT id FROM picked)) AND d.id = p.id
 	RETURNING ` + qualify("d", deliveryCols) + `
 )
-SELECT ` + qualify("l", deliveryCols) + `, p.due_at, p.seq, ` + qualify("ev", eventCols) + `
+SELECT ` + qualify("l", deliveryCols) + `, p.due_at, p.seq, p.lost, ` + qualify("ev", eventCols) + `
 FROM leased l
 JOIN picked p ON p.id = l.id
 CROSS JOIN LATERAL (SELECT * FROM events WHERE id = l.event_id OFFSET 0) AS ev`
@@ -412,7 +414,8 @@ func take(ctx context.Context, tx pgx.Tx, now time.Time, cands []*candidate) ([]
 		var d deliveryRow
 		var ev eventRow
 		var cl claimed
-		dest := slices.Concat(d.dest(), []any{&cl.dueAt, &cl.seq}, ev.dest())
+		var lost bool
+		dest := slices.Concat(d.dest(), []any{&cl.dueAt, &cl.seq, &lost}, ev.dest())
 		if err := row.Scan(dest...); err != nil {
 			return cl, err
 		}
@@ -421,6 +424,7 @@ func take(ctx context.Context, tx pgx.Tx, now time.Time, cands []*candidate) ([]
 			Event:          *ev.event(),
 			LeaseToken:     d.leaseToken,
 			LeaseExpiresAt: d.dueAt.UTC(),
+			Redelivered:    lost,
 		}
 		return cl, nil
 	})

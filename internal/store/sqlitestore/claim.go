@@ -238,7 +238,8 @@ func takeShares(ctx context.Context, tx *sql.Tx, st *statements, targets []*clai
 }
 
 // leaseRows leases the deliveries of one round in one statement and sets
-// their lease tokens.
+// their lease tokens, and marks those taken from an expired lease as
+// redelivered.
 func leaseRows(ctx context.Context, lease *sql.Stmt, rows []*claimedRow, t time.Time) error {
 	if len(rows) == 0 {
 		return nil
@@ -249,6 +250,9 @@ func leaseRows(ctx context.Context, lease *sql.Stmt, rows []*claimedRow, t time.
 		c := r.c
 		pairs[i] = [2]any{c.Delivery.ID, micros(c.LeaseExpiresAt)}
 		byID[c.Delivery.ID] = c
+		// A delivering row is due only once its lease has run out: the
+		// attempt under that lease was lost.
+		c.Redelivered = c.Delivery.Status == herald.StatusDelivering
 		c.Delivery.Status = herald.StatusDelivering
 		c.Delivery.NextAttemptAt = nil
 		c.Delivery.UpdatedAt = t

@@ -18,6 +18,7 @@ func claimCases() []testCase {
 		{"OldestDueFirstWithinLimit", testClaimOrderAndLimit},
 		{"LeasesWithEventAndEndpoint", testClaimLease},
 		{"ExpiredLeaseIsClaimedAgain", testClaimExpiredLease},
+		{"RedeliveredOnlyAfterAnExpiredLease", testClaimRedelivered},
 		{"SkipsDisabledEndpoints", testClaimSkipsDisabled},
 		{"ConcurrentClaimersNeverShare", testClaimConcurrent},
 		{"ZeroNowUsesDatabaseClock", testZeroNow},
@@ -139,6 +140,61 @@ func testClaimExpiredLease(t *testing.T, s store.Store) {
 	third := claimOne(t, s, second.LeaseExpiresAt, id)
 	require.NotEqual(t, first.LeaseToken, third.LeaseToken)
 	require.NotEqual(t, second.LeaseToken, third.LeaseToken)
+}
+
+// testClaimRedelivered: a claim says whether it took the delivery from an
+// expired lease (its earlier attempt was lost, and may have reached the
+// receiver) rather than from pending: not on the first claim, not after a
+// retry was written, not after a lease was handed back; only after a lease
+// ran out with no outcome. FIFO endpoints take their head by another path,
+// and say so too.
+func testClaimRedelivered(t *testing.T, s store.Store) {
+	for _, tc := range []struct {
+		name string
+		ep   *herald.Endpoint
+	}{
+		{"Unordered", quietEndpoint("c")}, // 10 s timeout
+		{"FIFO", fifoEndpoint("f")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ep := createEndpoint(t, s, tc.ep, at(0))
+			id := ingestFor(t, s, at(0), ep)
+
+			first := claimOne(t, s, at(time.Second), id)
+			require.False(t, first.Redelivered, "a first claim takes a pending delivery")
+
+			// The lease runs out with no outcome written: a lost attempt.
+			requireNoneDue(t, s, first.LeaseExpiresAt.Add(-time.Microsecond))
+			lost := claimOne(t, s, first.LeaseExpiresAt, id)
+			require.True(t, lost.Redelivered, "taken from an expired lease")
+			require.Equal(t, herald.StatusDelivering, lost.Delivery.Status)
+
+			// Its attempt fails and is written with a retry: the next claim
+			// takes a pending delivery again.
+			now := lost.LeaseExpiresAt.Add(-time.Second)
+			fail(t, s, now, lost, 30*time.Second)
+			now = now.Add(30 * time.Second)
+			retried := claimOne(t, s, now, id)
+			require.False(t, retried.Redelivered, "a retry written normally is not a redelivery")
+			require.Equal(t, 1, retried.Delivery.AttemptCount)
+
+			// A lease handed back is not lost either.
+			require.NoError(t, s.DeliveryRelease(t.Context(), &store.DeliveryReleaseParams{
+				Leases: []store.Lease{{DeliveryID: id, LeaseToken: retried.LeaseToken}},
+				Now:    now,
+			}))
+			released := claimOne(t, s, now, id)
+			require.False(t, released.Redelivered, "a released lease is not a redelivery")
+
+			// A lease that runs out after a retry makes a redelivery again,
+			// and then a delivered outcome ends it.
+			again := claimOne(t, s, released.LeaseExpiresAt, id)
+			require.True(t, again.Redelivered)
+			require.Equal(t, 1, again.Delivery.AttemptCount, "a lost lease spends no attempt")
+			finish(t, s, again.LeaseExpiresAt.Add(-time.Second), again, herald.StatusDelivered)
+			requireNoneDue(t, s, again.LeaseExpiresAt.Add(time.Hour))
+		})
+	}
 }
 
 func testClaimSkipsDisabled(t *testing.T, s store.Store) {
