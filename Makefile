@@ -2,7 +2,7 @@ GO ?= go
 HERALD_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test?sslmode=disable
 export HERALD_TEST_DATABASE_URL
 
-.PHONY: help build test vet run fmt bench
+.PHONY: help build test vet run fmt bench chaos
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -24,3 +24,7 @@ run: ## Run herald serve on ./herald.db
 
 fmt: ## Format the code
 	gofmt -w $$(git ls-files '*.go')
+
+DURATION ?= 1m
+chaos: build ## Run the fault harness on SQLite and PostgreSQL (DURATION=10m for a long run; CHAOS_FLAGS="--seed N --json" and more)
+	$(GO) run ./cmd/herald-chaos --herald bin/herald --duration $(DURATION) $(CHAOS_FLAGS)
