@@ -65,8 +65,8 @@ type Verdict struct {
 	Nodes     []NodeReport `json:"nodes"`
 	// Drained: every acknowledged delivery arrived and Herald had nothing
 	// left to do before the drain's limit. Must be true.
-	Drained     bool    `json:"drained"`
-	DrainSecs   float64 `json:"drain_seconds"`
+	Drained     bool     `json:"drained"`
+	DrainSecs   float64  `json:"drain_seconds"`
 	Faults      []Window `json:"faults"`
 	FaultErrors int      `json:"fault_errors"`
 	// Failures names each must that failed; Pass is true when there is none.

@@ -97,14 +97,14 @@ func TestJudge(t *testing.T) {
 		sent: []sentEvent{
 			{CID: "a", SentAt: at(0), AckAt: at(10), EventID: "evt_a"},
 			{CID: "b", SentAt: at(20), AckAt: at(30), EventID: "evt_b"},
-			{CID: "c", SentAt: at(40)},                      // never acknowledged
+			{CID: "c", SentAt: at(40)},                       // never acknowledged
 			{CID: "d", SentAt: at(40), Rejected: "HTTP 400"}, // refused
 		},
 		arrivals: []Arrival{
 			ok("a", "plain", "evt_a", 800), // taken just before the kill
 			ok("a", "fifo", "evt_a", 100),
 			ok("b", "fifo", "evt_b", 200),
-			ok("b", "fifo", "evt_b", 5000), // again, in no process fault's window: untraced
+			ok("b", "fifo", "evt_b", 5000),  // again, in no process fault's window: untraced
 			ok("a", "plain", "evt_a", 1100), // again once its lease was lost: traced
 			ok("c", "plain", "evt_c", 300),
 			{CID: "a", Endpoint: "plain", WebhookID: "evt_a", At: at(150), Fault: Fault500, SignatureOK: true, BodyOK: true},
