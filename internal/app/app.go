@@ -145,6 +145,7 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 		DrainTimeout: cfg.ShutdownTimeout,
 		Hooks: dispatch.Hooks{
 			InFlight:       a.Metrics.AttemptsInFlight,
+			Redelivered:    a.Metrics.Redelivered,
 			AttemptDone:    a.Metrics.AttemptDone,
 			OutcomeWritten: a.Metrics.OutcomeWritten,
 		},

@@ -68,6 +68,11 @@ type Hooks struct {
 	// and with -1 once it has come back (or been cut off), so the sum is the
 	// number of requests in flight on this node.
 	InFlight func(delta int)
+	// Redelivered is called just before the request of an attempt goes out
+	// whose claim took the delivery from an expired lease
+	// (store.ClaimedDelivery.Redelivered): an earlier attempt was lost with
+	// its node, and may have reached the receiver.
+	Redelivered func(c *store.ClaimedDelivery)
 	// AttemptDone is called after each attempt with its claimed delivery,
 	// result and the outcome decided (before it is written).
 	AttemptDone func(c *store.ClaimedDelivery, res *sender.Result, out *store.DeliveryOutcome)
@@ -299,6 +304,9 @@ func (d *Dispatcher) attempt(runCtx, sendCtx context.Context, c *store.ClaimedDe
 	if ep.PreviousSecret != "" && ep.PreviousSecretExpiresAt != nil && now.Before(*ep.PreviousSecretExpiresAt) {
 		secrets = append(secrets, ep.PreviousSecret)
 	}
+	if c.Redelivered {
+		d.redelivered(c)
+	}
 	if d.cfg.Hooks.InFlight != nil {
 		d.cfg.Hooks.InFlight(1)
 	}
@@ -323,6 +331,22 @@ func (d *Dispatcher) attempt(runCtx, sendCtx context.Context, c *store.ClaimedDe
 	out.Attempt.AttemptedAt = now
 	d.logAttempt(c, &res, out)
 	return result{outcome: out, claimed: c, sent: &res, decidedAt: d.cfg.Clock.Now()}
+}
+
+// redelivered reports an attempt about to start for a delivery whose
+// earlier lease expired without an outcome. It logs at warn: a lost lease
+// means a node died, froze or lost its database mid-attempt, and the
+// receiver may get this webhook twice (it carries the same webhook-id).
+func (d *Dispatcher) redelivered(c *store.ClaimedDelivery) {
+	if hook := d.cfg.Hooks.Redelivered; hook != nil {
+		hook(c)
+	}
+	d.log.Warn("redelivering: an earlier lease expired without an outcome",
+		logkey.DeliveryID, c.Delivery.ID,
+		logkey.EndpointID, c.Endpoint.ID,
+		logkey.EventID, c.Event.ID,
+		logkey.Attempt, c.Delivery.AttemptCount+1,
+	)
 }
 
 // Decide turns the result of attempt number c.Delivery.AttemptCount+1 into

@@ -1,7 +1,11 @@
 package e2e
 
 import (
+	"bufio"
+	"encoding/json"
+	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -62,6 +66,92 @@ func TestCrashedNodeLeasesExpireAndWorkIsDelivered(t *testing.T) {
 			require.Equal(t, 1, d.AttemptCount, "the lost attempt was never recorded, so it spent nothing")
 		}
 		require.Equal(t, 2*events, rc.count())
+	})
+}
+
+// A node dies mid-attempt. The node that takes the expired leases counts
+// each attempt it starts again in herald_deliveries_redelivered_total and
+// logs a warning naming the delivery; what it sends afterwards from pending
+// deliveries (new ones, retries) is not counted.
+func TestLostLeasesAreCountedAsRedeliveries(t *testing.T) {
+	t.Parallel()
+	backends(t, func(t *testing.T, db string) {
+		var logs lockedBuffer
+		logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		e := setup(t, db, func(o *options) {
+			o.noDispatch = true
+			o.logger = logger
+		})
+		const events = 3
+		held := make(chan struct{})
+		var once sync.Once
+		rc := newReceiver(t, e.clock, func(n int, r *http.Request, w http.ResponseWriter) {
+			switch {
+			case n <= events: // the crashed node's attempts
+				select {
+				case <-held:
+				case <-r.Context().Done():
+				}
+				w.WriteHeader(http.StatusInternalServerError)
+			case n == 2*events+1: // the first attempt of the event sent last
+				w.WriteHeader(http.StatusServiceUnavailable)
+			default:
+				w.WriteHeader(http.StatusOK)
+			}
+		})
+		t.Cleanup(func() { once.Do(func() { close(held) }) })
+		e.createEndpoint(map[string]any{"consumer_id": "c1", "url": rc.URL, "retry_schedule": []string{"0s", "1m"}})
+		lost := map[string]bool{}
+		for range events {
+			lost[e.send("c1", "a.b", `{}`).Deliveries[0].ID] = true
+		}
+
+		// Another node claims everything and dies before it writes anything.
+		st1, stop1, done1 := e.dispatcher(events)
+		rc.waitHits(t, events)
+		require.NoError(t, st1.Close())
+		stop1()
+		once.Do(func() { close(held) })
+		<-done1
+
+		// This node starts; nothing is redelivered while the leases hold.
+		e.runDispatch()
+		e.tick(20 * time.Second) // leases run 2 x 10 s timeout + margin
+		require.Zero(t, e.metrics().get(`herald_deliveries_redelivered_total`))
+		e.tick(time.Minute)
+		for id := range lost {
+			e.waitStatus(id, "delivered")
+		}
+		s := e.waitMetrics("the redeliveries to be counted", func(s scrape) bool {
+			return s.get(`herald_attempts_total{class="success"}`) == events
+		})
+		require.Equal(t, float64(events), s.get(`herald_deliveries_redelivered_total`))
+
+		// A new delivery, failed once and retried, is no redelivery.
+		id := e.send("c1", "a.b", `{}`).Deliveries[0].ID
+		rc.waitHits(t, 2*events+1)
+		e.waitStatus(id, "pending")
+		e.tick(73 * time.Second) // 1 m, +20 % jitter at most
+		e.waitStatus(id, "delivered")
+		s = e.waitMetrics("the retry to be counted", func(s scrape) bool {
+			return s.get(`herald_attempts_total{class="success"}`) == events+1
+		})
+		require.Equal(t, float64(events), s.get(`herald_deliveries_redelivered_total`))
+
+		// Each redelivery logged one warning naming its delivery.
+		warned := map[string]bool{}
+		sc := bufio.NewScanner(strings.NewReader(logs.String()))
+		for sc.Scan() {
+			var line map[string]any
+			require.NoError(t, json.Unmarshal(sc.Bytes(), &line), sc.Text())
+			if strings.HasPrefix(line["msg"].(string), "redelivering") {
+				require.Equal(t, "WARN", line["level"])
+				id, _ := line["delivery_id"].(string)
+				require.False(t, warned[id], "one warning per redelivery")
+				warned[id] = true
+			}
+		}
+		require.Equal(t, lost, warned)
 	})
 }
 

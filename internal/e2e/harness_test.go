@@ -109,6 +109,24 @@ func setup(t *testing.T, db string, opts ...func(*options)) *env {
 	return e
 }
 
+// runDispatch starts the node's own dispatcher, the one wired to its
+// metrics, in a setup made with noDispatch, so that a test chooses when it
+// begins (after another node has crashed, say). It stops when the test ends.
+func (e *env) runDispatch() {
+	e.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	e.nodes.Add(1)
+	go func() {
+		defer close(done)
+		_ = e.app.Dispatcher.Run(ctx)
+	}()
+	e.t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
 // dispatcher starts another dispatcher (another "node") on its own store
 // connection to the same database. It returns the store (so a test can
 // close it, as a crash would) and a stop function.

@@ -39,6 +39,7 @@ const (
 	NameDeliveries       = "herald_deliveries_total"
 	NameDeliveriesDead   = "herald_deliveries_dead_total"
 	NameOutcomesStale    = "herald_outcomes_not_applied_total"
+	NameRedelivered      = "herald_deliveries_redelivered_total"
 	NameAttempts         = "herald_attempts_total"
 	NameAttemptDuration  = "herald_attempt_duration_seconds"
 	NameDeliveryLatency  = "herald_delivery_latency_seconds"
@@ -96,6 +97,7 @@ type Metrics struct {
 	deadByReason *prometheus.CounterVec
 	deadReasons  map[herald.DeadReason]prometheus.Counter
 	stale        prometheus.Counter
+	redelivered  prometheus.Counter
 
 	// attempts is indexed by sender.Class; index 0 (no class) is unused.
 	attempts        [sender.ClientError + 1]prometheus.Counter
@@ -149,6 +151,11 @@ func New(st store.Store, opts Options) *Metrics {
 		Help: "Attempt outcomes the store did not apply: the lease was lost (the delivery was reclaimed, cancelled or its endpoint disabled) or the write failed.",
 	})
 
+	m.redelivered = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: NameRedelivered,
+		Help: "Attempts started for a delivery whose earlier lease expired without an outcome (its node died, froze or lost the database mid-attempt): the receiver may get that webhook twice.",
+	})
+
 	attempts := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: NameAttempts,
 		Help: "HTTP attempts made by this node, by class: success (2xx), retryable, gone (410) or client_error (other 4xx, or a request that could not be built).",
@@ -181,7 +188,7 @@ func New(st store.Store, opts Options) *Metrics {
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.eventsIngested, deliveries, m.deadByReason, m.stale, attempts,
+		m.eventsIngested, deliveries, m.deadByReason, m.stale, m.redelivered, attempts,
 		m.attemptDuration, m.deliveryLatency, m.inFlight, queueErrors, m.queue,
 	)
 	m.handler = promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{
@@ -208,6 +215,10 @@ func (m *Metrics) EventsIngested(n int) {
 
 // AttemptsInFlight moves the in-flight gauge by delta (dispatch.Hooks.InFlight).
 func (m *Metrics) AttemptsInFlight(delta int) { m.inFlight.Add(float64(delta)) }
+
+// Redelivered counts an attempt started for a delivery taken from an
+// expired lease (dispatch.Hooks.Redelivered).
+func (m *Metrics) Redelivered(*store.ClaimedDelivery) { m.redelivered.Inc() }
 
 // AttemptDone counts one attempt by its class and observes its duration
 // (dispatch.Hooks.AttemptDone). Every attempt counts, whether or not its

@@ -351,6 +351,15 @@ func TestDispatchHooks(t *testing.T) {
 		require.Equal(t, 1.0, must(t, m.Registry(), NameAttemptsInFlight))
 	})
 
+	t.Run("Redelivered", func(t *testing.T) {
+		t.Parallel()
+		m, _, _, _ := setup(t, Options{})
+		require.Equal(t, 0.0, must(t, m.Registry(), NameRedelivered))
+		m.Redelivered(&store.ClaimedDelivery{Redelivered: true})
+		m.Redelivered(&store.ClaimedDelivery{Redelivered: true})
+		require.Equal(t, 2.0, must(t, m.Registry(), NameRedelivered))
+	})
+
 	t.Run("OutcomesAppliedAreCounted", func(t *testing.T) {
 		t.Parallel()
 		m, _, _, _ := setup(t, Options{})
@@ -469,7 +478,7 @@ func TestExposition(t *testing.T) {
 			}
 		}
 		for _, name := range []string{
-			NameEventsIngested, NameDeliveries, NameDeliveriesDead, NameOutcomesStale, NameAttempts,
+			NameEventsIngested, NameDeliveries, NameDeliveriesDead, NameOutcomesStale, NameRedelivered, NameAttempts,
 			NameAttemptDuration, NameDeliveryLatency, NameAttemptsInFlight, NameQueueDue,
 			NameQueueOldestDue, NameDeadLetterDepth, NameDeliveriesStatus, NameQueueReadErrors,
 		} {
