@@ -2,8 +2,11 @@ package storetest
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +26,8 @@ func notifyCases() []testCase {
 		{"DeadDeliveryNotifies", testNotifyDead},
 		{"GoneDisablesAndNotifies", testNotifyGone},
 		{"NotificationOutcomesEmitNothing", testNotifyNoLoop},
+		{"OneDisableOneNotificationHoweverOutcomesArrive", testNotifyDisableOnce},
+		{"ConcurrentOutcomesDisableOnce", testNotifyDisableOnceConcurrent},
 	}
 }
 
@@ -324,4 +329,110 @@ func testNotifyNoLoop(t *testing.T, s store.Store) {
 	require.Equal(t, breaker.DisabledAutomatically, read.DisabledReason)
 	require.Equal(t, 4, healthOf(t, s, sub.ID, at(3*time.Second)).ConsecutiveFailures)
 	require.Len(t, notifications(t, s, "c"), len(before), "no failing, dead or disabled notice about notifications")
+}
+
+// testNotifyDisableOnce: several outcomes of one endpoint that would each
+// disable it, in one batch and in batches written one after the other,
+// disable it once and emit one herald.endpoint.disabled. The outcomes
+// after the disable change no health: their deliveries died with it.
+func testNotifyDisableOnce(t *testing.T, s store.Store) {
+	in := quietEndpoint("c")
+	in.AutoDisableAfterFailures = 2
+	ep := createEndpoint(t, s, in, at(0))
+	createEndpoint(t, s, subscriber("c"), at(0))
+	ids := ingestN(t, s, at(0), ep, 6)
+	leases := claimAll(t, s, at(0))
+	require.Len(t, leases, 6)
+
+	fail(t, s, at(time.Second), leases[ids[0]], time.Minute)
+	require.True(t, getEndpoint(t, s, ep.ID).Enabled, "one failure of two")
+
+	// One batch: the first failure reaches the threshold, the second
+	// would go past it, and a 410 would disable the endpoint on its own.
+	gone := outcome(leases[ids[3]], herald.StatusDead, at(2*time.Second))
+	gone.Attempt.StatusCode = 410
+	gone.Attempt.Error = "HTTP 410"
+	gone.DeadReason = herald.DeadGone
+	gone.DisableEndpoint = string(herald.DeadGone)
+	require.Equal(t, []bool{true, true, true}, complete(t, s, at(2*time.Second),
+		outcome(leases[ids[1]], herald.StatusPending, at(2*time.Second)),
+		outcome(leases[ids[2]], herald.StatusPending, at(2*time.Second)),
+		gone))
+	read := getEndpoint(t, s, ep.ID)
+	require.False(t, read.Enabled)
+	require.Equal(t, breaker.DisabledAutomatically, read.DisabledReason, "the first outcome to disable it says why")
+
+	// Batches written after it, each of which would disable it again.
+	gone = outcome(leases[ids[5]], herald.StatusDead, at(3*time.Second))
+	gone.Attempt.StatusCode = 410
+	gone.DeadReason = herald.DeadGone
+	gone.DisableEndpoint = string(herald.DeadGone)
+	require.Equal(t, []bool{false}, complete(t, s, at(3*time.Second), outcome(leases[ids[4]], herald.StatusPending, at(3*time.Second))),
+		"its delivery died with the disable")
+	require.Equal(t, []bool{false}, complete(t, s, at(4*time.Second), gone), "its delivery died with the disable")
+
+	require.Equal(t, 2, healthOf(t, s, ep.ID, at(4*time.Second)).ConsecutiveFailures,
+		"only the outcomes up to the disable count")
+	require.Equal(t, breaker.DisabledAutomatically, getEndpoint(t, s, ep.ID).DisabledReason)
+	var p herald.EndpointDisabledPayload
+	oneEvent(t, s, "c", herald.NotifyEndpointDisabled, &p)
+	require.Equal(t, ep.ID, p.EndpointID)
+	require.Equal(t, breaker.DisabledAutomatically, p.Reason)
+	requireTime(t, at(2*time.Second), p.DisabledAt)
+}
+
+// testNotifyDisableOnceConcurrent: outcomes written at the same time by
+// several writers (nodes), each of which would disable the endpoint, make
+// one disable and one herald.endpoint.disabled, whatever their order: the
+// first to be written disables it and the others find their deliveries
+// dead.
+func testNotifyDisableOnceConcurrent(t *testing.T, s store.Store) {
+	in := quietEndpoint("c")
+	in.AutoDisableAfterFailures = 1
+	ep := createEndpoint(t, s, in, at(0))
+	createEndpoint(t, s, subscriber("c"), at(0))
+	const writers = 8
+	ids := ingestN(t, s, at(0), ep, writers)
+	leases := claimAll(t, s, at(0))
+	require.Len(t, leases, writers)
+
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		applied int
+		errs    []error
+		start   = make(chan struct{})
+	)
+	for i, id := range ids {
+		wg.Go(func() {
+			o := outcome(leases[id], herald.StatusPending, at(time.Second))
+			if i%2 == 1 { // a 410 disables the endpoint too
+				o.Status = herald.StatusDead
+				o.Attempt.StatusCode = 410
+				o.DeadReason = herald.DeadGone
+				o.DisableEndpoint = string(herald.DeadGone)
+			}
+			<-start
+			got, err := s.DeliveryCompleteMany(t.Context(), &store.DeliveryCompleteManyParams{
+				Outcomes: []store.DeliveryOutcome{o}, Now: at(time.Second)})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				errs = append(errs, fmt.Errorf("complete %s: %w", o.DeliveryID, err))
+			case len(got) != 1:
+				errs = append(errs, fmt.Errorf("complete %s: %d answers", o.DeliveryID, len(got)))
+			case got[0]:
+				applied++
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
+
+	require.Equal(t, 1, applied, "the first outcome disables the endpoint; the others' deliveries died with it")
+	require.False(t, getEndpoint(t, s, ep.ID).Enabled)
+	require.Len(t, eventsOfType(t, s, "c", herald.NotifyEndpointDisabled), 1)
+	require.Equal(t, 1, healthOf(t, s, ep.ID, at(time.Second)).ConsecutiveFailures)
 }
