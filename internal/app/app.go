@@ -146,6 +146,7 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 		Hooks: dispatch.Hooks{
 			InFlight:       a.Metrics.AttemptsInFlight,
 			Redelivered:    a.Metrics.Redelivered,
+			LeaseTooShort:  a.Metrics.AttemptSkippedLeaseExpired,
 			AttemptDone:    a.Metrics.AttemptDone,
 			OutcomeWritten: a.Metrics.OutcomeWritten,
 		},

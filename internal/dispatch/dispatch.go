@@ -7,7 +7,9 @@
 // 2xx, and a node that dies mid-attempt leaves a lease that expires, after
 // which another node claims the delivery again (invariant 3). Every write that
 // ends a claim carries the lease token, so a node that wakes after its lease
-// expired cannot overwrite a newer outcome (invariant 10).
+// expired cannot overwrite a newer outcome (invariant 10), and no request goes
+// out unless the lease outlives it, so a node that wakes after its lease
+// expired does not send either (see Dispatcher.attempt).
 package dispatch
 
 import (
@@ -48,7 +50,9 @@ type Config struct {
 	// no wake-up came (default 1 s). Retries that fall due are found this way.
 	PollInterval time.Duration
 	// LeaseMargin is added to twice the endpoint timeout for each lease
-	// (default 15 s), covering the outcome write after the attempt.
+	// (default 15 s), covering the outcome write after the attempt. A node
+	// that stops for longer (a freeze, a long pause) loses its leases, and
+	// does not send what it claimed before.
 	LeaseMargin time.Duration
 	// DrainTimeout is how long a stopping dispatcher lets attempts in flight
 	// finish before it cancels them and hands their leases back (default 30 s).
@@ -64,6 +68,11 @@ type Config struct {
 // dispatcher's own goroutines, and must be quick and safe for concurrent
 // use: it runs on the path of every attempt.
 type Hooks struct {
+	// LeaseTooShort is called when an attempt is dropped before its request
+	// went out because its lease would not outlive it (the node stalled
+	// between the claim and the attempt): the lease is handed back, and no
+	// attempt is spent.
+	LeaseTooShort func(c *store.ClaimedDelivery)
 	// InFlight is called with +1 just before an attempt's request goes out
 	// and with -1 once it has come back (or been cut off), so the sum is the
 	// number of requests in flight on this node.
@@ -123,8 +132,19 @@ func New(cfg Config) *Dispatcher {
 	return &Dispatcher{cfg: cfg, log: cfg.Logger}
 }
 
+// job is a claimed delivery handed to a worker, with the end of its lease
+// on this node's clock, counted from just before the claim was asked for:
+// the database set the lease's expiry after that, so the lease ends no
+// earlier than leaseEnd, whatever the clocks of this node and the database
+// say.
+type job struct {
+	c        *store.ClaimedDelivery
+	leaseEnd time.Time
+}
+
 // result is what a worker hands the writer: an outcome to write, or a lease
-// to hand back when the attempt never happened (shutdown). An outcome comes
+// to hand back when the attempt never happened (shutdown, or a lease that
+// would not outlive it). An outcome comes
 // with the claim it ends and the time it was decided, for Hooks.OutcomeWritten.
 type result struct {
 	outcome   *store.DeliveryOutcome
@@ -161,7 +181,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	defer stopDrain()
 
 	n := d.cfg.Concurrency
-	jobs := make(chan *store.ClaimedDelivery, n)
+	jobs := make(chan job, n)
 	results := make(chan result, n)
 	// slots holds one token per attempt that may start; a token comes back
 	// when the attempt's outcome is written.
@@ -178,8 +198,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		workers.Add(1)
 		go func() {
 			defer workers.Done()
-			for c := range jobs {
-				r := d.attempt(ctx, sendCtx, c)
+			for j := range jobs {
+				r := d.attempt(ctx, sendCtx, j)
 				unwritten.Add(1)
 				// The hook runs here, after the count, so that an attempt
 				// it reports ended is already counted unwritten.
@@ -212,7 +232,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 
 // claimLoop claims as many deliveries as there are free slots, and sleeps
 // when nothing is due until a wake-up, the poll interval, or a free slot.
-func (d *Dispatcher) claimLoop(ctx context.Context, wake, kick <-chan struct{}, jobs chan<- *store.ClaimedDelivery, slots chan struct{}, unwritten *atomic.Int64) {
+func (d *Dispatcher) claimLoop(ctx context.Context, wake, kick <-chan struct{}, jobs chan<- job, slots chan struct{}, unwritten *atomic.Int64) {
 	for ctx.Err() == nil {
 		// Take at least one slot (waiting if all are busy), then every free one.
 		select {
@@ -234,17 +254,19 @@ func (d *Dispatcher) claimLoop(ctx context.Context, wake, kick <-chan struct{}, 
 			free += takeFree(slots, d.cfg.ClaimBatch-free)
 		}
 
+		// lookedAt is also where each lease is counted from (job.leaseEnd).
 		lookedAt := d.cfg.Clock.Now()
-		claimed, err := d.cfg.Store.DeliveryClaim(ctx, &store.DeliveryClaimParams{
+		params := &store.DeliveryClaimParams{
 			Limit:       free,
 			LeaseMargin: d.cfg.LeaseMargin,
 			Now:         d.cfg.Clock.StoreNow(),
-		})
+		}
+		claimed, err := d.cfg.Store.DeliveryClaim(ctx, params)
 		if err != nil && ctx.Err() == nil {
 			d.log.Error("claim deliveries", logkey.Error, err)
 		}
 		for _, c := range claimed {
-			jobs <- c
+			jobs <- job{c: c, leaseEnd: lookedAt.Add(params.LeaseFor(&c.Endpoint))}
 		}
 		for range free - len(claimed) {
 			slots <- struct{}{}
@@ -293,13 +315,30 @@ func (d *Dispatcher) idle(ctx context.Context, wake, kick <-chan struct{}, looke
 // attempt runs one delivery attempt and decides its outcome. Work that has
 // not started when the dispatcher stops, or whose attempt was cut off by
 // the drain deadline, is handed back instead: it spent no attempt.
-func (d *Dispatcher) attempt(runCtx, sendCtx context.Context, c *store.ClaimedDelivery) result {
+//
+// So is work whose lease would not outlive the attempt: if the request
+// could still be running, on this node's clock, after the lease ends
+// (j.leaseEnd), it does not go out. A node that froze (SIGSTOP, a paused
+// VM) or stalled between the claim and the attempt would otherwise send
+// while another node may hold the delivery: the receiver would get it
+// twice, and the endpoint's rate limit and in-flight cap, which count
+// leases, would be exceeded. The hand-back is fenced by the lease token, so
+// it does nothing when another node has claimed the delivery since, and
+// otherwise makes it due at once for a fresh claim. With clock.Real the
+// check reads the monotonic clock, which keeps counting while a process is
+// stopped.
+func (d *Dispatcher) attempt(runCtx, sendCtx context.Context, j job) result {
+	c := j.c
 	lease := store.Lease{DeliveryID: c.Delivery.ID, LeaseToken: c.LeaseToken}
 	if runCtx.Err() != nil {
 		return result{release: &lease}
 	}
 	ep := &c.Endpoint
 	now := d.cfg.Clock.Now()
+	if now.Add(store.AttemptTimeout(ep)).After(j.leaseEnd) {
+		d.leaseTooShort(c, j.leaseEnd.Sub(now))
+		return result{release: &lease}
+	}
 	secrets := []string{ep.Secret}
 	if ep.PreviousSecret != "" && ep.PreviousSecretExpiresAt != nil && now.Before(*ep.PreviousSecretExpiresAt) {
 		secrets = append(secrets, ep.PreviousSecret)
@@ -331,6 +370,24 @@ func (d *Dispatcher) attempt(runCtx, sendCtx context.Context, c *store.ClaimedDe
 	out.Attempt.AttemptedAt = now
 	d.logAttempt(c, &res, out)
 	return result{outcome: out, claimed: c, sent: &res, decidedAt: d.cfg.Clock.Now()}
+}
+
+// leaseTooShort reports an attempt dropped because its lease, with left
+// of it remaining (negative when it has run out), would not outlive it. It
+// is counted (Hooks.LeaseTooShort, a metric) so that an operator can alert
+// on nodes that stall, and logged at warn with the delivery: it is rare,
+// and the only trace of a stall that would otherwise have sent a
+// duplicate.
+func (d *Dispatcher) leaseTooShort(c *store.ClaimedDelivery, left time.Duration) {
+	if hook := d.cfg.Hooks.LeaseTooShort; hook != nil {
+		hook(c)
+	}
+	d.log.Warn("attempt not sent: its lease would expire before the attempt could end",
+		logkey.DeliveryID, c.Delivery.ID,
+		logkey.EndpointID, c.Endpoint.ID,
+		logkey.EventID, c.Event.ID,
+		logkey.LeaseLeftMS, left.Milliseconds(),
+	)
 }
 
 // redelivered reports an attempt about to start for a delivery whose

@@ -330,3 +330,164 @@ func TestClaimsWaitForOutcomesBeingWritten(t *testing.T) {
 	require.GreaterOrEqual(t, limits[1], concurrency/2,
 		"the second claim waits for the outcomes being written (claims: %v)", limits)
 }
+
+// stallingStore is the real store, with a node's stall between its first
+// claim and the attempts of that claim: once the first claim that takes
+// something has returned, the test clock moves on by stall, and then
+// meanwhile runs (another node, say).
+type stallingStore struct {
+	store.Store
+	clock     *clock.Test
+	stall     time.Duration
+	meanwhile func()
+	// claims counts the claims that took something.
+	claims   atomic.Int64
+	released chan []store.Lease
+}
+
+func (s *stallingStore) DeliveryClaim(ctx context.Context, p *store.DeliveryClaimParams) ([]*store.ClaimedDelivery, error) {
+	got, err := s.Store.DeliveryClaim(ctx, p)
+	if len(got) > 0 && s.claims.Add(1) == 1 {
+		s.clock.Advance(s.stall)
+		if s.meanwhile != nil {
+			s.meanwhile()
+		}
+	}
+	return got, err
+}
+
+func (s *stallingStore) DeliveryRelease(ctx context.Context, p *store.DeliveryReleaseParams) error {
+	err := s.Store.DeliveryRelease(ctx, p)
+	s.released <- p.Leases
+	return err
+}
+
+// TestNoRequestOutlivesItsLease: a node that stalls between a claim and
+// its attempt (frozen by SIGSTOP, say) does not send once the request
+// could outlast the lease, counted from just before the claim: another
+// node may hold the delivery by then. It hands the lease back without
+// spending an attempt, and a fresh claim delivers. The endpoint's timeout
+// is 10 s and the lease 2 x 10 s + 5 s, so a request may start until 15 s
+// after the claim was asked for.
+func TestNoRequestOutlivesItsLease(t *testing.T) {
+	t.Parallel()
+	const margin = 5 * time.Second
+
+	// A run delivers one event through a node that stalls for stall after
+	// its first claim: its store, the delivery, the claim (1 or 2) each
+	// request came from, and how many attempts were dropped.
+	type run struct {
+		st      *stallingStore
+		id      string
+		hits    chan int64
+		skipped *atomic.Int64
+	}
+	start := func(t *testing.T, stall time.Duration, meanwhile func(r *run)) *run {
+		r := &run{hits: make(chan int64, 10), skipped: &atomic.Int64{}}
+		base, c, _ := setup(t, func(w http.ResponseWriter, _ *http.Request) {
+			r.hits <- r.st.claims.Load()
+		})
+		r.st = &stallingStore{Store: base, clock: c, stall: stall, released: make(chan []store.Lease, 10)}
+		if meanwhile != nil {
+			r.st.meanwhile = func() { meanwhile(r) }
+		}
+		r.id = ingest(t, base, c)
+		runDispatcher(t, dispatch.Config{
+			Store:       r.st,
+			Sender:      sender.New(sender.Config{AllowPrivateNetworks: true}),
+			Clock:       c,
+			Concurrency: 4,
+			LeaseMargin: margin,
+			Hooks: dispatch.Hooks{
+				LeaseTooShort: func(*store.ClaimedDelivery) { r.skipped.Add(1) },
+			},
+		})
+		return r
+	}
+	delivered := func(t *testing.T, r *run) *herald.Delivery {
+		t.Helper()
+		var d *herald.Delivery
+		waitFor(t, func() bool {
+			var err error
+			d, err = r.st.DeliveryGet(context.Background(), r.id)
+			require.NoError(t, err)
+			return d.Status == herald.StatusDelivered
+		})
+		return d
+	}
+
+	t.Run("SendsWhileTheLeaseOutlivesTheRequest", func(t *testing.T) {
+		t.Parallel()
+		r := start(t, 14*time.Second, nil) // 14 s + 10 s < 25 s
+		require.Equal(t, int64(1), recv(t, r.hits), "sent from the first claim")
+		d := delivered(t, r)
+		require.Equal(t, 1, d.AttemptCount)
+		require.Zero(t, r.skipped.Load())
+	})
+
+	t.Run("HandsBackWhenTheRequestCouldOutliveTheLease", func(t *testing.T) {
+		t.Parallel()
+		r := start(t, 16*time.Second, nil) // 16 s + 10 s > 25 s
+		leases := recv(t, r.st.released)
+		require.Len(t, leases, 1)
+		require.Equal(t, r.id, leases[0].DeliveryID)
+		require.Equal(t, int64(1), r.skipped.Load())
+		require.Equal(t, int64(2), recv(t, r.hits), "the request came from a fresh claim, not the stalled one")
+		d := delivered(t, r)
+		require.Equal(t, 1, d.AttemptCount, "the dropped attempt spent nothing")
+		attempts, err := r.st.AttemptList(context.Background(), &store.AttemptListParams{DeliveryID: r.id})
+		require.NoError(t, err)
+		require.Len(t, attempts.Items, 1, "one request, one attempt")
+		require.Empty(t, r.hits)
+	})
+
+	t.Run("LeavesALeaseTakenMeanwhileAlone", func(t *testing.T) {
+		t.Parallel()
+		// The node wakes after its lease has expired and another node has
+		// claimed the delivery.
+		var (
+			other    []*store.ClaimedDelivery
+			otherErr error
+		)
+		r := start(t, 30*time.Second, func(r *run) {
+			other, otherErr = r.st.Store.DeliveryClaim(context.Background(), &store.DeliveryClaimParams{
+				Limit: 10, LeaseMargin: margin, Now: r.st.clock.Now(),
+			})
+		})
+		recv(t, r.st.released)
+		require.Equal(t, int64(1), r.skipped.Load())
+		require.NoError(t, otherErr)
+		require.Len(t, other, 1)
+		require.True(t, other[0].Redelivered)
+
+		// The hand-back was fenced off: the other node's lease still holds,
+		// and its outcome applies.
+		d, err := r.st.DeliveryGet(context.Background(), r.id)
+		require.NoError(t, err)
+		require.Equal(t, herald.StatusDelivering, d.Status)
+		applied, err := r.st.DeliveryCompleteMany(context.Background(), &store.DeliveryCompleteManyParams{
+			Outcomes: []store.DeliveryOutcome{{
+				Lease:   store.Lease{DeliveryID: r.id, LeaseToken: other[0].LeaseToken},
+				Status:  herald.StatusDelivered,
+				Attempt: herald.Attempt{Number: 1, AttemptedAt: r.st.clock.Now(), StatusCode: 200},
+			}},
+			Now: r.st.clock.Now(),
+		})
+		require.NoError(t, err)
+		require.Equal(t, []bool{true}, applied)
+		require.Empty(t, r.hits, "the woken node sent nothing")
+	})
+}
+
+// recv receives from ch, failing the test after 30 s.
+func recv[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(30 * time.Second):
+		t.Fatal("timed out")
+		var zero T
+		return zero
+	}
+}

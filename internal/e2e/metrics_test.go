@@ -115,6 +115,8 @@ func TestMetricsFollowDeliveries(t *testing.T) {
 				`herald_deliveries_total{outcome="delivered"}`,
 				`herald_deliveries_total{outcome="retry"}`,
 				`herald_deliveries_total{outcome="dead"}`,
+				`herald_deliveries_redelivered_total`,
+				`herald_attempts_skipped_lease_expired_total`,
 				`herald_attempts_total{class="success"}`,
 				`herald_attempts_total{class="retryable"}`,
 				`herald_attempts_total{class="gone"}`,

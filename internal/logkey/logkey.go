@@ -15,4 +15,7 @@ const (
 	Count      = "count"
 	Addr       = "addr"
 	Outcome    = "outcome"
+	// LeaseLeftMS is how much of a lease was left, in milliseconds
+	// (negative once it has run out).
+	LeaseLeftMS = "lease_left_ms"
 )

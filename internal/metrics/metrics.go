@@ -40,6 +40,7 @@ const (
 	NameDeliveriesDead   = "herald_deliveries_dead_total"
 	NameOutcomesStale    = "herald_outcomes_not_applied_total"
 	NameRedelivered      = "herald_deliveries_redelivered_total"
+	NameLeaseTooShort    = "herald_attempts_skipped_lease_expired_total"
 	NameAttempts         = "herald_attempts_total"
 	NameAttemptDuration  = "herald_attempt_duration_seconds"
 	NameDeliveryLatency  = "herald_delivery_latency_seconds"
@@ -98,6 +99,7 @@ type Metrics struct {
 	deadReasons  map[herald.DeadReason]prometheus.Counter
 	stale        prometheus.Counter
 	redelivered  prometheus.Counter
+	leaseShort   prometheus.Counter
 
 	// attempts is indexed by sender.Class; index 0 (no class) is unused.
 	attempts        [sender.ClientError + 1]prometheus.Counter
@@ -156,6 +158,11 @@ func New(st store.Store, opts Options) *Metrics {
 		Help: "Attempts started for a delivery whose earlier lease expired without an outcome (its node died, froze or lost the database mid-attempt): the receiver may get that webhook twice.",
 	})
 
+	m.leaseShort = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: NameLeaseTooShort,
+		Help: "Attempts not sent because their lease would expire before they could end: the node stalled (froze, paused) between the claim and the attempt. The lease was handed back; no attempt was spent.",
+	})
+
 	attempts := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: NameAttempts,
 		Help: "HTTP attempts made by this node, by class: success (2xx), retryable, gone (410) or client_error (other 4xx, or a request that could not be built).",
@@ -188,7 +195,7 @@ func New(st store.Store, opts Options) *Metrics {
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.eventsIngested, deliveries, m.deadByReason, m.stale, m.redelivered, attempts,
+		m.eventsIngested, deliveries, m.deadByReason, m.stale, m.redelivered, m.leaseShort, attempts,
 		m.attemptDuration, m.deliveryLatency, m.inFlight, queueErrors, m.queue,
 	)
 	m.handler = promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{
@@ -219,6 +226,10 @@ func (m *Metrics) AttemptsInFlight(delta int) { m.inFlight.Add(float64(delta)) }
 // Redelivered counts an attempt started for a delivery taken from an
 // expired lease (dispatch.Hooks.Redelivered).
 func (m *Metrics) Redelivered(*store.ClaimedDelivery) { m.redelivered.Inc() }
+
+// AttemptSkippedLeaseExpired counts an attempt not sent because its lease
+// would not outlive it (dispatch.Hooks.LeaseTooShort).
+func (m *Metrics) AttemptSkippedLeaseExpired(*store.ClaimedDelivery) { m.leaseShort.Inc() }
 
 // AttemptDone counts one attempt by its class and observes its duration
 // (dispatch.Hooks.AttemptDone). Every attempt counts, whether or not its

@@ -360,6 +360,15 @@ func TestDispatchHooks(t *testing.T) {
 		require.Equal(t, 2.0, must(t, m.Registry(), NameRedelivered))
 	})
 
+	t.Run("AttemptSkippedLeaseExpired", func(t *testing.T) {
+		t.Parallel()
+		m, _, _, _ := setup(t, Options{})
+		require.Equal(t, 0.0, must(t, m.Registry(), NameLeaseTooShort))
+		m.AttemptSkippedLeaseExpired(&store.ClaimedDelivery{})
+		require.Equal(t, 1.0, must(t, m.Registry(), NameLeaseTooShort))
+		require.Equal(t, 0.0, must(t, m.Registry(), NameAttempts, "class", "success"), "no attempt was made")
+	})
+
 	t.Run("OutcomesAppliedAreCounted", func(t *testing.T) {
 		t.Parallel()
 		m, _, _, _ := setup(t, Options{})
@@ -478,7 +487,7 @@ func TestExposition(t *testing.T) {
 			}
 		}
 		for _, name := range []string{
-			NameEventsIngested, NameDeliveries, NameDeliveriesDead, NameOutcomesStale, NameRedelivered, NameAttempts,
+			NameEventsIngested, NameDeliveries, NameDeliveriesDead, NameOutcomesStale, NameRedelivered, NameLeaseTooShort, NameAttempts,
 			NameAttemptDuration, NameDeliveryLatency, NameAttemptsInFlight, NameQueueDue,
 			NameQueueOldestDue, NameDeadLetterDepth, NameDeliveriesStatus, NameQueueReadErrors,
 		} {

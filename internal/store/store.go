@@ -282,11 +282,16 @@ type DeliveryClaimParams struct {
 // (the default when unset) plus LeaseMargin, so that the lease outlives the
 // attempt (invariant 10).
 func (p *DeliveryClaimParams) LeaseFor(ep *herald.Endpoint) time.Duration {
-	timeout := ep.Timeout
-	if timeout <= 0 {
-		timeout = herald.DefaultTimeout
+	return 2*AttemptTimeout(ep) + p.LeaseMargin
+}
+
+// AttemptTimeout is the longest one attempt to ep may last: its timeout,
+// or herald.DefaultTimeout when unset, as the sender applies it.
+func AttemptTimeout(ep *herald.Endpoint) time.Duration {
+	if ep.Timeout <= 0 {
+		return herald.DefaultTimeout
 	}
-	return 2*timeout + p.LeaseMargin
+	return ep.Timeout
 }
 
 // ClaimedDelivery is a delivery under lease, with what the sender needs.
