@@ -79,7 +79,32 @@ func plan(seed uint64, o planOptions) []Nemesis {
 		// the nodes together.
 		kinds = append(kinds, procKind{CrashDB, "postgres"}, procKind{CrashDB, "postgres"})
 	}
+	// Short runs leave shorter gaps, so they still meet every kind.
+	short := o.load < time.Minute
+	gapLo, gapHi := time.Second, 4*time.Second
+	rcvLo, rcvHi, rcvGapLo, rcvGapHi := time.Second, 3*time.Second, 500*time.Millisecond, 2*time.Second
+	if short {
+		gapLo, gapHi = 500*time.Millisecond, 1500*time.Millisecond
+		rcvLo, rcvHi, rcvGapLo, rcvGapHi = 700*time.Millisecond, 1500*time.Millisecond, 300*time.Millisecond, time.Second
+	}
+	// The first round takes one fault of each kind (kill, freeze, crash),
+	// on targets drawn at random; later rounds draw from every (kind,
+	// target) pair, shuffled, each once per round.
 	var bag []procKind
+	var first []procKind
+	for _, kind := range []ProcessFault{KillNode, FreezeNode, CrashDB} {
+		var of []procKind
+		for _, k := range kinds {
+			if k.kind == kind {
+				of = append(of, k)
+			}
+		}
+		if len(of) > 0 {
+			first = append(first, of[rnd.IntN(len(of))])
+		}
+	}
+	rnd.Shuffle(len(first), func(i, j int) { first[i], first[j] = first[j], first[i] })
+	bag = first
 	at := warmup
 	for len(kinds) > 0 {
 		if len(bag) == 0 {
@@ -101,7 +126,7 @@ func plan(seed uint64, o planOptions) []Nemesis {
 		}
 		bag = bag[1:]
 		out = append(out, Nemesis{At: at, For: dur, Kind: string(k.kind), Target: k.target})
-		at += dur + between(time.Second, 4*time.Second)
+		at += dur + between(gapLo, gapHi)
 	}
 
 	var faults []FaultKind
@@ -111,13 +136,13 @@ func plan(seed uint64, o planOptions) []Nemesis {
 			faults = append(faults, AllFaults...)
 			rnd.Shuffle(len(faults), func(i, j int) { faults[i], faults[j] = faults[j], faults[i] })
 		}
-		dur := between(time.Second, 3*time.Second)
+		dur := between(rcvLo, rcvHi)
 		if at+dur > end {
 			break
 		}
 		out = append(out, Nemesis{At: at, For: dur, Kind: "receiver:" + string(faults[0]), Target: o.hostile})
 		faults = faults[1:]
-		at += dur + between(500*time.Millisecond, 2*time.Second)
+		at += dur + between(rcvGapLo, rcvGapHi)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].At < out[j].At })
 	return out

@@ -165,6 +165,21 @@ func TestPlanIsTheSameForASeed(t *testing.T) {
 		last = n.At + n.For
 	}
 
+	// A short run meets each kind of process fault and every receiver fault.
+	for seed := range uint64(20) {
+		short := plan(seed, planOptions{load: 25 * time.Second, nodes: []string{"serve", "worker-1", "worker-2"}, db: true, hostile: "hostile", freezeFor: 10 * time.Second})
+		kinds := map[string]bool{}
+		for _, n := range short {
+			kinds[n.Kind] = true
+		}
+		for _, k := range []string{string(KillNode), string(FreezeNode), string(CrashDB)} {
+			require.True(t, kinds[k], "seed %d: 25 s meet %s", seed, k)
+		}
+		for _, f := range AllFaults {
+			require.True(t, kinds["receiver:"+string(f)], "seed %d: 25 s meet receiver fault %s", seed, f)
+		}
+	}
+
 	sqlite := plan(42, planOptions{load: time.Minute, nodes: []string{"serve"}, hostile: "hostile", freezeFor: 10 * time.Second})
 	for _, n := range sqlite {
 		require.NotEqual(t, string(CrashDB), n.Kind, "no database to crash on SQLite")
