@@ -530,21 +530,56 @@ func (d *Dispatcher) writeResults(results <-chan result, slots chan<- struct{}, 
 	}
 }
 
+// Bounds on writing a batch of outcomes again after the write failed.
+const (
+	// outcomeRetryFor is how long a failed outcome write is tried again:
+	// through a database restart or failover, so that attempts that
+	// happened are recorded instead of being sent again once their leases
+	// expire. Past it the outcomes are dropped and their leases expire:
+	// at least once, never lost.
+	outcomeRetryFor = 30 * time.Second
+	// outcomeRetryFirst is the first wait before trying again; it doubles
+	// up to outcomeRetryMax.
+	outcomeRetryFirst = 50 * time.Millisecond
+	outcomeRetryMax   = 2 * time.Second
+)
+
 // write writes a batch and says, for each outcome, whether the store
-// applied it (none when the write failed).
+// applied it (none when the write failed). A failed outcome write is tried
+// again, with backoff, for outcomeRetryFor: every write is fenced by its
+// lease token, so a second try applies nothing that the first did, nor
+// anything another node has claimed since. Meanwhile the batch's slots stay
+// taken, so the node claims nothing new from a database it cannot write to.
 func (d *Dispatcher) write(outcomes []store.DeliveryOutcome, releases []store.Lease) (applied []bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), outcomeRetryFor)
 	defer cancel()
 	if len(outcomes) > 0 {
-		var err error
-		applied, err = d.cfg.Store.DeliveryCompleteMany(ctx, &store.DeliveryCompleteManyParams{
-			Outcomes: outcomes,
-			Now:      d.cfg.Clock.StoreNow(),
-		})
-		if err != nil {
-			// The leases will expire and the deliveries will be claimed
-			// again: at least once, never lost.
-			d.log.Error("write outcomes", logkey.Count, len(outcomes), logkey.Error, err)
+		wait := outcomeRetryFirst
+		for try := 1; ; try++ {
+			var err error
+			applied, err = d.cfg.Store.DeliveryCompleteMany(ctx, &store.DeliveryCompleteManyParams{
+				Outcomes: outcomes,
+				Now:      d.cfg.Clock.StoreNow(),
+			})
+			if err == nil {
+				if try > 1 {
+					d.log.Info("wrote outcomes after retrying", logkey.Count, len(outcomes), logkey.Try, try)
+				}
+				break
+			}
+			applied = nil
+			if ctx.Err() != nil {
+				// The leases will expire and the deliveries will be
+				// claimed again: at least once, never lost.
+				d.log.Error("write outcomes: giving up", logkey.Count, len(outcomes), logkey.Try, try, logkey.Error, err)
+				break
+			}
+			d.log.Warn("write outcomes: trying again", logkey.Count, len(outcomes), logkey.Try, try, logkey.Error, err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, outcomeRetryMax)
 		}
 		for i, ok := range applied {
 			if !ok {

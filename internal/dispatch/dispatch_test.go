@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -490,4 +491,55 @@ func recv[T any](t *testing.T, ch <-chan T) T {
 		var zero T
 		return zero
 	}
+}
+
+// failingWrites is the real store whose outcome writes fail while down is
+// set, as when the database restarts.
+type failingWrites struct {
+	store.Store
+	down   atomic.Bool
+	failed atomic.Int64
+}
+
+func (s *failingWrites) DeliveryCompleteMany(ctx context.Context, p *store.DeliveryCompleteManyParams) ([]bool, error) {
+	if s.down.Load() {
+		s.failed.Add(1)
+		return nil, errors.New("connection refused")
+	}
+	return s.Store.DeliveryCompleteMany(ctx, p)
+}
+
+// TestOutcomeWriteSurvivesADatabaseRestart: an attempt's outcome that
+// cannot be written because the database is away is written once it is
+// back, instead of being dropped to have its lease expire and the webhook
+// sent again.
+func TestOutcomeWriteSurvivesADatabaseRestart(t *testing.T) {
+	t.Parallel()
+	var requests atomic.Int64
+	base, c, _ := setup(t, func(w http.ResponseWriter, _ *http.Request) { requests.Add(1) })
+	st := &failingWrites{Store: base}
+	st.down.Store(true)
+	id := ingest(t, st, c)
+	var applied atomic.Int64
+	runDispatcher(t, dispatch.Config{
+		Store:       st,
+		Sender:      sender.New(sender.Config{AllowPrivateNetworks: true}),
+		Clock:       c,
+		Concurrency: 4,
+		Hooks: dispatch.Hooks{
+			OutcomeWritten: func(_ *store.ClaimedDelivery, _ *store.DeliveryOutcome, _ time.Time, ok bool) {
+				if ok {
+					applied.Add(1)
+				}
+			},
+		},
+	})
+	waitFor(t, func() bool { return st.failed.Load() >= 3 })
+	st.down.Store(false)
+	waitFor(t, func() bool { return applied.Load() == 1 })
+
+	d, err := base.DeliveryGet(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, herald.StatusDelivered, d.Status)
+	require.Equal(t, int64(1), requests.Load(), "the webhook went once")
 }

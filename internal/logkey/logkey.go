@@ -18,4 +18,7 @@ const (
 	// LeaseLeftMS is how much of a lease was left, in milliseconds
 	// (negative once it has run out).
 	LeaseLeftMS = "lease_left_ms"
+	// Try numbers the tries of one write that is tried again (not an
+	// attempt of a delivery).
+	Try = "try"
 )
