@@ -142,6 +142,7 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 		Logger:       deps.Logger,
 		Concurrency:  cfg.Concurrency,
 		PollInterval: cfg.PollInterval,
+		LeaseMargin:  cfg.LeaseMargin,
 		DrainTimeout: cfg.ShutdownTimeout,
 		Hooks: dispatch.Hooks{
 			InFlight:       a.Metrics.AttemptsInFlight,

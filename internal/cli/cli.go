@@ -102,6 +102,7 @@ func nodeFlags(fs *pflag.FlagSet, c *config.Config) {
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn or error")
 	fs.IntVar(&c.Concurrency, "concurrency", c.Concurrency, "attempts in flight at once on this node")
 	fs.DurationVar(&c.PollInterval, "poll-interval", c.PollInterval, "how often an idle dispatcher looks for due retries")
+	fs.DurationVar(&c.LeaseMargin, "lease-margin", c.LeaseMargin, "how long past twice the endpoint timeout a claim holds a delivery: covers writing the outcome; a node that stops for longer loses its leases and another node redelivers (1s to 10m)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long a stop waits for attempts in flight")
 	fs.StringVar(&c.PprofAddr, "pprof-addr", c.PprofAddr, "address to serve Go's runtime profiles (/debug/pprof/) on, as host:port; keep it on loopback (default: none)")
 }

@@ -75,3 +75,31 @@ func TestServeRejectsBadConfigAtOnce(t *testing.T) {
 		require.ErrorContains(t, err, "concurrency:")
 	})
 }
+
+// TestLeaseMarginReachesTheConfig: serve and worker take --lease-margin
+// and its twin HERALD_LEASE_MARGIN into the configuration they validate,
+// and the flag wins over the twin.
+func TestLeaseMarginReachesTheConfig(t *testing.T) {
+	t.Parallel()
+	for _, command := range []string{"serve", "worker"} {
+		t.Run(command, func(t *testing.T) {
+			t.Parallel()
+			db := "sqlite://" + filepath.Join(t.TempDir(), "l.db")
+			_, _, err := run(t, nil, command, "--db", db, "--lease-margin", "500ms")
+			require.ErrorContains(t, err, "lease-margin: 500ms is not between 1s and 10m")
+
+			_, _, err = run(t, map[string]string{"HERALD_LEASE_MARGIN": "20m"}, command, "--db", db)
+			require.ErrorContains(t, err, "lease-margin: 20m0s is not between 1s and 10m")
+
+			_, _, err = run(t, map[string]string{"HERALD_LEASE_MARGIN": "soon"}, command, "--db", db)
+			require.ErrorContains(t, err, "HERALD_LEASE_MARGIN")
+
+			// A bad log format stops the command before it runs; the margin
+			// given by the flag is the one validated.
+			_, _, err = run(t, map[string]string{"HERALD_LEASE_MARGIN": "20m"}, command, "--db", db,
+				"--lease-margin", "2s", "--log-format", "xml")
+			require.ErrorContains(t, err, "log-format:")
+			require.NotContains(t, err.Error(), "lease-margin")
+		})
+	}
+}

@@ -32,6 +32,12 @@ type Config struct {
 	Concurrency int
 	// PollInterval is how often an idle dispatcher looks for due retries.
 	PollInterval time.Duration
+	// LeaseMargin is how long past twice the endpoint timeout a claim holds
+	// a delivery: it covers writing the outcome. A node that stops for
+	// longer (a freeze, a long pause) loses its leases, and another node
+	// redelivers; a short margin makes that happen sooner, and makes a
+	// slow outcome write lose its lease more often.
+	LeaseMargin time.Duration
 	// MaxPayloadBytes bounds an event payload.
 	MaxPayloadBytes int
 	// ShutdownTimeout bounds a graceful stop (in-flight attempts included).
@@ -54,6 +60,7 @@ func Default() Config {
 		LogLevel:        "info",
 		Concurrency:     512,
 		PollInterval:    time.Second,
+		LeaseMargin:     15 * time.Second,
 		MaxPayloadBytes: 256 << 10,
 		ShutdownTimeout: 30 * time.Second,
 	}
@@ -115,6 +122,9 @@ func (c *Config) Validate(needAddr bool) error {
 	if c.PollInterval < 10*time.Millisecond || c.PollInterval > time.Minute {
 		errs = append(errs, fmt.Errorf("poll-interval: %s is not between 10ms and 1m", c.PollInterval))
 	}
+	if c.LeaseMargin < time.Second || c.LeaseMargin > 10*time.Minute {
+		errs = append(errs, fmt.Errorf("lease-margin: %s is not between 1s and 10m", c.LeaseMargin))
+	}
 	if c.MaxPayloadBytes < 1 || c.MaxPayloadBytes > 10<<20 {
 		errs = append(errs, fmt.Errorf("max-payload-bytes: %d is not between 1 and 10485760", c.MaxPayloadBytes))
 	}
@@ -171,6 +181,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Bool("allow_private_networks", c.AllowPrivateNetworks),
 		slog.Int("concurrency", c.Concurrency),
 		slog.Duration("poll_interval", c.PollInterval),
+		slog.Duration("lease_margin", c.LeaseMargin),
 		slog.String("metrics_addr", c.MetricsAddr),
 		slog.String("pprof_addr", c.PprofAddr),
 	)

@@ -53,14 +53,47 @@ func TestValidateListsEveryProblem(t *testing.T) {
 	c.LogLevel = "loud"
 	c.Concurrency = 0
 	c.PollInterval = time.Hour
+	c.LeaseMargin = 0
 	c.MetricsAddr = "nowhere"
 	c.PprofAddr = "anywhere"
 	err := c.Validate(true)
 	require.Error(t, err)
-	for _, want := range []string{"addr:", "db:", "api-key:", "log-format:", "log-level:", "concurrency:", "poll-interval:", "metrics-addr:", "pprof-addr:"} {
+	for _, want := range []string{"addr:", "db:", "api-key:", "log-format:", "log-level:", "concurrency:", "poll-interval:", "lease-margin:", "metrics-addr:", "pprof-addr:"} {
 		require.ErrorContains(t, err, want)
 	}
 	require.NotRegexp(t, "(?m)^addr:", c.Validate(false).Error(), "worker has no address")
+}
+
+func TestLeaseMarginBounds(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, 15*time.Second, config.Default().LeaseMargin)
+	tests := []struct {
+		margin time.Duration
+		ok     bool
+	}{
+		{-time.Second, false},
+		{0, false},
+		{999 * time.Millisecond, false},
+		{time.Second, true},
+		{2 * time.Second, true},
+		{15 * time.Second, true},
+		{10 * time.Minute, true},
+		{10*time.Minute + time.Millisecond, false},
+		{time.Hour, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.margin.String(), func(t *testing.T) {
+			t.Parallel()
+			c := config.Default()
+			c.LeaseMargin = tt.margin
+			err := c.Validate(true)
+			if tt.ok {
+				require.NoError(t, err)
+				return
+			}
+			require.EqualError(t, err, "lease-margin: "+tt.margin.String()+" is not between 1s and 10m")
+		})
+	}
 }
 
 func TestRedact(t *testing.T) {

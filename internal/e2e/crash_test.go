@@ -155,6 +155,42 @@ func TestLostLeasesAreCountedAsRedeliveries(t *testing.T) {
 	})
 }
 
+// The configured lease margin sets the node's leases: with --lease-margin
+// 2s, a delivery whose attempt hangs on a node is taken by another node
+// 2 x 60 s + 2 s after it was claimed, not before.
+func TestLeaseMarginSetsTheLease(t *testing.T) {
+	t.Parallel()
+	backends(t, func(t *testing.T, db string) {
+		e := setup(t, db, func(o *options) { o.leaseMargin = 2 * time.Second })
+		held := make(chan struct{})
+		var once sync.Once
+		rc := newReceiver(t, e.clock, func(n int, r *http.Request, w http.ResponseWriter) {
+			if n == 1 {
+				select {
+				case <-held:
+				case <-r.Context().Done():
+				}
+				w.WriteHeader(http.StatusInternalServerError)
+				return
+			}
+			w.WriteHeader(http.StatusOK)
+		})
+		t.Cleanup(func() { once.Do(func() { close(held) }) })
+		e.createEndpoint(map[string]any{"consumer_id": "c1", "url": rc.URL, "timeout": "60s"})
+		id := e.send("c1", "a.b", `{}`).Deliveries[0].ID
+		rc.waitHits(t, 1) // this node's attempt hangs
+
+		e.dispatcher(4)
+		e.tick(2*time.Minute + time.Second)
+		require.Equal(t, 1, rc.count(), "the lease holds for 2 x 60 s + 2 s")
+		require.Equal(t, "delivering", e.delivery(id).Status)
+		e.tick(time.Second)
+		rc.waitHits(t, 2)
+		e.waitStatus(id, "delivered")
+		once.Do(func() { close(held) })
+	})
+}
+
 // A node whose lease expired while its attempt hung comes back and writes
 // its outcome: the write is fenced off and the newer outcome stands.
 func TestStaleNodeCannotOverwriteNewerOutcome(t *testing.T) {

@@ -69,7 +69,8 @@ type options struct {
 	concurrency int
 	noDispatch  bool
 	denyPrivate bool
-	logger      *slog.Logger // nil: discard
+	leaseMargin time.Duration // 0: the default
+	logger      *slog.Logger  // nil: discard
 }
 
 // setup starts a Herald on db with the test clock and a running dispatcher.
@@ -85,6 +86,9 @@ func setup(t *testing.T, db string, opts ...func(*options)) *env {
 	cfg.AllowPrivateNetworks = !o.denyPrivate
 	cfg.Concurrency = o.concurrency
 	cfg.PollInterval = pollInterval
+	if o.leaseMargin > 0 {
+		cfg.LeaseMargin = o.leaseMargin
+	}
 	c := clock.NewTest(start)
 	ctx, cancel := context.WithCancel(context.Background())
 	a, err := app.New(ctx, cfg, app.Deps{Clock: c, Logger: o.logger}, true)
