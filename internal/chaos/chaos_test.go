@@ -34,7 +34,8 @@ func TestMain(m *testing.M) {
 }
 
 // TestShortRun is the harness's short run, part of make test: both
-// backends at once, every kind of fault, and a verdict that must pass.
+// backends at once, 40 s of load meeting every kind of fault, and a
+// verdict that must pass.
 // HERALD_CHAOS_SEED repeats a run whose seed a failure printed.
 func TestShortRun(t *testing.T) {
 	t.Parallel()
@@ -49,7 +50,7 @@ func TestShortRun(t *testing.T) {
 	var log bytes.Buffer
 	vs, err := chaos.RunAll(ctx, chaos.Config{
 		Herald:   heraldBin,
-		Duration: 25 * time.Second,
+		Duration: 40 * time.Second,
 		Rate:     20,
 		Seed:     seed,
 		Drain:    40 * time.Second,

@@ -42,109 +42,118 @@ type Window struct {
 
 // planOptions shape a schedule.
 type planOptions struct {
-	load      time.Duration // how long the load runs; faults end before it does
-	nodes     []string      // the nodes that may be killed or frozen
-	db        bool          // PostgreSQL may be crashed
-	hostile   string        // the endpoint whose receiver misbehaves
-	freezeFor time.Duration // longer than the longest lease
+	load    time.Duration // how long the load runs; faults end before it does
+	nodes   []string      // the nodes that may be killed or frozen
+	db      bool          // PostgreSQL may be crashed
+	hostile string        // the endpoint whose receiver misbehaves
+	// hostileTimeout is that endpoint's timeout: its failures end that
+	// long after they start.
+	hostileTimeout time.Duration
+	freezeFor      time.Duration // longer than the longest lease
 }
 
 // plan draws the schedule of a run from seed: the same seed and options
-// give the same schedule, so a failing run can be repeated exactly. Two
-// tracks run side by side: process faults one at a time with gaps between
-// them, and receiver faults on the hostile endpoint. Each track cycles
-// through all its kinds in a shuffled order, so a short run still meets
-// every kind once when it is long enough.
+// give the same schedule, so a failing run can be repeated exactly.
+//
+// Faults come one at a time. A receiver fault never overlaps a process
+// fault: a kill of the serve node or a database crash stops the load, and
+// the hostile receiver's failures that complete meanwhile, with no success
+// between them, would open the endpoint's circuit breaker for minutes. The
+// gap after a receiver fault outlasts the hostile endpoint's timeout for
+// the same reason.
+//
+// The first round takes one process fault of each kind (kill, freeze,
+// crash), on targets drawn at random, and every receiver fault, shuffled
+// together; later rounds draw from every (kind, target) pair and every
+// receiver fault, shuffled, each once per round. So a short run meets
+// every kind once.
 func plan(seed uint64, o planOptions) []Nemesis {
 	rnd := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
 	between := func(lo, hi time.Duration) time.Duration {
 		return lo + time.Duration(rnd.Int64N(int64(hi-lo)+1))
 	}
-	var out []Nemesis
 	warmup := 2 * time.Second
 	// Leave the last part of the load free of new faults, so that what
 	// started recovers while the load still runs.
 	end := o.load - 2*time.Second
 
-	type procKind struct {
-		kind   ProcessFault
-		target string
-	}
-	var kinds []procKind
-	for _, n := range o.nodes {
-		kinds = append(kinds, procKind{KillNode, n}, procKind{FreezeNode, n})
-	}
-	if o.db {
-		// The database is the one every node shares: crash it as often as
-		// the nodes together.
-		kinds = append(kinds, procKind{CrashDB, "postgres"}, procKind{CrashDB, "postgres"})
-	}
-	// Short runs leave shorter gaps, so they still meet every kind.
-	short := o.load < time.Minute
-	gapLo, gapHi := time.Second, 4*time.Second
-	rcvLo, rcvHi, rcvGapLo, rcvGapHi := time.Second, 3*time.Second, 500*time.Millisecond, 2*time.Second
+	// Durations and gaps; short runs (under five minutes) take shorter
+	// ones, so that they still meet every kind of fault.
+	short := o.load < 5*time.Minute
+	killLo, killHi := 200*time.Millisecond, 3*time.Second
+	crashLo, crashHi := 500*time.Millisecond, 5*time.Second
+	rcvLo, rcvHi := time.Second, 3*time.Second
+	procGapLo, procGapHi := time.Second, 4*time.Second
+	rcvGapLo, rcvGapHi := o.hostileTimeout+time.Second, o.hostileTimeout+3*time.Second
 	if short {
-		gapLo, gapHi = 500*time.Millisecond, 1500*time.Millisecond
-		rcvLo, rcvHi, rcvGapLo, rcvGapHi = 700*time.Millisecond, 1500*time.Millisecond, 300*time.Millisecond, time.Second
+		killLo, killHi = 200*time.Millisecond, 1500*time.Millisecond
+		crashLo, crashHi = 500*time.Millisecond, 2500*time.Millisecond
+		rcvLo, rcvHi = 600*time.Millisecond, 900*time.Millisecond
+		procGapLo, procGapHi = 500*time.Millisecond, time.Second
+		rcvGapLo, rcvGapHi = o.hostileTimeout+100*time.Millisecond, o.hostileTimeout+400*time.Millisecond
 	}
-	// The first round takes one fault of each kind (kill, freeze, crash),
-	// on targets drawn at random; later rounds draw from every (kind,
-	// target) pair, shuffled, each once per round.
-	var bag []procKind
-	var first []procKind
+
+	var all []Nemesis // every (kind, target), durations drawn when used
+	var first []Nemesis
 	for _, kind := range []ProcessFault{KillNode, FreezeNode, CrashDB} {
-		var of []procKind
-		for _, k := range kinds {
-			if k.kind == kind {
-				of = append(of, k)
+		var of []Nemesis
+		targets := o.nodes
+		if kind == CrashDB {
+			targets = nil
+			if o.db {
+				// The database is the one every node shares: crash it as
+				// often as the nodes together are killed.
+				targets = []string{"postgres", "postgres"}
 			}
 		}
+		for _, t := range targets {
+			of = append(of, Nemesis{Kind: string(kind), Target: t})
+		}
+		all = append(all, of...)
 		if len(of) > 0 {
 			first = append(first, of[rnd.IntN(len(of))])
 		}
 	}
-	rnd.Shuffle(len(first), func(i, j int) { first[i], first[j] = first[j], first[i] })
-	bag = first
+	if o.hostile != "" {
+		for _, f := range AllFaults {
+			n := Nemesis{Kind: "receiver:" + string(f), Target: o.hostile}
+			all = append(all, n)
+			first = append(first, n)
+		}
+	}
+	shuffle := func(ns []Nemesis) []Nemesis {
+		ns = append([]Nemesis(nil), ns...)
+		rnd.Shuffle(len(ns), func(i, j int) { ns[i], ns[j] = ns[j], ns[i] })
+		return ns
+	}
+
+	var out []Nemesis
+	bag := shuffle(first)
 	at := warmup
-	for len(kinds) > 0 {
+	for len(all) > 0 {
 		if len(bag) == 0 {
-			bag = append(bag, kinds...)
-			rnd.Shuffle(len(bag), func(i, j int) { bag[i], bag[j] = bag[j], bag[i] })
+			bag = shuffle(all)
 		}
-		k := bag[0]
-		var dur time.Duration
-		switch k.kind {
-		case KillNode:
-			dur = between(200*time.Millisecond, 3*time.Second)
-		case FreezeNode:
-			dur = o.freezeFor
-		case CrashDB:
-			dur = between(500*time.Millisecond, 5*time.Second)
+		n := bag[0]
+		var gap time.Duration
+		switch n.Kind {
+		case string(KillNode):
+			n.For, gap = between(killLo, killHi), between(procGapLo, procGapHi)
+		case string(FreezeNode):
+			n.For, gap = o.freezeFor, between(procGapLo, procGapHi)
+		case string(CrashDB):
+			n.For, gap = between(crashLo, crashHi), between(procGapLo, procGapHi)
+		default:
+			n.For, gap = between(rcvLo, rcvHi), between(rcvGapLo, rcvGapHi)
 		}
-		if at+dur > end {
+		if at+n.For > end {
 			break
 		}
 		bag = bag[1:]
-		out = append(out, Nemesis{At: at, For: dur, Kind: string(k.kind), Target: k.target})
-		at += dur + between(gapLo, gapHi)
+		n.At = at
+		out = append(out, n)
+		at += n.For + gap
 	}
-
-	var faults []FaultKind
-	at = warmup
-	for o.hostile != "" {
-		if len(faults) == 0 {
-			faults = append(faults, AllFaults...)
-			rnd.Shuffle(len(faults), func(i, j int) { faults[i], faults[j] = faults[j], faults[i] })
-		}
-		dur := between(rcvLo, rcvHi)
-		if at+dur > end {
-			break
-		}
-		out = append(out, Nemesis{At: at, For: dur, Kind: "receiver:" + string(faults[0]), Target: o.hostile})
-		faults = faults[1:]
-		at += dur + between(rcvGapLo, rcvGapHi)
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].At < out[j].At })
 	return out
 }
 

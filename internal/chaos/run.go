@@ -65,7 +65,7 @@ const (
 	// endpointTimeout is the timeout of the well-behaved endpoints; the
 	// hostile one has hostileTimeout, and the receiver's hang and trickle
 	// outlast it.
-	endpointTimeout = 3 * time.Second
+	endpointTimeout = 2 * time.Second
 	hostileTimeout  = time.Second
 	// freezeFor outlasts the longest lease: 2 x endpointTimeout + leaseMargin.
 	freezeFor = 2*endpointTimeout + leaseMargin + 2*time.Second
@@ -95,6 +95,9 @@ func Run(ctx context.Context, cfg Config) (*Verdict, error) {
 	logw := cfg.Log
 	if logw == nil {
 		logw = io.Discard
+	}
+	if _, ok := logw.(*lockedWriter); !ok {
+		logw = &lockedWriter{w: logw}
 	}
 	t0 := time.Now()
 	logf := func(format string, args ...any) {
@@ -126,11 +129,12 @@ func Run(ctx context.Context, cfg Config) (*Verdict, error) {
 	}
 
 	sched := plan(cfg.Seed, planOptions{
-		load:      cfg.Duration,
-		nodes:     cl.nodeNames(),
-		db:        cfg.Backend == BackendPostgres,
-		hostile:   epHostile,
-		freezeFor: freezeFor,
+		load:           cfg.Duration,
+		nodes:          cl.nodeNames(),
+		db:             cfg.Backend == BackendPostgres,
+		hostile:        epHostile,
+		hostileTimeout: hostileTimeout,
+		freezeFor:      freezeFor,
 	})
 	logf("load %.0f events/s for %s, %d faults planned", cfg.Rate, cfg.Duration, len(sched))
 	ld := newLoader(cl.api, cl.apiKey, "c"+strconv.FormatUint(cfg.Seed%1e6, 10), cfg.Rate, cfg.Seed)
@@ -313,6 +317,9 @@ func deliveredPairs(arrivals []Arrival, acked map[string]bool) int {
 // RunAll runs the harness on each backend at the same time, with the same
 // settings, and returns the verdicts in the order of backends.
 func RunAll(ctx context.Context, base Config, backends []string) ([]*Verdict, error) {
+	if base.Log != nil {
+		base.Log = &lockedWriter{w: base.Log}
+	}
 	vs := make([]*Verdict, len(backends))
 	errs := make([]error, len(backends))
 	var wg sync.WaitGroup
@@ -380,4 +387,17 @@ func diagnose(ctx context.Context, cl *cluster, v *Verdict) {
 		}
 		v.Examples["lost_state"] = append(v.Examples["lost_state"], line)
 	}
+}
+
+// lockedWriter serialises writes: the runs of RunAll, and the goroutines
+// of one run, log to one writer.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

@@ -139,7 +139,7 @@ func TestJudge(t *testing.T) {
 
 func TestPlanIsTheSameForASeed(t *testing.T) {
 	t.Parallel()
-	o := planOptions{load: time.Minute, nodes: []string{"serve", "worker-1", "worker-2"}, db: true, hostile: "hostile", freezeFor: 10 * time.Second}
+	o := planOptions{load: time.Minute, nodes: []string{"serve", "worker-1", "worker-2"}, db: true, hostile: "hostile", hostileTimeout: time.Second, freezeFor: 8 * time.Second}
 	a, b := plan(42, o), plan(42, o)
 	require.Equal(t, a, b)
 	require.NotEqual(t, a, plan(43, o))
@@ -155,32 +155,33 @@ func TestPlanIsTheSameForASeed(t *testing.T) {
 	for _, f := range AllFaults {
 		require.True(t, kinds["receiver:"+string(f)], "a minute meets receiver fault %s", f)
 	}
-	// Process faults run one at a time.
+	// Faults run one at a time, and a receiver fault's failures have
+	// ended (the hostile timeout) before the next fault starts.
 	var last time.Duration
 	for _, n := range a {
-		if strings.HasPrefix(n.Kind, "receiver:") {
-			continue
-		}
-		require.GreaterOrEqual(t, n.At, last)
+		require.GreaterOrEqual(t, n.At, last, "%+v", n)
 		last = n.At + n.For
+		if strings.HasPrefix(n.Kind, "receiver:") {
+			last += o.hostileTimeout
+		}
 	}
 
 	// A short run meets each kind of process fault and every receiver fault.
 	for seed := range uint64(20) {
-		short := plan(seed, planOptions{load: 25 * time.Second, nodes: []string{"serve", "worker-1", "worker-2"}, db: true, hostile: "hostile", freezeFor: 10 * time.Second})
+		short := plan(seed, planOptions{load: 40 * time.Second, nodes: []string{"serve", "worker-1", "worker-2"}, db: true, hostile: "hostile", hostileTimeout: time.Second, freezeFor: 8 * time.Second})
 		kinds := map[string]bool{}
 		for _, n := range short {
 			kinds[n.Kind] = true
 		}
 		for _, k := range []string{string(KillNode), string(FreezeNode), string(CrashDB)} {
-			require.True(t, kinds[k], "seed %d: 25 s meet %s", seed, k)
+			require.True(t, kinds[k], "seed %d: 40 s meet %s", seed, k)
 		}
 		for _, f := range AllFaults {
-			require.True(t, kinds["receiver:"+string(f)], "seed %d: 25 s meet receiver fault %s", seed, f)
+			require.True(t, kinds["receiver:"+string(f)], "seed %d: 40 s meet receiver fault %s", seed, f)
 		}
 	}
 
-	sqlite := plan(42, planOptions{load: time.Minute, nodes: []string{"serve"}, hostile: "hostile", freezeFor: 10 * time.Second})
+	sqlite := plan(42, planOptions{load: time.Minute, nodes: []string{"serve"}, hostile: "hostile", hostileTimeout: time.Second, freezeFor: 8 * time.Second})
 	for _, n := range sqlite {
 		require.NotEqual(t, string(CrashDB), n.Kind, "no database to crash on SQLite")
 	}
