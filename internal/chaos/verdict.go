@@ -348,7 +348,7 @@ func fifoViolations(sent []sentEvent, arrivals []Arrival) (int, []string) {
 // over windows this much shorter than a second, so that jitter alone never
 // counts as a violation: what arrives within (1 s - jitter) was claimed
 // within 1 s.
-const arrivalJitter = 100 * time.Millisecond
+const arrivalJitter = 250 * time.Millisecond
 
 // rateViolations counts the arrivals that made more than allowed within
 // the window up to and including them, and the most seen in one window.
