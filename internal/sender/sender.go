@@ -13,6 +13,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -48,6 +49,12 @@ type Config struct {
 	// MaxIdleConnsPerHost is how many keep-alive connections to one endpoint
 	// host stay open between attempts; default DefaultMaxIdleConnsPerHost.
 	MaxIdleConnsPerHost int
+	// LookupIP, when set, resolves endpoint host names in place of the
+	// system resolver, so a test can make a name resolve to the address it
+	// chooses (DNS is the boundary Herald does not own). Every address it
+	// returns is dialed through the same dialer, so the SSRF check still
+	// runs on it at dial time. Nil in production.
+	LookupIP func(ctx context.Context, host string) ([]netip.Addr, error)
 }
 
 // Sender makes webhook attempts over one shared connection pool. It is safe
@@ -76,9 +83,13 @@ func New(cfg Config) *Sender {
 	if !cfg.AllowPrivateNetworks {
 		dialer.Control = dialControl(newGuardian())
 	}
+	dial := dialer.DialContext
+	if cfg.LookupIP != nil {
+		dial = lookupDialer(dialer, cfg.LookupIP)
+	}
 	transport := &http.Transport{
 		Proxy:               nil,
-		DialContext:         dialer.DialContext,
+		DialContext:         dial,
 		ForceAttemptHTTP2:   true,
 		TLSHandshakeTimeout: cfg.ConnectTimeout,
 		MaxIdleConns:        maxIdleConns,
@@ -96,6 +107,40 @@ func New(cfg Config) *Sender {
 			// Redirects are not followed (SSRF): the 3xx is the answer.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
+	}
+}
+
+// lookupDialer dials through lookup: a literal IP address is dialed as it
+// is; a name is resolved by lookup and its addresses are tried in the order
+// given until one connects. Each dial goes through d, and so through its
+// Control hook: a refused address is never connected to.
+func lookupDialer(d *net.Dialer, lookup func(context.Context, string) ([]netip.Addr, error)) func(context.Context, string, string) (net.Conn, error) {
+	return func(ctx context.Context, network, address string) (net.Conn, error) {
+		host, port, err := net.SplitHostPort(address)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := netip.ParseAddr(host); err == nil {
+			return d.DialContext(ctx, network, address)
+		}
+		addrs, err := lookup(ctx, host)
+		if err != nil {
+			return nil, &net.DNSError{Err: err.Error(), Name: host}
+		}
+		if len(addrs) == 0 {
+			return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+		}
+		var first error
+		for _, a := range addrs {
+			conn, err := d.DialContext(ctx, network, net.JoinHostPort(a.String(), port))
+			if err == nil {
+				return conn, nil
+			}
+			if first == nil {
+				first = err
+			}
+		}
+		return nil, first
 	}
 }
 
