@@ -43,7 +43,8 @@ func WithLogger(l *slog.Logger) Option {
 // A request that fails verification is answered 401 with the reason as a
 // short text body (413 for a body over v.MaxBodyBytes, 400 for an unreadable
 // one), and next is not called. When the receiver itself is misconfigured
-// (no secret, a malformed secret, an unknown scheme) the answer is 500, so
+// (no secret or public key, a malformed one, one of the wrong kind for the
+// scheme, an unknown scheme) the answer is 500, so
 // Herald keeps retrying until that is fixed rather than giving up.
 //
 // A verified request whose id the Deduper has seen is answered 200, so

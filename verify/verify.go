@@ -2,6 +2,7 @@ package verify
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"crypto/hmac"
 	"encoding/base64"
 	"encoding/hex"
@@ -28,6 +29,13 @@ const (
 	// X-Webhook-Timestamp and X-Webhook-Signature: sha256=<hex HMAC-SHA256>
 	// over "{timestamp}.{body}", keyed by the whole secret string.
 	SchemeHMACSHA256 Scheme = "hmac-sha256"
+	// SchemeEd25519 is Standard Webhooks' asymmetric form: the headers of
+	// SchemeStandard, with webhook-signature: v1a,<base64 Ed25519
+	// signature> over "{id}.{timestamp}.{body}". Herald signs with the
+	// endpoint's private key (whsk_…) and shows only its public key
+	// (whpk_…), which is all a receiver needs: whoever holds it can check
+	// webhooks but not forge them.
+	SchemeEd25519 Scheme = "ed25519"
 )
 
 // The headers Herald sends. net/http matches header names without regard to
@@ -76,11 +84,14 @@ var (
 	// the sender's; Middleware answers them with 500 so Herald retries
 	// after they are fixed instead of giving up.
 
-	// ErrNoSecrets: the Verifier has no secret to check against.
+	// ErrNoSecrets: the Verifier has no secret (or, for SchemeEd25519, no
+	// public key) to check against.
 	ErrNoSecrets = errors.New("no webhook secret configured")
-	// ErrInvalidSecret: a standard-scheme secret is not whsec_ and base64.
+	// ErrInvalidSecret: a standard-scheme secret is not whsec_ and base64,
+	// or an ed25519 public key is not whpk_ and the base64 of 32 bytes.
 	ErrInvalidSecret = errors.New("invalid webhook secret")
-	// ErrUnknownScheme: the Verifier's Scheme is neither standard nor hmac-sha256.
+	// ErrUnknownScheme: the Verifier's Scheme is not standard, hmac-sha256
+	// or ed25519.
 	ErrUnknownScheme = errors.New("unknown signature scheme")
 )
 
@@ -108,7 +119,7 @@ type Webhook struct {
 // ignored. The timestamp must lie within tolerance of now either way; a zero
 // now means time.Now() and a tolerance <= 0 means DefaultTolerance.
 func VerifyStandard(secret string, headers http.Header, body []byte, now time.Time, tolerance time.Duration) error {
-	_, err := check(SchemeStandard, []string{secret}, headers, body, now, tolerance)
+	_, err := check(SchemeStandard, []string{secret}, nil, headers, body, now, tolerance)
 	return err
 }
 
@@ -119,17 +130,33 @@ func VerifyStandard(secret string, headers http.Header, body []byte, now time.Ti
 // space-separated "sha256=<hex>" signatures; one valid is enough. now and
 // tolerance are as for VerifyStandard.
 func VerifyHMACSHA256(secret string, headers http.Header, body []byte, now time.Time, tolerance time.Duration) error {
-	_, err := check(SchemeHMACSHA256, []string{secret}, headers, body, now, tolerance)
+	_, err := check(SchemeHMACSHA256, []string{secret}, nil, headers, body, now, tolerance)
 	return err
 }
 
-// Verifier checks requests against one or more secrets. The zero values of
-// its fields choose the defaults; a Verifier is safe for concurrent use as
-// long as its fields are not changed.
+// VerifyEd25519 checks a request signed with Standard Webhooks' asymmetric
+// scheme: the webhook-id, webhook-timestamp and webhook-signature headers
+// and the raw body, against a "whpk_" public key (the endpoint's
+// public_key in Herald's API). The header may hold several space-separated
+// signatures (Herald sends two during a key rotation); one valid v1a
+// signature is enough, and entries of other versions are ignored. now and
+// tolerance are as for VerifyStandard.
+func VerifyEd25519(publicKey string, headers http.Header, body []byte, now time.Time, tolerance time.Duration) error {
+	_, err := check(SchemeEd25519, nil, []string{publicKey}, headers, body, now, tolerance)
+	return err
+}
+
+// Verifier checks requests against one or more secrets, or public keys for
+// SchemeEd25519. The zero values of its fields choose the defaults; a
+// Verifier is safe for concurrent use as long as its fields are not changed.
 type Verifier struct {
 	// Secrets are tried in turn; a signature made with any of them passes.
-	// List the new and the old secret while a rotation is under way.
+	// List the new and the old secret while a rotation is under way. They
+	// serve SchemeStandard and SchemeHMACSHA256.
 	Secrets []string
+	// PublicKeys ("whpk_…") serve SchemeEd25519 instead of Secrets, in the
+	// same way: list the new and the old key while a rotation is under way.
+	PublicKeys []string
 	// Scheme is the endpoint's signature scheme; "" means SchemeStandard.
 	Scheme Scheme
 	// Tolerance is how far the timestamp may be from Now; 0 means
@@ -176,23 +203,40 @@ func (v *Verifier) VerifyPayload(headers http.Header, body []byte) (*Webhook, er
 	if scheme == "" {
 		scheme = SchemeStandard
 	}
-	return check(scheme, v.Secrets, headers, body, now, v.Tolerance)
+	return check(scheme, v.Secrets, v.PublicKeys, headers, body, now, v.Tolerance)
 }
 
-// check verifies headers and body against any of secrets under scheme. The
-// receiver's own configuration is checked first, then the headers, the
-// timestamp and the signatures, so the error names the first thing wrong.
-func check(scheme Scheme, secrets []string, headers http.Header, body []byte, now time.Time, tolerance time.Duration) (*Webhook, error) {
+// check verifies headers and body against any of secrets (or, for
+// SchemeEd25519, of publicKeys) under scheme. The receiver's own
+// configuration is checked first, then the headers, the timestamp and the
+// signatures, so the error names the first thing wrong. Keys of the other
+// kind than scheme uses are a configuration error, not ignored: a Verifier
+// given only those would otherwise refuse every webhook with a reason that
+// hides the mistake.
+func check(scheme Scheme, secrets, publicKeys []string, headers http.Header, body []byte, now time.Time, tolerance time.Duration) (*Webhook, error) {
 	var idName, tsName, sigName string
 	switch scheme {
-	case SchemeStandard:
+	case SchemeStandard, SchemeEd25519:
 		idName, tsName, sigName = HeaderStandardID, HeaderStandardTimestamp, HeaderStandardSignature
 	case SchemeHMACSHA256:
 		idName, tsName, sigName = HeaderHMACID, HeaderHMACTimestamp, HeaderHMACSignature
 	default:
 		return nil, fmt.Errorf("%w: %q", ErrUnknownScheme, scheme)
 	}
-	keys, err := keysFor(scheme, secrets)
+	var keys [][]byte
+	var publics []ed25519.PublicKey
+	var err error
+	if scheme == SchemeEd25519 {
+		if len(secrets) > 0 {
+			return nil, fmt.Errorf("%w: scheme %s verifies with public keys (%s…), not secrets", ErrInvalidSecret, SchemeEd25519, PublicKeyPrefix)
+		}
+		publics, err = publicKeysFor(publicKeys)
+	} else {
+		if len(publicKeys) > 0 {
+			return nil, fmt.Errorf("%w: public keys serve scheme %s only, not %s", ErrInvalidSecret, SchemeEd25519, scheme)
+		}
+		keys, err = keysFor(scheme, secrets)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -229,13 +273,30 @@ func check(scheme Scheme, secrets []string, headers http.Header, body []byte, no
 	}
 
 	var candidates [][]byte
-	if scheme == SchemeStandard {
+	switch scheme {
+	case SchemeStandard:
 		candidates = signaturesWithPrefix(sigHeader, "v1,", base64.StdEncoding.DecodeString)
-	} else {
+	case SchemeEd25519:
+		candidates = signaturesWithPrefix(sigHeader, signatureVersionEd25519, base64.StdEncoding.DecodeString)
+	default:
 		candidates = signaturesWithPrefix(sigHeader, "sha256=", hex.DecodeString)
 	}
 	if len(candidates) == 0 {
 		return nil, fmt.Errorf("%w: no %s signature in %s", ErrNoMatchingSignature, scheme, sigName)
+	}
+	webhook := &Webhook{ID: id, Timestamp: signedAt, EventType: headers.Get(HeaderEvent), Body: body}
+	if scheme == SchemeEd25519 {
+		// Checking a signature with a public key involves nothing secret,
+		// so unlike the HMAC comparison below it needs no constant time.
+		msg := standardMessage(id, ts, body)
+		for _, pub := range publics {
+			for _, c := range candidates {
+				if ed25519.Verify(pub, msg, c) {
+					return webhook, nil
+				}
+			}
+		}
+		return nil, ErrNoMatchingSignature
 	}
 	for _, key := range keys {
 		var expected []byte
@@ -246,7 +307,7 @@ func check(scheme Scheme, secrets []string, headers http.Header, body []byte, no
 		}
 		for _, c := range candidates {
 			if hmac.Equal(c, expected) {
-				return &Webhook{ID: id, Timestamp: signedAt, EventType: headers.Get(HeaderEvent), Body: body}, nil
+				return webhook, nil
 			}
 		}
 	}

@@ -294,7 +294,7 @@ func TestVerifier(t *testing.T) {
 		h := standardHeaders(t, testID, testTimestamp, testBody, testSecret)
 		_, err := (&Verifier{Now: at}).Verify(request(h, testBody))
 		require.ErrorIs(t, err, ErrNoSecrets)
-		_, err = (&Verifier{Secrets: []string{testSecret}, Scheme: "ed25519", Now: at}).Verify(request(h, testBody))
+		_, err = (&Verifier{Secrets: []string{testSecret}, Scheme: "ed448", Now: at}).Verify(request(h, testBody))
 		require.ErrorIs(t, err, ErrUnknownScheme)
 		_, err = (&Verifier{Secrets: []string{testSecret, "whsec_%%%"}, Now: at}).Verify(request(h, testBody))
 		require.ErrorIs(t, err, ErrInvalidSecret)
