@@ -72,11 +72,16 @@ const (
 	SchemeStandard SignatureScheme = "standard"
 	// SchemeHMACSHA256 is the common hex style: X-Webhook-Signature: sha256=<hex>.
 	SchemeHMACSHA256 SignatureScheme = "hmac-sha256"
+	// SchemeEd25519 is Standard Webhooks' asymmetric form: the headers of
+	// SchemeStandard with webhook-signature: v1a,<base64 Ed25519>. The
+	// endpoint's secret is its private key (whsk_…), which the API never
+	// shows; receivers verify with its public key (whpk_…).
+	SchemeEd25519 SignatureScheme = "ed25519"
 )
 
 // Valid reports whether s is a known scheme.
 func (s SignatureScheme) Valid() bool {
-	return s == SchemeStandard || s == SchemeHMACSHA256
+	return s == SchemeStandard || s == SchemeHMACSHA256 || s == SchemeEd25519
 }
 
 // Defaults that DESIGN.md fixes for every endpoint that does not choose its own.
@@ -121,7 +126,8 @@ type Endpoint struct {
 	// EventTypes are patterns: "*", an exact type, or "prefix.*".
 	EventTypes []string
 	// Secret signs every webhook: "whsec_" and base64 for the standard
-	// scheme; used as the raw UTF-8 string by hmac-sha256.
+	// scheme; used as the raw UTF-8 string by hmac-sha256; the private key,
+	// "whsk_" and the base64 of its 32-byte seed, for ed25519.
 	Secret string
 	// PreviousSecret also signs until PreviousSecretExpiresAt, after a rotation.
 	PreviousSecret          string

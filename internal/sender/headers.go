@@ -120,11 +120,16 @@ func buildHeaders(req *Request, userAgent string, ts int64) (http.Header, error)
 			}
 			sigs[i] = sig
 		}
-		// Set with the literal lower-case names Standard Webhooks uses; HTTP
-		// names are case-insensitive, so receivers see them either way.
-		h[headerStandardID] = []string{req.WebhookID}
-		h[headerStandardTimestamp] = []string{stamp}
-		h[headerStandardSignature] = []string{strings.Join(sigs, " ")}
+		setStandard(h, req.WebhookID, stamp, sigs)
+	case herald.SchemeEd25519:
+		for i, key := range req.Secrets {
+			sig, err := verify.SignEd25519(key, req.WebhookID, ts, req.Body)
+			if err != nil {
+				return nil, fmt.Errorf("sign with private key %d of %d: %w", i+1, len(req.Secrets), err)
+			}
+			sigs[i] = sig
+		}
+		setStandard(h, req.WebhookID, stamp, sigs)
 	case herald.SchemeHMACSHA256:
 		for i, secret := range req.Secrets {
 			sigs[i] = verify.SignHMACSHA256(secret, ts, req.Body)
@@ -139,4 +144,14 @@ func buildHeaders(req *Request, userAgent string, ts int64) (http.Header, error)
 	h.Set(headerContentType, "application/json")
 	h.Set(headerUserAgent, userAgent)
 	return h, nil
+}
+
+// setStandard sets the Standard Webhooks headers, which the standard and
+// ed25519 schemes share: only the signatures' version tells them apart (v1
+// and v1a). The names are set in the literal lower case the specification
+// uses; HTTP names are case-insensitive, so receivers see them either way.
+func setStandard(h http.Header, id, stamp string, sigs []string) {
+	h[headerStandardID] = []string{id}
+	h[headerStandardTimestamp] = []string{stamp}
+	h[headerStandardSignature] = []string{strings.Join(sigs, " ")}
 }

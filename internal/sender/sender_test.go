@@ -28,6 +28,9 @@ var testTime = time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
 const (
 	secretA = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 	secretB = "whsec_c2Vjb25kIHNlY3JldCBmb3Igcm90YXRpb24="
+	// Ed25519 private keys (whsk_ and a 32-byte seed), for scheme ed25519.
+	ed25519KeyA = "whsk_AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
+	ed25519KeyB = "whsk_nWGxne/9WmC6hEr0kuwsxERJxWl7MmkZcDusAxyuf2A="
 )
 
 // received is what a test receiver saw of one request.
@@ -196,6 +199,64 @@ func TestSendSigns(t *testing.T) {
 			one(t, got).header.Get("X-Webhook-Signature"))
 	})
 
+	t.Run("Ed25519Scheme", func(t *testing.T) {
+		t.Parallel()
+		s := setup(t)
+		srv, got := receiver(t, status(http.StatusOK))
+		req := request(srv.URL)
+		req.Scheme = herald.SchemeEd25519
+		req.Secrets = []string{ed25519KeyA}
+
+		res := s.Send(context.Background(), req)
+
+		require.Equal(t, Success, res.Class, res.Error)
+		r := one(t, got)
+		sig := r.header.Get("webhook-signature")
+		require.True(t, strings.HasPrefix(sig, "v1a,"), sig)
+		require.NotContains(t, sig, " ")
+		require.Equal(t, "evt_2xYb7", r.header.Get("webhook-id"))
+		require.Equal(t, strconv.FormatInt(testTime.Unix(), 10), r.header.Get("webhook-timestamp"))
+		require.Equal(t, "order.created", r.header.Get("X-Webhook-Event"))
+		require.Equal(t, "application/json", r.header.Get("Content-Type"))
+		require.Equal(t, "Herald/test", r.header.Get("User-Agent"))
+		require.Empty(t, r.header.Get("X-Webhook-Signature"))
+		require.Empty(t, r.header.Get("X-Webhook-ID"))
+
+		// The receiver needs only the public key.
+		publicKey, err := verify.Ed25519PublicKey(ed25519KeyA)
+		require.NoError(t, err)
+		require.NoError(t, verify.VerifyEd25519(publicKey, r.header, r.body, testTime, 0))
+		otherPublic, err := verify.Ed25519PublicKey(ed25519KeyB)
+		require.NoError(t, err)
+		require.ErrorIs(t, verify.VerifyEd25519(otherPublic, r.header, r.body, testTime, 0), verify.ErrNoMatchingSignature)
+		// Ed25519 is deterministic: the signature is the one verify makes.
+		want, err := verify.SignEd25519(ed25519KeyA, req.WebhookID, testTime.Unix(), req.Body)
+		require.NoError(t, err)
+		require.Equal(t, want, sig)
+	})
+
+	t.Run("TwoPrivateKeysGiveTwoSignatures", func(t *testing.T) {
+		t.Parallel()
+		s := setup(t)
+		srv, got := receiver(t, status(http.StatusOK))
+		req := request(srv.URL)
+		req.Scheme = herald.SchemeEd25519
+		req.Secrets = []string{ed25519KeyB, ed25519KeyA}
+
+		require.Equal(t, Success, s.Send(context.Background(), req).Class)
+		r := one(t, got)
+		sigs := strings.Fields(r.header.Get("webhook-signature"))
+		require.Len(t, sigs, 2)
+		for i, key := range req.Secrets {
+			want, err := verify.SignEd25519(key, req.WebhookID, testTime.Unix(), req.Body)
+			require.NoError(t, err)
+			require.Equal(t, want, sigs[i])
+			publicKey, err := verify.Ed25519PublicKey(key)
+			require.NoError(t, err)
+			require.NoError(t, verify.VerifyEd25519(publicKey, r.header, r.body, testTime, 0), "key %d alone", i+1)
+		}
+	})
+
 	t.Run("ExactBodyBytesArrive", func(t *testing.T) {
 		t.Parallel()
 		s := setup(t)
@@ -287,6 +348,11 @@ func TestSendConfigurationFaults(t *testing.T) {
 		{"NoSecret", func(r *Request) { r.Secrets = nil }, "no secret"},
 		{"EmptySecret", func(r *Request) { r.Scheme = herald.SchemeHMACSHA256; r.Secrets = []string{""} }, "the secret is empty"},
 		{"UnknownScheme", func(r *Request) { r.Scheme = "md5" }, `unknown signature scheme "md5"`},
+		{"Ed25519WithAnHMACSecret", func(r *Request) { r.Scheme = herald.SchemeEd25519 }, "sign with private key 1 of 1: the private key does not start with whsk_"},
+		{"Ed25519WithAPublicKey", func(r *Request) {
+			r.Scheme = herald.SchemeEd25519
+			r.Secrets = []string{ed25519KeyA, "whpk_A6EHv/POEL4dcN0Y50vAmWfk1jCbpQ1fHdyGZBJVMbg="}
+		}, "sign with private key 2 of 2: the key is a public key"},
 		{"NoWebhookID", func(r *Request) { r.WebhookID = "" }, "no webhook id"},
 		{"NotHTTP", func(r *Request) { r.URL = "ftp://example.com/x" }, "http or https"},
 	} {
