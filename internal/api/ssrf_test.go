@@ -43,6 +43,10 @@ func TestSSRFMatrix(t *testing.T) {
 	private := func(addr string) string {
 		return "destination " + addr + " is a private or loopback address; start Herald with --allow-private-networks"
 	}
+	// disguised is the refusal of an IPv4 address not in dotted decimal.
+	disguised := func(host, canonical string) string {
+		return "the host " + host + " is an IPv4 address written in a non-standard form; write it as dotted decimal (" + canonical + ")"
+	}
 	const dnsName = "names are checked where they are dialed"
 
 	for _, tc := range []struct {
@@ -88,6 +92,38 @@ func TestSSRFMatrix(t *testing.T) {
 		{name: "Localhost", host: "localhost", refused: private("localhost"), attempt: private("127.0.0.1")},
 		{name: "LocalhostTrailingDot", host: "LocalHost.", refused: private("LocalHost."), attempt: private("127.0.0.1")},
 		{name: "UnderLocalhost", host: "api.localhost", refused: private("api.localhost"), attempt: private("127.0.0.1")},
+
+		// IPv4 addresses written another way, which browsers, curl and the
+		// C library's inet_aton read as the address on the right: refused
+		// as ambiguous, whatever --allow-private-networks says, and by the
+		// sender before it dials anything.
+		{name: "HexParts", host: "0x7f.1", refused: disguised("0x7f.1", "127.0.0.1"), ambiguous: true, configFault: true},
+		{name: "Decimal32", host: "2130706433", refused: disguised("2130706433", "127.0.0.1"), ambiguous: true, configFault: true},
+		{name: "TwoParts", host: "127.1", refused: disguised("127.1", "127.0.0.1"), ambiguous: true, configFault: true},
+		{name: "ThreeParts", host: "127.0.1", refused: disguised("127.0.1", "127.0.0.1"), ambiguous: true, configFault: true},
+		{name: "Octal", host: "0177.0.0.1", refused: disguised("0177.0.0.1", "127.0.0.1"), ambiguous: true, configFault: true},
+		{name: "Hex32", host: "0x7f000001", refused: disguised("0x7f000001", "127.0.0.1"), ambiguous: true, configFault: true},
+		{name: "HexFirstPart", host: "0x7f.0.0.1", refused: disguised("0x7f.0.0.1", "127.0.0.1"), ambiguous: true, configFault: true},
+		{name: "UpperHex", host: "0X7F.0X1", refused: disguised("0X7F.0X1", "127.0.0.1"), ambiguous: true, configFault: true},
+		{name: "LeadingZeros", host: "127.000.000.001", refused: disguised("127.000.000.001", "127.0.0.1"), ambiguous: true, configFault: true},
+		{name: "TrailingDot", host: "127.0.0.1.", refused: disguised("127.0.0.1.", "127.0.0.1"), ambiguous: true, configFault: true},
+		{name: "ShortTrailingDot", host: "127.1.", refused: disguised("127.1.", "127.0.0.1"), ambiguous: true, configFault: true},
+		{name: "HexTrailingDot", host: "0x7f.1.", refused: disguised("0x7f.1.", "127.0.0.1"), ambiguous: true, configFault: true},
+		{name: "Zero", host: "0", refused: disguised("0", "0.0.0.0"), ambiguous: true, configFault: true},
+		{name: "MetadataDecimal", host: "2852039166", refused: disguised("2852039166", "169.254.169.254"), ambiguous: true, configFault: true},
+		{name: "MetadataTwoParts", host: "169.254.43518", refused: disguised("169.254.43518", "169.254.169.254"), ambiguous: true, configFault: true},
+		{name: "PrivateOctal", host: "0300.0250.0.1", refused: disguised("0300.0250.0.1", "192.168.0.1"), ambiguous: true, configFault: true},
+		{name: "PrivateShort", host: "10.1", refused: disguised("10.1", "10.0.0.1"), ambiguous: true, configFault: true},
+		{name: "CGNATHex", host: "0x64.0x40.0.1", refused: disguised("0x64.0x40.0.1", "100.64.0.1"), ambiguous: true, configFault: true},
+		{name: "PublicOctal", host: "010.8.8.8", refused: disguised("010.8.8.8", "8.8.8.8"), ambiguous: true, configFault: true},
+		// Hosts that end in a number but are no IPv4 address: a browser
+		// refuses them, and some parsers wrap 2^32 + 127 to 0.0.0.127.
+		{name: "Wrapping32", host: "4294967423", refused: "the host 4294967423 ends in a number but is not an IPv4 address", ambiguous: true, configFault: true},
+		{name: "FiveParts", host: "127.0.0.1.1", refused: "the host 127.0.0.1.1 ends in a number but is not an IPv4 address", ambiguous: true, configFault: true},
+		{name: "PartOver255", host: "127.0.0.256", refused: "the host 127.0.0.256 ends in a number but is not an IPv4 address", ambiguous: true, configFault: true},
+		// Non-ASCII names: browsers map fullwidth digits and dots to ASCII,
+		// so this one is 127.0.0.1 to them.
+		{name: "FullwidthDigits", host: "\uff11\uff12\uff17.\uff10.\uff10.\uff11", refused: "has non-ASCII characters", ambiguous: true, configFault: true},
 
 		// Names that resolve to each kind of address: the API cannot know
 		// what a name will resolve to when a delivery goes, so it takes

@@ -60,9 +60,11 @@ func validateConsumerID(id string) error {
 	return nil
 }
 
-// validateURL checks an endpoint URL: absolute http or https with a host,
-// and, unless private networks are allowed, not a loopback, private,
-// link-local or metadata address.
+// validateURL checks an endpoint URL: absolute http or https with a host
+// written the one way every parser reads alike (no IPv4 address in another
+// form than dotted decimal, flag or not: see sender.HostFormError), and,
+// unless private networks are allowed, not a loopback, private, link-local
+// or metadata address.
 func (s *Server) validateURL(raw string) error {
 	if raw == "" {
 		return badRequest("invalid_url", "url is required")

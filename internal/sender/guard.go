@@ -64,10 +64,13 @@ func dialControl(g *ssrf.Guardian) func(network, address string, c syscall.RawCo
 }
 
 // CheckURL reports whether rawURL is acceptable as an endpoint URL: absolute,
-// http or https, with a host. Unless allowPrivate, a host that is a literal
-// private, loopback or link-local IP, or "localhost" (or a name under
-// .localhost), is refused with a *PrivateAddressError. Other names are only
-// checked when a delivery dials them, since what they resolve to can change.
+// http or https, with a host. A host that parsers read differently (an IPv4
+// address not in dotted decimal, a name ending in a number, a non-ASCII
+// name) is refused with a *HostFormError, even when allowPrivate. Unless
+// allowPrivate, a host that is a literal private, loopback or link-local IP,
+// or "localhost" (or a name under .localhost), is refused with a
+// *PrivateAddressError. Other names are only checked when a delivery dials
+// them, since what they resolve to can change.
 func CheckURL(rawURL string, allowPrivate bool) error {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -79,6 +82,9 @@ func CheckURL(rawURL string, allowPrivate bool) error {
 	host := u.Hostname()
 	if host == "" {
 		return fmt.Errorf("invalid URL %q: a host is required", rawURL)
+	}
+	if err := checkHostForm(host); err != nil {
+		return err
 	}
 	if allowPrivate {
 		return nil
