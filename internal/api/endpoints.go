@@ -38,7 +38,7 @@ func (s *Server) endpointCreate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("create endpoint: %w", err)
 	}
-	writeJSON(w, http.StatusCreated, toEndpointJSON(created))
+	writeJSON(w, http.StatusCreated, s.endpointAnswer(created))
 	return nil
 }
 
@@ -60,7 +60,7 @@ func (s *Server) endpointList(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := listJSON[endpointJSON]{Data: make([]endpointJSON, 0, len(page.Items)), NextCursor: encodeCursor(page.NextCursor)}
 	for _, ep := range page.Items {
-		out.Data = append(out.Data, toEndpointJSON(ep))
+		out.Data = append(out.Data, s.endpointAnswer(ep))
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -80,7 +80,7 @@ func (s *Server) endpointGet(w http.ResponseWriter, r *http.Request) error {
 		return storeError("get endpoint health", err, "endpoint", id)
 	}
 	ep.Health = *h
-	writeJSON(w, http.StatusOK, toEndpointJSON(ep))
+	writeJSON(w, http.StatusOK, s.endpointAnswer(ep))
 	return nil
 }
 
@@ -113,7 +113,7 @@ func (s *Server) endpointUpdate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return storeError("update endpoint", err, "endpoint", id)
 	}
-	writeJSON(w, http.StatusOK, toEndpointJSON(updated))
+	writeJSON(w, http.StatusOK, s.endpointAnswer(updated))
 	return nil
 }
 
@@ -142,13 +142,8 @@ func (s *Server) endpointRotateSecret(w http.ResponseWriter, r *http.Request) er
 	if err != nil {
 		return err
 	}
-	secret := ""
-	if req.Secret != nil {
-		if err := validateSecret(*req.Secret, ep.SignatureScheme); err != nil {
-			return err
-		}
-		secret = *req.Secret
-	} else if secret, err = newSecret(); err != nil {
+	secret, err := endpointSecret(req.Secret, ep.SignatureScheme)
+	if err != nil {
 		return err
 	}
 	rotated, err := s.store.EndpointRotateSecret(r.Context(), &store.EndpointRotateSecretParams{
@@ -157,7 +152,7 @@ func (s *Server) endpointRotateSecret(w http.ResponseWriter, r *http.Request) er
 	if err != nil {
 		return storeError("rotate endpoint secret", err, "endpoint", id)
 	}
-	writeJSON(w, http.StatusOK, toEndpointJSON(rotated))
+	writeJSON(w, http.StatusOK, s.endpointAnswer(rotated))
 	return nil
 }
 
@@ -196,7 +191,7 @@ func (s *Server) setEnabled(w http.ResponseWriter, r *http.Request, enabled bool
 	if err != nil {
 		return storeError("set endpoint enabled", err, "endpoint", id)
 	}
-	writeJSON(w, http.StatusOK, toEndpointJSON(ep))
+	writeJSON(w, http.StatusOK, s.endpointAnswer(ep))
 	return nil
 }
 
@@ -275,7 +270,7 @@ func readOnlyField(key string) (string, bool) {
 		return "it is made by Herald", true
 	case "consumer_id":
 		return "an endpoint stays with its consumer; create a new endpoint instead", true
-	case "secret":
+	case "secret", "public_key", "previous_public_key":
 		return "use POST /v1/endpoints/{id}/rotate-secret", true
 	case "previous_secret_expires_at":
 		return "it is set by POST /v1/endpoints/{id}/rotate-secret", true
@@ -359,14 +354,14 @@ func (s *Server) applyEndpoint(ep *herald.Endpoint, req *endpointRequest, presen
 		}
 		ep.EventTypes = *req.EventTypes
 	}
-	schemeChanged := false
+	schemeChanged, oldScheme := false, ep.SignatureScheme
 	if isNull("signature_scheme") {
 		schemeChanged = ep.SignatureScheme != herald.SchemeStandard
 		ep.SignatureScheme = herald.SchemeStandard
 	} else if req.SignatureScheme != nil {
 		scheme := herald.SignatureScheme(*req.SignatureScheme)
 		if !scheme.Valid() {
-			return badRequest("invalid_signature_scheme", "signature_scheme must be %q or %q", herald.SchemeStandard, herald.SchemeHMACSHA256)
+			return badRequest("invalid_signature_scheme", "signature_scheme must be %q, %q or %q", herald.SchemeStandard, herald.SchemeHMACSHA256, herald.SchemeEd25519)
 		}
 		schemeChanged = ep.SignatureScheme != scheme
 		ep.SignatureScheme = scheme
@@ -421,19 +416,15 @@ func (s *Server) applyEndpoint(ep *herald.Endpoint, req *endpointRequest, presen
 	}
 
 	if creating {
-		if req.Secret != nil {
-			if err := validateSecret(*req.Secret, ep.SignatureScheme); err != nil {
-				return err
-			}
-			ep.Secret = *req.Secret
-		} else {
-			secret, err := newSecret()
-			if err != nil {
-				return err
-			}
-			ep.Secret = secret
+		secret, err := endpointSecret(req.Secret, ep.SignatureScheme)
+		if err != nil {
+			return err
 		}
+		ep.Secret = secret
 	} else if schemeChanged {
+		if err := schemeChangeError(oldScheme, ep.SignatureScheme); err != nil {
+			return err
+		}
 		if err := validateSecret(ep.Secret, ep.SignatureScheme); err != nil {
 			return badRequest("invalid_signature_scheme",
 				"signature_scheme %q does not fit the endpoint's current secret; rotate to a secret that fits first (POST /v1/endpoints/%s/rotate-secret)",

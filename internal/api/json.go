@@ -54,14 +54,19 @@ type rateLimitJSON struct {
 }
 
 // endpointJSON is an endpoint in an answer: every setting, effective
-// defaults included.
+// defaults included. Secret is null for ed25519, whose secret is the
+// private key: the answer carries its PublicKey instead, and
+// PreviousPublicKey while the previous key still signs (showKeys,
+// Server.endpointAnswer).
 type endpointJSON struct {
 	ID                       string            `json:"id"`
 	ConsumerID               string            `json:"consumer_id"`
 	URL                      string            `json:"url"`
 	Description              string            `json:"description"`
 	EventTypes               []string          `json:"event_types"`
-	Secret                   string            `json:"secret"`
+	Secret                   *string           `json:"secret"`
+	PublicKey                *string           `json:"public_key"`
+	PreviousPublicKey        *string           `json:"previous_public_key"`
 	PreviousSecretExpiresAt  *time.Time        `json:"previous_secret_expires_at"`
 	Enabled                  bool              `json:"enabled"`
 	DisabledReason           string            `json:"disabled_reason"`
@@ -133,7 +138,6 @@ func toEndpointJSON(ep *herald.Endpoint) endpointJSON {
 		URL:                      ep.URL,
 		Description:              ep.Description,
 		EventTypes:               ep.EventTypes,
-		Secret:                   ep.Secret,
 		PreviousSecretExpiresAt:  utcPtr(ep.PreviousSecretExpiresAt),
 		Enabled:                  ep.Enabled,
 		DisabledReason:           ep.DisabledReason,
@@ -149,6 +153,7 @@ func toEndpointJSON(ep *herald.Endpoint) endpointJSON {
 		CreatedAt:                ep.CreatedAt.UTC(),
 		UpdatedAt:                ep.UpdatedAt.UTC(),
 	}
+	showKeys(&out, ep)
 	if out.EventTypes == nil {
 		out.EventTypes = []string{}
 	}

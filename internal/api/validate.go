@@ -111,8 +111,12 @@ func validateEventTypes(patterns []string) error {
 
 // validateSecret checks a secret given for scheme. Standard secrets are
 // "whsec_" and the base64 of a 24 to 64 byte key; hmac-sha256 secrets are
-// used as text and must be 16 to 256 characters without control characters.
+// used as text and must be 16 to 256 characters without control characters;
+// ed25519 secrets are private keys (validateEd25519Secret).
 func validateSecret(secret string, scheme herald.SignatureScheme) error {
+	if scheme == herald.SchemeEd25519 {
+		return validateEd25519Secret(secret)
+	}
 	if scheme == herald.SchemeHMACSHA256 {
 		n := utf8.RuneCountInString(secret)
 		if n < minHMACSecretLen || n > maxHMACSecretLen || hasControl(secret) {

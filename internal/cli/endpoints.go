@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/heraldhooks/herald/internal/client"
+	"github.com/heraldhooks/herald/verify"
 )
 
 func endpointsCmd(stdio IO) *cobra.Command {
@@ -68,7 +69,7 @@ func addEndpointFlags(fs *pflag.FlagSet, creating bool) *endpointFlags {
 	fs.IntVar(&f.maxInFlight, "max-in-flight", 0, "attempts in flight at once to this endpoint")
 	fs.Float64Var(&f.rateLimitPerSecond, "rate-limit-per-second", 0, "attempts per second at most (update: 0 removes the limit)")
 	fs.IntVar(&f.rateLimitBurst, "rate-limit-burst", 0, "attempts in a burst above the rate (default: the rate, rounded up)")
-	fs.StringVar(&f.signatureScheme, "signature-scheme", "", "standard (Standard Webhooks) or hmac-sha256")
+	fs.StringVar(&f.signatureScheme, "signature-scheme", "", "standard (Standard Webhooks), hmac-sha256, or ed25519 (Standard Webhooks with a key pair: receivers get only the public key)")
 	fs.StringArrayVar(&f.headers, "header", nil, "extra request header K=V; repeat for more (update: replaces them all)")
 	fs.BoolVar(&f.retryClientErrors, "retry-client-errors", false, "retry 4xx answers instead of giving up at once")
 	fs.StringVar(&f.ordering, "ordering", "", "fifo (one delivery at a time, in event order) or none (parallel, the default)")
@@ -230,7 +231,7 @@ func endpointCreateCmd(r *remote) *cobra.Command {
 	var quiet bool
 	cmd := &cobra.Command{
 		Use:   "create --url URL [flags]",
-		Short: "Register an endpoint; prints it with its signing secret",
+		Short: "Register an endpoint; prints it with its signing secret (its public key for ed25519)",
 		Example: "  herald endpoints create --url https://example.com/hooks --consumer cust_42 --event-type 'order.*'\n" +
 			"  herald endpoints create --url http://127.0.0.1:4000/hooks --retry-schedule 0s,5s,30s --header X-Team=a",
 		Args: cobra.NoArgs,
@@ -394,8 +395,7 @@ func endpointRotateSecretCmd(r *remote) *cobra.Command {
 				}
 				b := newBlock(r.stdio.Out)
 				b.line("id", ep.ID)
-				b.line("secret", ep.Secret)
-				b.line("previous secret signs until", longTimePtr(ep.PreviousSecretExpiresAt))
+				signingLines(b, ep)
 				return b.flush()
 			})
 		},
@@ -522,8 +522,9 @@ func (r *remote) printEndpoint(ep *client.Endpoint) error {
 	return printEndpoint(r.stdio.Out, ep, false)
 }
 
-// printEndpoint writes every setting of ep, its secret included: the API
-// answers it, and the person asking needs it to verify webhooks. With
+// printEndpoint writes every setting of ep, its secret included (its public
+// key for ed25519): the API answers it, and the person asking needs it to
+// verify webhooks. With
 // health it also writes how the endpoint has been answering (the last
 // hour's success rate is in EndpointGet's answer only).
 func printEndpoint(w io.Writer, ep *client.Endpoint, health bool) error {
@@ -538,10 +539,7 @@ func printEndpoint(w io.Writer, ep *client.Endpoint, health bool) error {
 		status += " (" + ep.DisabledReason + ")"
 	}
 	b.line("status", status)
-	b.line("secret", ep.Secret)
-	if ep.PreviousSecretExpiresAt != nil {
-		b.line("previous secret signs until", longTimePtr(ep.PreviousSecretExpiresAt))
-	}
+	signingLines(b, ep)
 	b.line("signature scheme", ep.SignatureScheme)
 	b.line("timeout", ep.Timeout.String())
 	if p := ep.RetryPolicy; p != nil {
@@ -569,6 +567,24 @@ func printEndpoint(w io.Writer, ep *client.Endpoint, health bool) error {
 		printHealth(b, &ep.Health, time.Now())
 	}
 	return b.flush()
+}
+
+// signingLines writes what a receiver verifies ep's webhooks with: its
+// secret, or for ed25519 its public key (the API never shows the private
+// key), and after a rotation until when the previous one signs too.
+func signingLines(b *block, ep *client.Endpoint) {
+	if ep.SignatureScheme != string(verify.SchemeEd25519) {
+		b.line("secret", ep.Secret)
+		if ep.PreviousSecretExpiresAt != nil {
+			b.line("previous secret signs until", longTimePtr(ep.PreviousSecretExpiresAt))
+		}
+		return
+	}
+	b.line("public key", ep.PublicKey)
+	if ep.PreviousPublicKey != "" {
+		b.line("previous public key", ep.PreviousPublicKey)
+		b.line("previous key signs until", longTimePtr(ep.PreviousSecretExpiresAt))
+	}
 }
 
 // printHealth writes an endpoint's health; now tells a pause that is over

@@ -27,25 +27,28 @@ const listenTime = "15:04:05.000"
 
 func listenCmd(stdio IO) *cobra.Command {
 	var (
-		addr, scheme string
-		secrets      []string
-		printBody    bool
-		status       int
+		addr, scheme        string
+		secrets, publicKeys []string
+		printBody           bool
+		status              int
 	)
 	cmd := &cobra.Command{
-		Use:   "listen [--addr 127.0.0.1:4000] [--secret whsec_…] [flags]",
+		Use:   "listen [--addr 127.0.0.1:4000] [--secret whsec_… | --public-key whpk_…] [flags]",
 		Short: "Receive webhooks locally: verify each one and print a line about it",
 		Long: "Run a webhook receiver for development. It accepts POSTs on any path, verifies\n" +
-			"each with the endpoint's secret (several --secret during a rotation), prints one\n" +
-			"line per request (time, event type, webhook id, valid or INVALID with the reason,\n" +
-			"body size) and answers --status, so retries can be tried out.\n\n" +
+			"each with the endpoint's secret (several --secret during a rotation), or for an\n" +
+			"ed25519 endpoint with its public key (--public-key, the endpoint's public_key;\n" +
+			"several during a rotation), prints one line per request (time, event type,\n" +
+			"webhook id, valid or INVALID with the reason, body size) and answers --status,\n" +
+			"so retries can be tried out.\n\n" +
 			"Register it as an endpoint (serve needs --allow-private-networks to deliver to\n" +
 			"your own machine):\n" +
 			"  herald endpoints create --url http://127.0.0.1:4000/hooks\n\n" +
 			"Its --addr and --status have the twins HERALD_LISTEN_ADDR and HERALD_LISTEN_STATUS,\n" +
 			"not HERALD_ADDR (where serve listens) and HERALD_STATUS (a filter of the client commands).",
 		Example: "  herald listen --secret whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw --print-body\n" +
-			"  herald listen --addr 127.0.0.1:4001 --scheme hmac-sha256 --secret s3cret --status 503",
+			"  herald listen --addr 127.0.0.1:4001 --scheme hmac-sha256 --secret s3cret --status 503\n" +
+			"  herald listen --public-key whpk_11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=",
 		Args: cobra.NoArgs,
 	}
 	fs := cmd.Flags()
@@ -53,13 +56,17 @@ func listenCmd(stdio IO) *cobra.Command {
 	// HERALD_ADDR is serve's; sharing it would put both on one port.
 	_ = fs.SetAnnotation("addr", envAnnotation, []string{"HERALD_LISTEN_ADDR"})
 	fs.StringArrayVar(&secrets, "secret", nil, "the endpoint's signing secret; repeat during a rotation (none: print requests unverified)")
-	fs.StringVar(&scheme, "scheme", string(verify.SchemeStandard), "signature scheme: standard or hmac-sha256")
+	fs.StringArrayVar(&publicKeys, "public-key", nil, "an ed25519 endpoint's public key (whpk_…); repeat during a rotation; implies --scheme ed25519")
+	fs.StringVar(&scheme, "scheme", string(verify.SchemeStandard), "signature scheme: standard, hmac-sha256 or ed25519")
 	fs.BoolVar(&printBody, "print-body", false, "print each body, JSON pretty-printed, under its line")
 	fs.IntVar(&status, "status", http.StatusOK, "HTTP status to answer every request with, 200..599 (500 to try retries)")
 	// HERALD_STATUS would also filter `deliveries list`.
 	_ = fs.SetAnnotation("status", envAnnotation, []string{"HERALD_LISTEN_STATUS"})
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-		l, err := newListener(stdio.Out, verify.Scheme(scheme), secrets, printBody, status)
+		if len(publicKeys) > 0 && !cmd.Flags().Changed("scheme") {
+			scheme = string(verify.SchemeEd25519)
+		}
+		l, err := newListener(stdio.Out, verify.Scheme(scheme), secrets, publicKeys, printBody, status)
 		if err != nil {
 			return err
 		}
@@ -79,9 +86,9 @@ type listener struct {
 	status    int
 }
 
-func newListener(out io.Writer, scheme verify.Scheme, secrets []string, printBody bool, status int) (*listener, error) {
-	if scheme != verify.SchemeStandard && scheme != verify.SchemeHMACSHA256 {
-		return nil, fmt.Errorf("--scheme %q: give %s or %s", scheme, verify.SchemeStandard, verify.SchemeHMACSHA256)
+func newListener(out io.Writer, scheme verify.Scheme, secrets, publicKeys []string, printBody bool, status int) (*listener, error) {
+	if scheme != verify.SchemeStandard && scheme != verify.SchemeHMACSHA256 && scheme != verify.SchemeEd25519 {
+		return nil, fmt.Errorf("--scheme %q: give %s, %s or %s", scheme, verify.SchemeStandard, verify.SchemeHMACSHA256, verify.SchemeEd25519)
 	}
 	// A 1xx is informational and cannot end an HTTP exchange: net/http
 	// would follow it with a 200, which is not what was asked.
@@ -89,6 +96,12 @@ func newListener(out io.Writer, scheme verify.Scheme, secrets []string, printBod
 		return nil, fmt.Errorf("--status %d: give an HTTP status from 200 to 599", status)
 	}
 	l := &listener{out: out, scheme: scheme, printBody: printBody, status: status}
+	if scheme == verify.SchemeEd25519 {
+		return l.withPublicKeys(secrets, publicKeys)
+	}
+	if len(publicKeys) > 0 {
+		return nil, fmt.Errorf("--public-key verifies %s webhooks, not --scheme %s; give the endpoint's --secret instead", verify.SchemeEd25519, scheme)
+	}
 	if len(secrets) == 0 {
 		return l, nil
 	}
@@ -103,6 +116,25 @@ func newListener(out io.Writer, scheme verify.Scheme, secrets []string, printBod
 		}
 	}
 	l.verifier = &verify.Verifier{Secrets: secrets, Scheme: scheme}
+	return l, nil
+}
+
+// withPublicKeys sets up l to verify ed25519 webhooks with publicKeys
+// (none: print them unverified). Secrets are refused: Herald never shows an
+// ed25519 endpoint's private key, so a --secret here is a mistake.
+func (l *listener) withPublicKeys(secrets, publicKeys []string) (*listener, error) {
+	if len(secrets) > 0 {
+		return nil, fmt.Errorf("--secret does not verify %s webhooks: give the endpoint's public key with --public-key %s…", verify.SchemeEd25519, verify.PublicKeyPrefix)
+	}
+	if len(publicKeys) == 0 {
+		return l, nil
+	}
+	for i, pk := range publicKeys {
+		if _, err := verify.ParseEd25519PublicKey(pk); err != nil {
+			return nil, fmt.Errorf("--public-key %d: %w", i+1, err)
+		}
+	}
+	l.verifier = &verify.Verifier{PublicKeys: publicKeys, Scheme: verify.SchemeEd25519}
 	return l, nil
 }
 
@@ -139,7 +171,12 @@ func (l *listener) run(ctx context.Context, addr string, errOut io.Writer) error
 
 func (l *listener) banner(addr string) string {
 	verifying := "no --secret: requests are printed unverified"
-	if l.verifier != nil {
+	switch {
+	case l.verifier == nil && l.scheme == verify.SchemeEd25519:
+		verifying = "no --public-key: requests are printed unverified"
+	case l.verifier != nil && l.scheme == verify.SchemeEd25519:
+		verifying = fmt.Sprintf("verifying %s signatures with %s", l.scheme, plural(len(l.verifier.PublicKeys), "public key", "public keys"))
+	case l.verifier != nil:
 		verifying = fmt.Sprintf("verifying %s signatures with %s", l.scheme, plural(len(l.verifier.Secrets), "secret", "secrets"))
 	}
 	return fmt.Sprintf("herald listen: listening on http://%s (any path); %s; answering %d %s; Ctrl-C stops",

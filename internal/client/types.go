@@ -34,7 +34,10 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 func (d Duration) String() string { return herald.FormatDuration(time.Duration(d)) }
 
 // Endpoint is an endpoint as the API answers it: every setting, effective
-// defaults included.
+// defaults included. Secret is "" for an ed25519 endpoint (the API answers
+// null: its secret is the private key, which it never shows); PublicKey is
+// that endpoint's "whpk_" key, and PreviousPublicKey the previous one while
+// it still signs after a rotation.
 type Endpoint struct {
 	ID                      string            `json:"id"`
 	ConsumerID              string            `json:"consumer_id"`
@@ -42,6 +45,8 @@ type Endpoint struct {
 	Description             string            `json:"description"`
 	EventTypes              []string          `json:"event_types"`
 	Secret                  string            `json:"secret"`
+	PublicKey               string            `json:"public_key"`
+	PreviousPublicKey       string            `json:"previous_public_key"`
 	PreviousSecretExpiresAt *time.Time        `json:"previous_secret_expires_at"`
 	Enabled                 bool              `json:"enabled"`
 	DisabledReason          string            `json:"disabled_reason"`
