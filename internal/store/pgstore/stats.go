@@ -11,7 +11,7 @@ import (
 
 // Stats counts deliveries by status and measures the due queue: the
 // pending deliveries whose time has come, and how long the oldest of them
-// has waited.
+// has waited; of every consumer, or of p.ConsumerID alone.
 func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, error) {
 	st := &store.Stats{ByStatus: map[herald.Status]int64{
 		herald.StatusPending:    0,
@@ -20,7 +20,17 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 		herald.StatusDead:       0,
 		herald.StatusCancelled:  0,
 	}}
-	rows, err := s.pool.Query(ctx, "SELECT status, count(*) FROM deliveries GROUP BY status")
+	byStatus := "SELECT status, count(*) FROM deliveries GROUP BY status"
+	dueArgs := []any{nowArg(p.Now)}
+	var args []any
+	consumer := ""
+	if p.ConsumerID != "" {
+		byStatus = "SELECT status, count(*) FROM deliveries WHERE consumer_id = $1 GROUP BY status"
+		args = append(args, p.ConsumerID)
+		dueArgs = append(dueArgs, p.ConsumerID)
+		consumer = " AND d.consumer_id = $2"
+	}
+	rows, err := s.pool.Query(ctx, byStatus, args...)
 	if err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
@@ -44,8 +54,8 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 		SELECT n.t, count(d.id), min(d.due_at)
 		FROM (SELECT coalesce($1::timestamptz, now()) AS t) AS n
 		LEFT JOIN deliveries d
-			ON d.status IN ('pending', 'delivering') AND d.status = 'pending' AND d.due_at <= n.t
-		GROUP BY n.t`, nowArg(p.Now)).Scan(&now, &st.DueNow, &oldest)
+			ON d.status IN ('pending', 'delivering') AND d.status = 'pending' AND d.due_at <= n.t`+consumer+`
+		GROUP BY n.t`, dueArgs...).Scan(&now, &st.DueNow, &oldest)
 	if err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
 	}

@@ -10,7 +10,7 @@ import (
 )
 
 // Stats counts deliveries by status and measures the pending deliveries
-// that are due at p.Now.
+// that are due at p.Now, of every consumer or of p.ConsumerID alone.
 func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, error) {
 	t := now(p.Now)
 	st := &store.Stats{ByStatus: map[herald.Status]int64{
@@ -27,7 +27,16 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 	}
 	defer tx.Rollback()
 
-	rows, err := tx.QueryContext(ctx, `SELECT status, count(*) FROM deliveries GROUP BY status`)
+	// One consumer's counts read its rows through deliveries_consumer.
+	byStatus := `SELECT status, count(*) FROM deliveries GROUP BY status`
+	var args []any
+	consumer := ""
+	if p.ConsumerID != "" {
+		byStatus = `SELECT status, count(*) FROM deliveries WHERE consumer_id = ? GROUP BY status`
+		args = append(args, p.ConsumerID)
+		consumer = ` AND consumer_id = ?`
+	}
+	rows, err := tx.QueryContext(ctx, byStatus, args...)
 	if err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
@@ -47,10 +56,12 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 	}
 
 	// The due index holds only live rows, the due ones first: this reads
-	// the due queue, not every pending retry.
+	// the due queue, not every pending retry (one consumer's figures are
+	// those of its rows in the due queue).
 	var oldest sql.NullInt64
 	if err := tx.QueryRowContext(ctx, `SELECT count(*), min(due_at) FROM deliveries INDEXED BY deliveries_due
-		WHERE status IN `+liveStatuses+` AND due_at <= ? AND status = 'pending'`, micros(t)).Scan(&st.DueNow, &oldest); err != nil {
+		WHERE status IN `+liveStatuses+` AND due_at <= ? AND status = 'pending'`+consumer,
+		append([]any{micros(t)}, args...)...).Scan(&st.DueNow, &oldest); err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
 	if oldest.Valid {
