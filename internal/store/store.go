@@ -166,8 +166,12 @@ type Store interface {
 	// AttemptList lists a delivery's attempts, oldest first.
 	AttemptList(ctx context.Context, p *AttemptListParams) (*Page[*herald.Attempt], error)
 
-	// Stats counts deliveries by status and measures the due queue.
+	// Stats counts deliveries by status and measures the due queue, of
+	// every consumer or of p.ConsumerID alone.
 	Stats(ctx context.Context, p *StatsParams) (*Stats, error)
+
+	// APIKeyStore keeps the API keys made through /v1/api-keys (apikey.go).
+	APIKeyStore
 }
 
 // Page is one page of a list. NextCursor is empty on the last page; passed
@@ -408,9 +412,11 @@ type AttemptListParams struct {
 	Limit      int
 }
 
-// StatsParams gives the time against which "due" is measured.
+// StatsParams gives the time against which "due" is measured, and the
+// consumer whose deliveries alone are counted (empty: every consumer's).
 type StatsParams struct {
-	Now time.Time
+	ConsumerID string
+	Now        time.Time
 }
 
 // Stats describes the queue.

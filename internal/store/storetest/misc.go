@@ -64,6 +64,7 @@ func statsCases() []testCase {
 	return []testCase{
 		{"EmptyStoreHasEveryStatus", testStatsEmpty},
 		{"CountsAndDueQueue", testStats},
+		{"FilteredToOneConsumer", testStatsOneConsumer},
 	}
 }
 
@@ -81,6 +82,45 @@ func testStatsEmpty(t *testing.T, s store.Store) {
 	}
 	require.Zero(t, st.DueNow)
 	require.Zero(t, st.OldestDueAge)
+}
+
+// testStatsOneConsumer: with ConsumerID set, every figure counts that
+// consumer's deliveries alone.
+func testStatsOneConsumer(t *testing.T, s store.Store) {
+	mine := createEndpoint(t, s, newEndpoint("mine"), at(0))
+	theirs := createEndpoint(t, s, newEndpoint("theirs"), at(0))
+	delivered := ingestFor(t, s, at(0), mine)
+	ingestFor(t, s, at(time.Minute), mine) // pending, due from 1 m
+	ingestFor(t, s, at(0), theirs)
+	ingestFor(t, s, at(0), theirs)
+	leases := claimAll(t, s, at(0))
+	finish(t, s, at(time.Second), leases[delivered], herald.StatusDelivered)
+	for id, c := range leases {
+		if id != delivered {
+			finish(t, s, at(time.Second), c, herald.StatusDead)
+		}
+	}
+	ingestFor(t, s, at(30*time.Second), theirs) // pending, due from 30 s
+
+	want := map[string]struct {
+		byStatus map[herald.Status]int64
+		due      int64
+		oldest   time.Duration
+	}{
+		"mine":   {map[herald.Status]int64{herald.StatusPending: 1, herald.StatusDelivered: 1}, 1, time.Minute},
+		"theirs": {map[herald.Status]int64{herald.StatusPending: 1, herald.StatusDead: 2}, 1, 90 * time.Second},
+		"":       {map[herald.Status]int64{herald.StatusPending: 2, herald.StatusDelivered: 1, herald.StatusDead: 2}, 2, 90 * time.Second},
+		"nobody": {map[herald.Status]int64{}, 0, 0},
+	}
+	for consumer, w := range want {
+		st, err := s.Stats(t.Context(), &store.StatsParams{ConsumerID: consumer, Now: at(2 * time.Minute)})
+		require.NoError(t, err)
+		for _, status := range allStatuses {
+			require.Equal(t, w.byStatus[status], st.ByStatus[status], "consumer %q, %s", consumer, status)
+		}
+		require.Equal(t, w.due, st.DueNow, "consumer %q", consumer)
+		require.Equal(t, w.oldest, st.OldestDueAge, "consumer %q", consumer)
+	}
 }
 
 func testStats(t *testing.T, s store.Store) {

@@ -69,6 +69,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"FIFO", fifoCases()},
 		{"Notify", notifyCases()},
 		{"Health", healthCases()},
+		{"APIKey", apiKeyCases()},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
