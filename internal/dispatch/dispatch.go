@@ -292,7 +292,8 @@ func takeFree(slots <-chan struct{}, n int) int {
 	return got
 }
 
-// idle waits for a wake-up, a written outcome, the end, or the poll
+// idle waits for a wake-up, a written outcome, the end, the next due time
+// the store knows of, or the poll
 // interval counted from lookedAt, when the last claim looked: time that
 // passed during the claim (a slow database, or a test clock moved meanwhile)
 // counts, so work that fell due while the claim ran is not left waiting a
@@ -301,6 +302,16 @@ func (d *Dispatcher) idle(ctx context.Context, wake, kick <-chan struct{}, looke
 	wait := d.cfg.PollInterval - d.cfg.Clock.Now().Sub(lookedAt)
 	if wait <= 0 {
 		return
+	}
+	// Sleep no longer than until the next delivery falls due, so a retry
+	// goes at its time, not at the next poll. An outcome that schedules a
+	// retry sooner than that wakes this node (Subscribe) to look again.
+	next, ok, err := d.cfg.Store.DeliveryNextDue(ctx, &store.DeliveryNextDueParams{Now: d.cfg.Clock.StoreNow()})
+	switch {
+	case err != nil && ctx.Err() == nil:
+		d.log.Warn("read the next due time", logkey.Error, err)
+	case ok && next < wait:
+		wait = next
 	}
 	t := d.cfg.Clock.NewTimer(wait)
 	defer t.Stop()

@@ -543,3 +543,83 @@ func TestOutcomeWriteSurvivesADatabaseRestart(t *testing.T) {
 	require.Equal(t, herald.StatusDelivered, d.Status)
 	require.Equal(t, int64(1), requests.Load(), "the webhook went once")
 }
+
+// nextDueSpy is the real store, keeping the wait its latest read of the
+// next due time answered.
+type nextDueSpy struct {
+	store.Store
+	last atomic.Int64 // -1 for none
+}
+
+func (s *nextDueSpy) DeliveryNextDue(ctx context.Context, p *store.DeliveryNextDueParams) (time.Duration, bool, error) {
+	wait, ok, err := s.Store.DeliveryNextDue(ctx, p)
+	if ok && err == nil {
+		s.last.Store(int64(wait))
+	} else {
+		s.last.Store(-1)
+	}
+	return wait, ok, err
+}
+
+// TestRetryGoesAtItsTimeNotAtThePoll: a retry due 1.2 s after a failure is
+// attempted when it falls due, although the dispatcher polls only every
+// hour: an idle dispatcher sleeps until the next due time the store knows.
+func TestRetryGoesAtItsTimeNotAtThePoll(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := clock.NewTest(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))
+	var mu sync.Mutex
+	var seen []time.Time
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, c.Now())
+		if len(seen) == 1 {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	attempts := func() []time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(seen)
+	}
+	base, err := sqlitestore.Open(ctx, testdb.SQLitePath(t), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { base.Close() })
+	require.NoError(t, base.Migrate(ctx))
+	_, err = base.EndpointCreate(ctx, &store.EndpointCreateParams{
+		Endpoint: &herald.Endpoint{
+			ConsumerID: "c1", URL: srv.URL, EventTypes: []string{"*"}, Enabled: true,
+			Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", Timeout: 10 * time.Second,
+			SignatureScheme: herald.SchemeStandard, MaxInFlight: 10,
+			RetrySchedule: []time.Duration{0, 1200 * time.Millisecond},
+		},
+		Now: c.Now(),
+	})
+	require.NoError(t, err)
+	st := &nextDueSpy{Store: base}
+	st.last.Store(-1)
+	ingest(t, st, c)
+	var written atomic.Int64
+	runDispatcher(t, dispatch.Config{
+		Store:        st,
+		Sender:       sender.New(sender.Config{AllowPrivateNetworks: true}),
+		Clock:        c,
+		Concurrency:  4,
+		PollInterval: time.Hour,
+		Rand:         func() float64 { return 0.5 }, // no jitter: exactly 1.2 s
+		Hooks: dispatch.Hooks{
+			OutcomeWritten: func(*store.ClaimedDelivery, *store.DeliveryOutcome, time.Time, bool) { written.Add(1) },
+		},
+	})
+	waitFor(t, func() bool { return written.Load() == 1 })
+	failedAt := attempts()[0]
+	// Once the failure is written, the dispatcher looks (nothing due yet),
+	// reads the next due time, 1.2 s away, and sleeps on a timer for it.
+	waitFor(t, func() bool { return st.last.Load() == int64(1200*time.Millisecond) && c.Waiters() == 1 })
+
+	c.Advance(1200 * time.Millisecond)
+	waitFor(t, func() bool { return len(attempts()) == 2 })
+	require.Equal(t, 1200*time.Millisecond, attempts()[1].Sub(failedAt), "the retry went at its due time, not at the hourly poll")
+}

@@ -43,7 +43,8 @@ type Store interface {
 	// Subscribe returns a channel that receives a value (coalesced; a slow
 	// reader misses none that matter, since one value means "look again")
 	// whenever deliveries may have become due through another caller:
-	// ingest, replay, release, enable. A commit made after Subscribe returns
+	// ingest, replay, release, enable, and an outcome that schedules a
+	// retry due within SoonRetry. A commit made after Subscribe returns
 	// is signalled. The channel is closed when ctx ends.
 	// PostgreSQL uses LISTEN/NOTIFY, so wake-ups cross nodes; SQLite signals
 	// in process.
@@ -110,6 +111,15 @@ type Store interface {
 	//     (pending or delivering) delivery ingested first, and only when it
 	//     is due and none of the endpoint's deliveries is in flight.
 	DeliveryClaim(ctx context.Context, p *DeliveryClaimParams) ([]*ClaimedDelivery, error)
+	// DeliveryNextDue says how long from Now until the earliest live
+	// delivery falls due that is not due yet: a pending delivery's next
+	// attempt, or a leased one's lease expiry. ok is false when none is
+	// still to come. Deliveries already due (waiting for a breaker, a
+	// pause or room) are not counted: a claim just found them not
+	// claimable. An idle dispatcher sleeps until then, instead of finding
+	// a retry only at its next poll. It reads the due index from Now, so
+	// it costs one index probe whatever the history kept.
+	DeliveryNextDue(ctx context.Context, p *DeliveryNextDueParams) (wait time.Duration, ok bool, err error)
 	// DeliveryCompleteMany records each outcome's attempt and, where the
 	// delivery is still delivering under that lease token, applies the
 	// outcome. It reports for each outcome whether it was applied; a stale
@@ -281,6 +291,16 @@ type DeliveryClaimParams struct {
 	LeaseMargin time.Duration
 	Now         time.Time
 }
+
+// DeliveryNextDueParams asks for the next due time after Now.
+type DeliveryNextDueParams struct {
+	Now time.Time
+}
+
+// SoonRetry is how near a retry must fall due for the outcome write that
+// schedules it to wake every node's dispatcher (Subscribe): an idle node
+// then learns of it at once, rather than at its next poll.
+const SoonRetry = time.Second
 
 // LeaseFor is how long a claim leases a delivery to ep: twice its timeout
 // (the default when unset) plus LeaseMargin, so that the lease outlives the

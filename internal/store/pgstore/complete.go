@@ -188,8 +188,17 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, p *store.DeliveryCompl
 		if err := results.Close(); err != nil {
 			return err
 		}
+		soon := false
 		for i := range outcomes {
 			applied[i] = outcomes[i].applied
+			o := &p.Outcomes[i]
+			soon = soon || applied[i] && o.Status == herald.StatusPending && o.RetryIn < store.SoonRetry
+		}
+		if soon {
+			// Idle nodes learn of a retry due within the second at once.
+			if err := s.notify(ctx, tx); err != nil {
+				return err
+			}
 		}
 		return s.observe(ctx, tx, p, cfg, outcomes, endpoints, windows, now)
 	})

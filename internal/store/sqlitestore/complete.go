@@ -47,7 +47,12 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, p *store.DeliveryCompl
 	if err != nil {
 		return nil, fmt.Errorf("complete deliveries: %w", err)
 	}
-	if created {
+	soon := false
+	for i := range p.Outcomes {
+		o := &p.Outcomes[i]
+		soon = soon || applied[i] && o.Status == herald.StatusPending && o.RetryIn < store.SoonRetry
+	}
+	if created || soon {
 		s.notify()
 	}
 	return applied, nil

@@ -228,6 +228,7 @@ func subscribeCases() []testCase {
 		{"SignalsAfterReplay", testSubscribeReplay},
 		{"SignalsAfterRelease", testSubscribeRelease},
 		{"SignalsAfterEnable", testSubscribeEnable},
+		{"SignalsASoonRetry", testSubscribeSoonRetry},
 		{"ClosesWhenContextEnds", testSubscribeClose},
 	}
 }

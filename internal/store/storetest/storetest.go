@@ -54,6 +54,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Endpoint", endpointCases()},
 		{"Event", eventCases()},
 		{"Claim", claimCases()},
+		{"NextDue", nextDueCases()},
 		{"Complete", completeCases()},
 		{"Release", releaseCases()},
 		{"Delivery", deliveryCases()},

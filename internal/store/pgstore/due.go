@@ -1,0 +1,37 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldhooks/herald/internal/store"
+)
+
+// nextDueSQL reads the due index (deliveries_due_idx) from now: the first
+// live row due after it, one probe however many rows are due already or
+// finished. The wait is computed in the database, on its clock.
+const nextDueSQL = `
+	SELECT (extract(epoch FROM d.due_at - n.t) * 1000000)::bigint
+	FROM (SELECT coalesce($1::timestamptz, now()) AS t) n
+	CROSS JOIN LATERAL (
+		SELECT due_at FROM deliveries
+		WHERE status IN ('pending', 'delivering') AND due_at > n.t
+		ORDER BY due_at LIMIT 1
+	) d`
+
+// DeliveryNextDue implements store.Store.
+func (s *Store) DeliveryNextDue(ctx context.Context, p *store.DeliveryNextDueParams) (time.Duration, bool, error) {
+	var us int64
+	err := s.pool.QueryRow(ctx, nextDueSQL, nowArg(p.Now)).Scan(&us)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("next due delivery: %w", err)
+	}
+	return time.Duration(us) * time.Microsecond, true, nil
+}
