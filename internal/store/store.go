@@ -182,6 +182,9 @@ type Store interface {
 
 	// APIKeyStore keeps the API keys made through /v1/api-keys (apikey.go).
 	APIKeyStore
+
+	// SecretStore keeps endpoint secrets sealed at rest (secrets.go).
+	SecretStore
 }
 
 // Page is one page of a list. NextCursor is empty on the last page; passed

@@ -188,6 +188,9 @@ type candidate struct {
 	done     bool // it gave less than its share: nothing more is due
 	leaseUS  int64
 	lease    time.Time // the lease expiry of its probe
+	// sealed says whether ep's secrets are sealed, opened once it
+	// has a delivery claimed.
+	sealed, opened bool
 }
 
 // claimed is one delivery leased by a take, with what orders the answer.
@@ -294,7 +297,16 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p *store.DeliveryClaimPara
 	})
 	out := make([]*store.ClaimedDelivery, len(all))
 	for i, cl := range all {
-		cl.c.Endpoint = *byID[cl.c.Delivery.EndpointID].ep
+		c := byID[cl.c.Delivery.EndpointID]
+		// Only endpoints with a delivery claimed need their secrets,
+		// opened once each: the sender signs with them.
+		if !c.opened {
+			if err := s.secrets.OpenEndpoint(c.ep, c.sealed); err != nil {
+				return nil, err
+			}
+			c.opened = true
+		}
+		cl.c.Endpoint = *c.ep
 		out[i] = cl.c
 	}
 	return out, nil
@@ -319,7 +331,7 @@ func lockCandidates(ctx context.Context, tx pgx.Tx, now time.Time, limit int, se
 		if err != nil {
 			return nil, time.Time{}, fmt.Errorf("lock endpoints: %w", err)
 		}
-		out = append(out, &candidate{ep: ep, bucket: r.bucket()})
+		out = append(out, &candidate{ep: ep, bucket: r.bucket(), sealed: r.sealed})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, time.Time{}, fmt.Errorf("lock endpoints: %w", err)

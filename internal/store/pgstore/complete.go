@@ -277,6 +277,8 @@ func readLockedEndpoints(results pgx.BatchResults) (map[string]*herald.Endpoint,
 		if err != nil {
 			return nil, time.Time{}, err
 		}
+		// Outcomes need no secret: they are dropped, not opened.
+		ep.Secret, ep.PreviousSecret = "", ""
 		out[ep.ID] = ep
 	}
 	return out, now.UTC(), rows.Err()
@@ -445,7 +447,7 @@ func (s *Store) observe(ctx context.Context, tx pgx.Tx, p *store.DeliveryComplet
 		}
 	}
 	for _, id := range order {
-		if _, err := disableEndpoint(ctx, tx, id, disabled[id], "", p.Now); err != nil {
+		if _, err := s.disableEndpoint(ctx, tx, id, disabled[id], "", p.Now); err != nil {
 			return fmt.Errorf("disable endpoint %s: %w", id, err)
 		}
 	}

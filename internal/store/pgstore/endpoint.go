@@ -14,13 +14,21 @@ import (
 	"github.com/heraldhooks/herald/internal/store"
 )
 
-// scanEndpoint reads one endpoint from a query returning endpointCols.
-func scanEndpoint(row pgx.Row) (*herald.Endpoint, error) {
+// scanEndpoint reads one endpoint from a query returning endpointCols,
+// its secrets opened.
+func (s *Store) scanEndpoint(row pgx.Row) (*herald.Endpoint, error) {
 	var r endpointRow
 	if err := row.Scan(r.dest()...); err != nil {
 		return nil, err
 	}
-	return r.endpoint()
+	ep, err := r.endpoint()
+	if err != nil {
+		return nil, err
+	}
+	if err := s.secrets.OpenEndpoint(ep, r.sealed); err != nil {
+		return nil, err
+	}
+	return ep, nil
 }
 
 // EndpointCreate stores a new endpoint, making its id when it has none.
@@ -38,20 +46,28 @@ func (s *Store) EndpointCreate(ctx context.Context, p *store.EndpointCreateParam
 	if err != nil {
 		return nil, fmt.Errorf("create endpoint: %w", err)
 	}
+	secret, sealed, err := s.secrets.Seal(id, e.Secret)
+	if err != nil {
+		return nil, fmt.Errorf("create endpoint: %w", err)
+	}
+	previous, _, err := s.secrets.Seal(id, e.PreviousSecret)
+	if err != nil {
+		return nil, fmt.Errorf("create endpoint: %w", err)
+	}
 	health, blocked := encodeHealth(herald.NewEndpointHealth())
-	ep, err := scanEndpoint(s.pool.QueryRow(ctx, `
+	ep, err := s.scanEndpoint(s.pool.QueryRow(ctx, `
 		INSERT INTO endpoints (`+endpointCols+`, blocked_until)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::jsonb, $14,
 			$15::jsonb, $16, $17, $18::jsonb,
 			coalesce($19::timestamptz, now()), coalesce($19::timestamptz, now()),
-			$20, $21, $22, $23::jsonb, 0, NULL, $24)
+			$20, $21, $22, $23::jsonb, 0, NULL, $25, $24)
 		RETURNING `+endpointCols,
-		id, e.ConsumerID, e.URL, e.Description, a.eventTypes, e.Secret,
-		e.PreviousSecret, e.PreviousSecretExpiresAt, e.Enabled, e.DisabledReason,
+		id, e.ConsumerID, e.URL, e.Description, a.eventTypes, secret,
+		previous, e.PreviousSecretExpiresAt, e.Enabled, e.DisabledReason,
 		int64(e.Timeout), a.scheduleNS, a.exponential, e.RetryClientErrors,
 		a.rateLimit, e.MaxInFlight, string(e.SignatureScheme), a.headers,
 		nowArg(p.Now), string(e.Ordering), e.AutoDisableAfterFailures,
-		int64(e.AutoDisableAfter), health, blocked))
+		int64(e.AutoDisableAfter), health, blocked, sealed))
 	if isUniqueViolation(err) {
 		return nil, fmt.Errorf("create endpoint %s: %w", id, store.ErrConflict)
 	}
@@ -63,7 +79,7 @@ func (s *Store) EndpointCreate(ctx context.Context, p *store.EndpointCreateParam
 
 // EndpointGet returns one endpoint, or store.ErrNotFound.
 func (s *Store) EndpointGet(ctx context.Context, id string) (*herald.Endpoint, error) {
-	ep, err := scanEndpoint(s.pool.QueryRow(ctx,
+	ep, err := s.scanEndpoint(s.pool.QueryRow(ctx,
 		"SELECT "+endpointCols+" FROM endpoints WHERE id = $1", id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("get endpoint %s: %w", id, store.ErrNotFound)
@@ -97,7 +113,7 @@ func (s *Store) EndpointList(ctx context.Context, p *store.EndpointListParams) (
 	defer rows.Close()
 	var items []*herald.Endpoint
 	for rows.Next() {
-		ep, err := scanEndpoint(rows)
+		ep, err := s.scanEndpoint(rows)
 		if err != nil {
 			return nil, fmt.Errorf("list endpoints: %w", err)
 		}
@@ -128,7 +144,7 @@ func (s *Store) EndpointUpdate(ctx context.Context, p *store.EndpointUpdateParam
 	if err != nil {
 		return nil, fmt.Errorf("update endpoint %s: %w", e.ID, err)
 	}
-	ep, err := scanEndpoint(s.pool.QueryRow(ctx, `
+	ep, err := s.scanEndpoint(s.pool.QueryRow(ctx, `
 		UPDATE endpoints SET
 			url = $2, description = $3, event_types = $4, timeout_ns = $5,
 			retry_schedule_ns = $6, retry_exponential = $7::jsonb, retry_client_errors = $8,
@@ -187,7 +203,7 @@ func (s *Store) EndpointSetEnabled(ctx context.Context, p *store.EndpointSetEnab
 		var err error
 		if p.Enabled {
 			health, blocked := encodeHealth(herald.NewEndpointHealth())
-			ep, err = scanEndpoint(tx.QueryRow(ctx, `
+			ep, err = s.scanEndpoint(tx.QueryRow(ctx, `
 				UPDATE endpoints
 				SET enabled = true, disabled_reason = '', updated_at = coalesce($2::timestamptz, now()),
 					health = $3::jsonb, blocked_until = $4, bucket_tokens = 0, bucket_at = NULL
@@ -199,7 +215,7 @@ func (s *Store) EndpointSetEnabled(ctx context.Context, p *store.EndpointSetEnab
 			}
 			return s.notify(ctx, tx)
 		}
-		ep, err = disableEndpoint(ctx, tx, p.ID, p.Reason, "", p.Now)
+		ep, err = s.disableEndpoint(ctx, tx, p.ID, p.Reason, "", p.Now)
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -215,8 +231,8 @@ func (s *Store) EndpointSetEnabled(ctx context.Context, p *store.EndpointSetEnab
 // deliveries, except the one named by keep, dead with reason
 // endpoint_disabled. It locks the endpoint row before the deliveries, as
 // every writer does. A missing endpoint gives pgx.ErrNoRows.
-func disableEndpoint(ctx context.Context, tx pgx.Tx, id, reason, keep string, now time.Time) (*herald.Endpoint, error) {
-	ep, err := scanEndpoint(tx.QueryRow(ctx, `
+func (s *Store) disableEndpoint(ctx context.Context, tx pgx.Tx, id, reason, keep string, now time.Time) (*herald.Endpoint, error) {
+	ep, err := s.scanEndpoint(tx.QueryRow(ctx, `
 		UPDATE endpoints
 		SET enabled = false, disabled_reason = $2, updated_at = coalesce($3::timestamptz, now())
 		WHERE id = $1
@@ -241,18 +257,36 @@ func disableEndpoint(ctx context.Context, tx pgx.Tx, id, reason, keep string, no
 
 // EndpointRotateSecret makes NewSecret the signing secret; the old one
 // keeps signing until PreviousValidFor after now. With no overlap asked
-// for, the old secret stops at once.
+// for, the old secret stops at once. Both are stored sealed: an old secret
+// still plain (from before encryption) is sealed as it moves.
 func (s *Store) EndpointRotateSecret(ctx context.Context, p *store.EndpointRotateSecretParams) (*herald.Endpoint, error) {
-	ep, err := scanEndpoint(s.pool.QueryRow(ctx, `
-		UPDATE endpoints SET
-			previous_secret = CASE WHEN $3::bigint > 0 THEN secret ELSE '' END,
-			previous_secret_expires_at = CASE WHEN $3::bigint > 0
-				THEN coalesce($4::timestamptz, now()) + $3::bigint * interval '1 microsecond' END,
-			secret = $2,
-			updated_at = coalesce($4::timestamptz, now())
-		WHERE id = $1
-		RETURNING `+endpointCols,
-		p.ID, p.NewSecret, micros(p.PreviousValidFor), nowArg(p.Now)))
+	var ep *herald.Endpoint
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		// The row stays locked until commit: the old secret read here is
+		// the one replaced, whatever other nodes do meanwhile.
+		var old string
+		var oldSealed bool
+		if err := tx.QueryRow(ctx, `SELECT secret, secrets_encrypted FROM endpoints WHERE id = $1 FOR UPDATE`,
+			p.ID).Scan(&old, &oldSealed); err != nil {
+			return err
+		}
+		secret, previous, sealed, err := s.secrets.Rotate(p.ID, p.NewSecret, old, oldSealed)
+		if err != nil {
+			return err
+		}
+		ep, err = s.scanEndpoint(tx.QueryRow(ctx, `
+			UPDATE endpoints SET
+				previous_secret = CASE WHEN $3::bigint > 0 THEN $5 ELSE '' END,
+				previous_secret_expires_at = CASE WHEN $3::bigint > 0
+					THEN coalesce($4::timestamptz, now()) + $3::bigint * interval '1 microsecond' END,
+				secret = $2,
+				secrets_encrypted = $6,
+				updated_at = coalesce($4::timestamptz, now())
+			WHERE id = $1
+			RETURNING `+endpointCols,
+			p.ID, secret, micros(p.PreviousValidFor), nowArg(p.Now), previous, sealed))
+		return err
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("rotate secret of endpoint %s: %w", p.ID, store.ErrNotFound)
 	}

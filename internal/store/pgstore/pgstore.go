@@ -32,6 +32,8 @@ type Store struct {
 	pool    *pgxpool.Pool
 	logger  *slog.Logger
 	channel string // the NOTIFY channel of this schema
+	// secrets seals endpoint secrets at rest (store.OpenOptions).
+	secrets store.Secrets
 
 	// closing ends subscriptions when Close is called.
 	closing context.Context
@@ -44,8 +46,9 @@ type Store struct {
 
 // Open connects to the database at url (a postgres:// URL or a key=value
 // string; search_path picks the schema) and checks that it answers. It does
-// not migrate: callers call Migrate.
-func Open(ctx context.Context, url string, logger *slog.Logger) (*Store, error) {
+// not migrate: callers call Migrate. opts give the key that seals endpoint
+// secrets (store.WithSecrets); without one they are kept plain.
+func Open(ctx context.Context, url string, logger *slog.Logger, opts ...store.OpenOption) (*Store, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -70,7 +73,8 @@ func Open(ctx context.Context, url string, logger *slog.Logger) (*Store, error) 
 		pool.Close()
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
-	s := &Store{pool: pool, logger: logger, channel: channelName(schema)}
+	s := &Store{pool: pool, logger: logger, channel: channelName(schema),
+		secrets: store.NewSecrets(store.NewOpenOptions(opts...).Secrets)}
 	s.closing, s.stop = context.WithCancel(context.Background())
 	return s, nil
 }

@@ -24,9 +24,11 @@ func BenchmarkStore(b *testing.B) {
 	storetest.Bench(b, func(b *testing.B) store.Store { return openFresh(b) })
 }
 
-// openFresh returns a migrated store in a fresh schema, closed when tb ends.
+// openFresh returns a migrated store in a fresh schema, closed when tb
+// ends. It seals endpoint secrets, as Herald does.
 func openFresh(tb testing.TB) *Store {
-	s, err := Open(tb.Context(), testdb.PostgresURL(tb), slog.New(slog.DiscardHandler))
+	s, err := Open(tb.Context(), testdb.PostgresURL(tb), slog.New(slog.DiscardHandler),
+		store.WithSecrets(storetest.Ring(tb)))
 	require.NoError(tb, err)
 	tb.Cleanup(func() { require.NoError(tb, s.Close()) })
 	require.NoError(tb, s.Migrate(tb.Context()))

@@ -25,7 +25,7 @@ const endpointCols = "id, consumer_id, url, description, event_types, secret, " 
 	"timeout_ns, retry_schedule_ns, retry_exponential, retry_client_errors, " +
 	"rate_limit, max_in_flight, signature_scheme, headers, created_at, updated_at, " +
 	"ordering, auto_disable_after_failures, auto_disable_after_ns, health, " +
-	"bucket_tokens, bucket_at"
+	"bucket_tokens, bucket_at, secrets_encrypted"
 
 // endpointRow receives one endpoints row.
 type endpointRow struct {
@@ -48,6 +48,9 @@ type endpointRow struct {
 	// The rate limit's token bucket, which only claims use.
 	bucketTokens float64
 	bucketAt     *time.Time
+	// sealed says whether ep's secrets are sealed; endpoint leaves them
+	// as stored, for the caller to open (store.Secrets.OpenEndpoint).
+	sealed bool
 }
 
 // dest gives the scan targets, in endpointCols order.
@@ -60,7 +63,7 @@ func (r *endpointRow) dest() []any {
 		&r.rateLimit, &r.maxInFlight, &r.scheme, &r.headers,
 		&r.createdAt, &r.updatedAt,
 		&r.ordering, &r.adFailures, &r.adAfterNS, &r.health,
-		&r.bucketTokens, &r.bucketAt,
+		&r.bucketTokens, &r.bucketAt, &r.sealed,
 	}
 }
 
@@ -72,7 +75,7 @@ func (r *endpointRow) bucket() ratelimit.Bucket {
 	return ratelimit.Bucket{Tokens: r.bucketTokens, At: r.bucketAt.UTC()}
 }
 
-// endpoint turns the row into the domain type.
+// endpoint turns the row into the domain type, its secrets as stored.
 func (r *endpointRow) endpoint() (*herald.Endpoint, error) {
 	e := r.ep
 	e.EventTypes = r.eventTypesArr

@@ -112,7 +112,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, p *store.DeliveryClaimParams)
 	}
 	var out []*store.ClaimedDelivery
 	err = s.write(ctx, func(tx *sql.Tx) error {
-		targets, err := claimTargets(ctx, tx.StmtContext(ctx, st.candidates), p, t)
+		targets, err := claimTargets(ctx, tx.StmtContext(ctx, st.candidates), p, t, s.secrets)
 		if err != nil {
 			return err
 		}
@@ -149,7 +149,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, p *store.DeliveryClaimParams)
 // that may give something now, each with its allowance, until p.Limit of
 // them are found. It reads up to twice that many candidates, so that
 // endpoints at their cap do not leave a small claim empty-handed.
-func claimTargets(ctx context.Context, candidates *sql.Stmt, p *store.DeliveryClaimParams, t time.Time) ([]*claimTarget, error) {
+func claimTargets(ctx context.Context, candidates *sql.Stmt, p *store.DeliveryClaimParams, t time.Time, sec store.Secrets) ([]*claimTarget, error) {
 	rows, err := candidates.QueryContext(ctx, micros(t), 2*p.Limit)
 	if err != nil {
 		return nil, err
@@ -161,8 +161,9 @@ func claimTargets(ctx context.Context, candidates *sql.Stmt, p *store.DeliveryCl
 		var (
 			bucketAt sql.NullInt64
 			inFlight int
+			sealed   bool
 		)
-		dest, finish := endpointDest(&tg.ep)
+		dest, finish := endpointDest(&tg.ep, &sealed)
 		if err := rows.Scan(append(dest, &tg.bucket.Tokens, &bucketAt, &inFlight)...); err != nil {
 			return nil, err
 		}
@@ -184,6 +185,11 @@ func claimTargets(ctx context.Context, candidates *sql.Stmt, p *store.DeliveryCl
 		}
 		if n <= 0 {
 			continue
+		}
+		// Only the endpoints kept need their secrets: the sender signs
+		// with them.
+		if err := sec.OpenEndpoint(&tg.ep, sealed); err != nil {
+			return nil, err
 		}
 		tg.allowance = min(n, p.Limit)
 		tg.leaseExpiry = t.Add(p.LeaseFor(&tg.ep)).Truncate(time.Microsecond)

@@ -18,7 +18,7 @@ const endpointColumns = `id, consumer_id, url, description, event_types, secret,
 	previous_secret_expires_at, enabled, disabled_reason, timeout_ns, retry_schedule,
 	retry_exponential, retry_client_errors, rate_limit, max_in_flight, signature_scheme,
 	headers, created_at, updated_at, ordering, auto_disable_after_failures, auto_disable_after_ns,
-	health`
+	health, secrets_encrypted`
 
 // prefixed qualifies each of a comma-separated column list with alias.
 func prefixed(alias, columns string) string {
@@ -30,8 +30,10 @@ func prefixed(alias, columns string) string {
 }
 
 // endpointDest returns scan destinations for endpointColumns and a function
-// that decodes them into ep once scanned.
-func endpointDest(ep *herald.Endpoint) ([]any, func() error) {
+// that decodes them into ep once scanned. The secrets stay as stored, and
+// sealed says whether they are sealed: the caller opens them
+// (store.Secrets.OpenEndpoint) if it needs them.
+func endpointDest(ep *herald.Endpoint, sealed *bool) ([]any, func() error) {
 	var (
 		prevExpires                                           sql.NullInt64
 		eventTypes, schedule, exponential, rateLimit, headers string
@@ -43,7 +45,7 @@ func endpointDest(ep *herald.Endpoint) ([]any, func() error) {
 		&prevExpires, &ep.Enabled, &ep.DisabledReason, &timeoutNS, &schedule,
 		&exponential, &ep.RetryClientErrors, &rateLimit, &ep.MaxInFlight, &scheme,
 		&headers, &createdAt, &updatedAt, &ordering, &ep.AutoDisableAfterFailures, &autoDisableAfterNS,
-		&health,
+		&health, sealed,
 	}
 	return dest, func() error {
 		ep.PreviousSecretExpiresAt = fromNullMicros(prevExpires)
@@ -78,14 +80,21 @@ func endpointDest(ep *herald.Endpoint) ([]any, func() error) {
 	}
 }
 
-// scanEndpoint reads one row of endpointColumns.
-func scanEndpoint(sc scanner) (*herald.Endpoint, error) {
+// scanEndpoint reads one row of endpointColumns, its secrets opened.
+func scanEndpoint(sc scanner, sec store.Secrets) (*herald.Endpoint, error) {
 	ep := &herald.Endpoint{}
-	dest, finish := endpointDest(ep)
+	var sealed bool
+	dest, finish := endpointDest(ep, &sealed)
 	if err := sc.Scan(dest...); err != nil {
 		return nil, err
 	}
-	return ep, finish()
+	if err := finish(); err != nil {
+		return nil, err
+	}
+	if err := sec.OpenEndpoint(ep, sealed); err != nil {
+		return nil, err
+	}
+	return ep, nil
 }
 
 // freshHealth is the stored health of an endpoint not yet tried: a new
@@ -123,11 +132,11 @@ func encodeSettings(ep *herald.Endpoint) (endpointSettings, error) {
 }
 
 // getEndpoint reads a live (not deleted) endpoint through q.
-func getEndpoint(ctx context.Context, q interface {
+func (s *Store) getEndpoint(ctx context.Context, q interface {
 	QueryRowContext(context.Context, string, ...any) *sql.Row
 }, id string) (*herald.Endpoint, error) {
 	ep, err := scanEndpoint(q.QueryRowContext(ctx,
-		`SELECT `+endpointColumns+` FROM endpoints WHERE id = ? AND deleted_at IS NULL`, id))
+		`SELECT `+endpointColumns+` FROM endpoints WHERE id = ? AND deleted_at IS NULL`, id), s.secrets)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}
@@ -152,16 +161,24 @@ func (s *Store) EndpointCreate(ctx context.Context, p *store.EndpointCreateParam
 	if err != nil {
 		return nil, fmt.Errorf("create endpoint: %w", err)
 	}
+	secret, sealed, err := s.secrets.Seal(id, in.Secret)
+	if err != nil {
+		return nil, fmt.Errorf("create endpoint: %w", err)
+	}
+	previous, _, err := s.secrets.Seal(id, in.PreviousSecret)
+	if err != nil {
+		return nil, fmt.Errorf("create endpoint: %w", err)
+	}
 	var out *herald.Endpoint
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO endpoints (`+endpointColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO NOTHING`,
-			id, in.ConsumerID, in.URL, in.Description, set.eventTypes, in.Secret, in.PreviousSecret,
+			id, in.ConsumerID, in.URL, in.Description, set.eventTypes, secret, previous,
 			nullMicros(in.PreviousSecretExpiresAt), in.Enabled, in.DisabledReason, int64(in.Timeout), set.schedule,
 			set.exponential, in.RetryClientErrors, set.rateLimit, in.MaxInFlight, string(in.SignatureScheme),
 			set.headers, micros(t), micros(t), string(in.Ordering), in.AutoDisableAfterFailures, int64(in.AutoDisableAfter),
-			freshHealth())
+			freshHealth(), sealed)
 		if err != nil {
 			return err
 		}
@@ -170,7 +187,7 @@ func (s *Store) EndpointCreate(ctx context.Context, p *store.EndpointCreateParam
 		} else if n == 0 {
 			return fmt.Errorf("id %s is taken: %w", id, store.ErrConflict)
 		}
-		out, err = getEndpoint(ctx, tx, id)
+		out, err = s.getEndpoint(ctx, tx, id)
 		return err
 	})
 	if err != nil {
@@ -181,7 +198,7 @@ func (s *Store) EndpointCreate(ctx context.Context, p *store.EndpointCreateParam
 
 // EndpointGet returns the endpoint, or store.ErrNotFound (deleted ones too).
 func (s *Store) EndpointGet(ctx context.Context, id string) (*herald.Endpoint, error) {
-	ep, err := getEndpoint(ctx, s.reader, id)
+	ep, err := s.getEndpoint(ctx, s.reader, id)
 	if err != nil {
 		return nil, fmt.Errorf("get endpoint %s: %w", id, err)
 	}
@@ -207,7 +224,7 @@ func (s *Store) EndpointList(ctx context.Context, p *store.EndpointListParams) (
 	defer rows.Close()
 	var items []*herald.Endpoint
 	for rows.Next() {
-		ep, err := scanEndpoint(rows)
+		ep, err := scanEndpoint(rows, s.secrets)
 		if err != nil {
 			return nil, fmt.Errorf("list endpoints: %w", err)
 		}
@@ -246,7 +263,7 @@ func (s *Store) EndpointUpdate(ctx context.Context, p *store.EndpointUpdateParam
 		if err := oneRow(res, err); err != nil {
 			return err
 		}
-		out, err = getEndpoint(ctx, tx, in.ID)
+		out, err = s.getEndpoint(ctx, tx, in.ID)
 		return err
 	})
 	if err != nil {
@@ -291,7 +308,7 @@ func (s *Store) EndpointSetEnabled(ctx context.Context, p *store.EndpointSetEnab
 		if err = setEnabled(ctx, tx, p.ID, p.Enabled, reason, t); err != nil {
 			return err
 		}
-		out, err = getEndpoint(ctx, tx, p.ID)
+		out, err = s.getEndpoint(ctx, tx, p.ID)
 		return err
 	})
 	if err != nil {
@@ -333,16 +350,31 @@ func (s *Store) EndpointRotateSecret(ctx context.Context, p *store.EndpointRotat
 	t := now(p.Now)
 	var out *herald.Endpoint
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		// The right-hand sides read the row as it was: previous_secret
-		// takes the old secret.
+		// The write transaction holds the database: the old secret read
+		// here is the one replaced.
+		var old string
+		var oldSealed bool
+		err := tx.QueryRowContext(ctx, `SELECT secret, secrets_encrypted FROM endpoints
+			WHERE id = ? AND deleted_at IS NULL`, p.ID).Scan(&old, &oldSealed)
+		if errors.Is(err, sql.ErrNoRows) {
+			return store.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		secret, previous, sealed, err := s.secrets.Rotate(p.ID, p.NewSecret, old, oldSealed)
+		if err != nil {
+			return err
+		}
 		res, err := tx.ExecContext(ctx, `UPDATE endpoints SET
-				previous_secret = secret, previous_secret_expires_at = ?, secret = ?, updated_at = ?
+				previous_secret = ?, previous_secret_expires_at = ?, secret = ?, secrets_encrypted = ?,
+				updated_at = ?
 			WHERE id = ? AND deleted_at IS NULL`,
-			micros(t.Add(p.PreviousValidFor)), p.NewSecret, micros(t), p.ID)
+			previous, micros(t.Add(p.PreviousValidFor)), secret, sealed, micros(t), p.ID)
 		if err := oneRow(res, err); err != nil {
 			return err
 		}
-		out, err = getEndpoint(ctx, tx, p.ID)
+		out, err = s.getEndpoint(ctx, tx, p.ID)
 		return err
 	})
 	if err != nil {

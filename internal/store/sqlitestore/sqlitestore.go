@@ -40,6 +40,8 @@ type Store struct {
 	checkpointer *sql.DB
 	checkpointed chan struct{}
 	logger       *slog.Logger
+	// secrets seals endpoint secrets at rest (store.OpenOptions).
+	secrets store.Secrets
 
 	stmtMu sync.Mutex
 	stmts  *statements // see prepared
@@ -61,8 +63,9 @@ type Store struct {
 const busyTimeout = 10 * time.Second
 
 // Open opens (creating if need be) the SQLite database at path. It does not
-// migrate; call Migrate before use.
-func Open(ctx context.Context, path string, logger *slog.Logger) (*Store, error) {
+// migrate; call Migrate before use. opts give the key that seals endpoint
+// secrets (store.WithSecrets); without one they are kept plain.
+func Open(ctx context.Context, path string, logger *slog.Logger, opts ...store.OpenOption) (*Store, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -86,6 +89,10 @@ func Open(ctx context.Context, path string, logger *slog.Logger) (*Store, error)
 	w.Add("_pragma", fmt.Sprintf("cache_size(%d)", -writerCacheKiB))
 	w.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", walFrames))
 	w.Add("_pragma", fmt.Sprintf("journal_size_limit(%d)", walKeepBytes))
+	// What a write frees (an endpoint's secret as it was, say) is zeroed
+	// within its page, at no cost in I/O, rather than left in free space
+	// where a copy of the file would still hold it.
+	w.Add("_pragma", "secure_delete(FAST)")
 	writer, err := sql.Open("sqlite", path+"?"+w.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
@@ -134,6 +141,7 @@ func Open(ctx context.Context, path string, logger *slog.Logger) (*Store, error)
 		reader:       reader,
 		checkpointer: ck,
 		logger:       logger,
+		secrets:      store.NewSecrets(store.NewOpenOptions(opts...).Secrets),
 		subs:         map[chan struct{}]struct{}{},
 		done:         make(chan struct{}),
 		checkpointed: make(chan struct{}),

@@ -15,10 +15,12 @@ import (
 	"github.com/heraldhooks/herald/internal/testdb"
 )
 
-// open returns a migrated store on a fresh file, closed when t ends.
+// open returns a migrated store on a fresh file, closed when t ends. It
+// seals endpoint secrets, as Herald does.
 func open(tb testing.TB) *sqlitestore.Store {
 	tb.Helper()
-	s, err := sqlitestore.Open(tb.Context(), testdb.SQLitePath(tb), slog.New(slog.DiscardHandler))
+	s, err := sqlitestore.Open(tb.Context(), testdb.SQLitePath(tb), slog.New(slog.DiscardHandler),
+		store.WithSecrets(storetest.Ring(tb)))
 	require.NoError(tb, err)
 	tb.Cleanup(func() { require.NoError(tb, s.Close()) })
 	require.NoError(tb, s.Migrate(tb.Context()))
