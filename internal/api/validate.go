@@ -226,7 +226,7 @@ func parseReplayOptions(o *replayOptionsJSON) (dryRun bool, rate float64, err er
 
 // validateHeaders checks custom headers: at most 50, names valid HTTP
 // tokens that do not override the headers Herald sets itself, values
-// without control characters.
+// without control characters or white space at either end.
 func validateHeaders(h map[string]string) error {
 	if len(h) > maxHeaders {
 		return badRequest("invalid_headers", "headers must hold at most %d headers", maxHeaders)
@@ -240,6 +240,11 @@ func validateHeaders(h map[string]string) error {
 		}
 		if len(value) > maxHeaderValueLen || hasControl(strings.ReplaceAll(value, "\t", " ")) {
 			return badRequest("invalid_headers", "headers[%q] must be at most %d bytes without control characters", name, maxHeaderValueLen)
+		}
+		if strings.TrimLeft(value, " \t") != value || strings.TrimRight(value, " \t") != value {
+			// HTTP drops white space around a field value, so the receiver
+			// would get another value than the one shown.
+			return badRequest("invalid_headers", "headers[%q] must not start or end with a space or tab, which HTTP drops in transit", name)
 		}
 	}
 	return nil
