@@ -149,6 +149,7 @@ func TestEndpointCreate(t *testing.T) {
 			{"HeaderName", `{"url":"https://example.com","headers":{"Bad Header":"x"}}`, "invalid_headers", "not a valid header name"},
 			{"HeaderValue", `{"url":"https://example.com","headers":{"X-A":"a\r\nX-B: b"}}`, "invalid_headers", "control characters"},
 			{"HeaderValuePadded", `{"url":"https://example.com","headers":{"X-A":"a "}}`, "invalid_headers", "must not start or end with a space or tab"},
+			{"HeaderNamesDifferInCaseOnly", `{"url":"https://example.com","headers":{"X-Team":"a","x-team":"b"}}`, "invalid_headers", `"X-Team" and "x-team" name the same header`},
 			{"StandardSecretNoPrefix", `{"url":"https://example.com","secret":"c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0"}`, "invalid_secret", "whsec_"},
 			{"StandardSecretShortKey", `{"url":"https://example.com","secret":"whsec_c2hvcnQ="}`, "invalid_secret", "24 to 64 byte"},
 			{"StandardSecretNotBase64", `{"url":"https://example.com","secret":"whsec_not base64 at all!!!!!!!!!!!!"}`, "invalid_secret", "base64"},

@@ -225,8 +225,9 @@ func parseReplayOptions(o *replayOptionsJSON) (dryRun bool, rate float64, err er
 }
 
 // validateHeaders checks custom headers: at most 50, names valid HTTP
-// tokens that do not override the headers Herald sets itself, values
-// without control characters or white space at either end.
+// tokens that do not override the headers Herald sets itself and differ
+// from each other in more than case, values without control characters or
+// white space at either end.
 func validateHeaders(h map[string]string) error {
 	if len(h) > maxHeaders {
 		return badRequest("invalid_headers", "headers must hold at most %d headers", maxHeaders)
@@ -246,6 +247,17 @@ func validateHeaders(h map[string]string) error {
 			// would get another value than the one shown.
 			return badRequest("invalid_headers", "headers[%q] must not start or end with a space or tab, which HTTP drops in transit", name)
 		}
+	}
+	// Header names ignore case: two spellings of one name would send one of
+	// the two values, whichever the map gave last.
+	seen := make(map[string]string, len(h))
+	for name := range h {
+		lower := strings.ToLower(name)
+		if other, ok := seen[lower]; ok {
+			first, second := min(name, other), max(name, other)
+			return badRequest("invalid_headers", "headers: %q and %q name the same header (header names ignore case); keep one", first, second)
+		}
+		seen[lower] = name
 	}
 	return nil
 }
