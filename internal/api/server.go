@@ -478,7 +478,9 @@ func pageParams(q url.Values) (limit int, cursor string, err error) {
 	if v := q.Get("cursor"); v != "" {
 		raw, derr := base64.RawURLEncoding.DecodeString(v)
 		c, ok := strings.CutPrefix(string(raw), cursorTag)
-		if derr != nil || !ok || c == "" {
+		// The decoder also takes spellings encodeCursor never writes (set
+		// padding bits, line breaks); a cursor is only the one it wrote.
+		if derr != nil || !ok || c == "" || encodeCursor(c) != v {
 			return 0, "", badRequest("invalid_cursor", "cursor must be a next_cursor value from an earlier page of this list")
 		}
 		cursor = c
