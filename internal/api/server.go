@@ -479,8 +479,12 @@ func pageParams(q url.Values) (limit int, cursor string, err error) {
 		raw, derr := base64.RawURLEncoding.DecodeString(v)
 		c, ok := strings.CutPrefix(string(raw), cursorTag)
 		// The decoder also takes spellings encodeCursor never writes (set
-		// padding bits, line breaks); a cursor is only the one it wrote.
-		if derr != nil || !ok || c == "" || encodeCursor(c) != v {
+		// padding bits, line breaks); a cursor is only the one it wrote. It
+		// holds an id, printable ASCII: anything else would reach the store
+		// (PostgreSQL refuses a NUL byte or invalid UTF-8 as text) and fail
+		// there as a 500.
+		if derr != nil || !ok || c == "" || encodeCursor(c) != v ||
+			strings.IndexFunc(c, func(r rune) bool { return r < '!' || r > '~' }) >= 0 {
 			return 0, "", badRequest("invalid_cursor", "cursor must be a next_cursor value from an earlier page of this list")
 		}
 		cursor = c
