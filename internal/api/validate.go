@@ -76,6 +76,12 @@ func (s *Server) validateURL(raw string) error {
 	if err != nil {
 		return badRequest("invalid_url", "url is not a valid URL: %v", unwrapURLError(err))
 	}
+	if n := len(u.String()); n > maxURLLen {
+		// A client that parses the URL and writes it back sends it
+		// percent-encoded; were that form past the limit, the same URL
+		// would be refused then.
+		return badRequest("invalid_url", "url must be at most %d bytes once percent-encoded (each byte of a non-ASCII character becomes %%XX); this one comes to %d", maxURLLen, n)
+	}
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return badRequest("invalid_url", "url must start with http:// or https://")
 	}
