@@ -397,7 +397,7 @@ func decodeJSON(body []byte, dst any) error {
 	if rest := bytes.TrimSpace(body[dec.InputOffset():]); len(rest) > 0 {
 		return badRequest("invalid_json", "the request body must hold one JSON object, but more follows at byte %d", dec.InputOffset())
 	}
-	return nil
+	return checkMemberNames(body, dst)
 }
 
 // jsonError explains a decoding error.
