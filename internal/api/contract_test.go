@@ -45,6 +45,7 @@ func TestEveryCall(t *testing.T) {
 	doomed := e.createEndpoint(map[string]any{"consumer_id": "c1"})
 	ev := e.send("c1", "order.created", `{"n":1}`)
 	require.Len(t, ev.Deliveries, 2)
+	key := e.createKey("consumer", "c1")
 	var dlv string
 	for _, d := range ev.Deliveries {
 		if d.EndpointID == ep.ID {
@@ -81,6 +82,11 @@ func TestEveryCall(t *testing.T) {
 		{"POST /v1/events/{id}/replay", "/v1/events/" + ev.ID + "/replay", `{"status":"cancelled","rate":100}`, http.StatusOK},
 		{"DELETE /v1/endpoints/{id}", "/v1/endpoints/" + doomed.ID, nil, http.StatusNoContent},
 		{"GET /v1/stats", "/v1/stats", nil, http.StatusOK},
+		{"GET /v1/stats", "/v1/stats?consumer_id=c1", nil, http.StatusOK},
+		{"POST /v1/api-keys", "/v1/api-keys", `{"name":"deploys","scope":"operator"}`, http.StatusCreated},
+		{"GET /v1/api-keys", "/v1/api-keys?consumer_id=c1&limit=10", nil, http.StatusOK},
+		{"GET /v1/api-keys/{id}", "/v1/api-keys/" + key.ID, nil, http.StatusOK},
+		{"DELETE /v1/api-keys/{id}", "/v1/api-keys/" + key.ID, nil, http.StatusNoContent},
 	}
 	for _, c := range calls {
 		if method, path, _ := strings.Cut(c.route, " "); strings.HasPrefix(path, "/v1/") {

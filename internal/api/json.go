@@ -390,6 +390,49 @@ type statsJSON struct {
 	OldestDueAgeSeconds float64 `json:"oldest_due_age_seconds"`
 }
 
+// apiKeyRequest is the body of POST /v1/api-keys.
+type apiKeyRequest struct {
+	Name       *string `json:"name"`
+	Scope      *string `json:"scope"`
+	ConsumerID *string `json:"consumer_id"`
+}
+
+// apiKeyJSON is an API key in an answer: never the key itself, which only
+// the answer that made it carries (apiKeyCreatedJSON). ConsumerID is null
+// for an operator key, LastUsedAt until the key is first used.
+type apiKeyJSON struct {
+	ID         string     `json:"id"`
+	Name       string     `json:"name"`
+	Scope      string     `json:"scope"`
+	ConsumerID *string    `json:"consumer_id"`
+	Prefix     string     `json:"prefix"`
+	CreatedAt  time.Time  `json:"created_at"`
+	LastUsedAt *time.Time `json:"last_used_at"`
+}
+
+// apiKeyCreatedJSON answers POST /v1/api-keys: the key with the one copy
+// of its secret Herald ever shows.
+type apiKeyCreatedJSON struct {
+	apiKeyJSON
+	Key string `json:"key"`
+}
+
+func toAPIKeyJSON(k *herald.APIKey) apiKeyJSON {
+	out := apiKeyJSON{
+		ID:         k.ID,
+		Name:       k.Name,
+		Scope:      string(k.Scope),
+		Prefix:     k.Prefix,
+		CreatedAt:  k.CreatedAt.UTC(),
+		LastUsedAt: utcPtr(k.LastUsedAt),
+	}
+	if k.ConsumerID != "" {
+		c := k.ConsumerID
+		out.ConsumerID = &c
+	}
+	return out
+}
+
 // listJSON is one page of a list.
 type listJSON[T any] struct {
 	Data       []T    `json:"data"`

@@ -84,7 +84,7 @@ func TestOpenAPIDocument(t *testing.T) {
 
 	t.Run("NamedSchemas", func(t *testing.T) {
 		t.Parallel()
-		for _, name := range []string{"Endpoint", "Event", "Delivery", "Attempt", "Stats", "IngestResult", "ListPage", "Error"} {
+		for _, name := range []string{"Endpoint", "Event", "Delivery", "Attempt", "Stats", "IngestResult", "ListPage", "Error", "APIKey", "APIKeyCreated"} {
 			sch, err := s.schema(name)
 			require.NoError(t, err, name)
 			props, err := s.properties(sch)
@@ -191,6 +191,32 @@ func TestOpenAPIRoutes(t *testing.T) {
 	}
 }
 
+// TestOpenAPIForbiddenFollowsScope: a /v1 call documents 403 forbidden
+// exactly when its route's scope rule can answer it (operator-only calls,
+// and those that name a consumer in the query or the body); a call about
+// one id never answers 403, only 404, so it documents none.
+func TestOpenAPIForbiddenFollowsScope(t *testing.T) {
+	t.Parallel()
+	s, err := parseSpec()
+	require.NoError(t, err)
+	for _, rt := range api.Routes() {
+		if rt.Access == api.AccessPublic {
+			continue
+		}
+		_, op, ok := s.operation(rt.Method, strings.ReplaceAll(rt.Path, "{id}", "x"))
+		require.True(t, ok, "%s %s", rt.Method, rt.Path)
+		responses, _ := op["responses"].(map[string]any)
+		_, documented := responses["403"]
+		canForbid := rt.Access == api.AccessOperator || rt.Access == api.AccessConsumerQuery || rt.Access == api.AccessConsumerBody
+		require.Equal(t, canForbid, documented, "%s %s (scope rule %s): 403 documented", rt.Method, rt.Path, rt.Access)
+		if documented {
+			resp, err := s.deref(responses["403"])
+			require.NoError(t, err)
+			require.Contains(t, resp["description"], "consumer key")
+		}
+	}
+}
+
 func TestOpenAPIServed(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -249,6 +275,13 @@ func TestOpenAPISchemasMatchAnswers(t *testing.T) {
 	replayed := e.do("POST", "/v1/events/"+in.ID+"/replay", nil)
 	got := e.do("GET", "/v1/endpoints/"+ep.ID, nil)
 	failed := e.do("GET", "/v1/deliveries/dlv_missing", nil)
+	keyMade := e.do("POST", "/v1/api-keys", `{"name":"c1","scope":"consumer","consumer_id":"c1"}`)
+	var made apiKeyOut
+	keyMade.must(http.StatusCreated, &made)
+	e.doKey(made.Key, "GET", "/v1/stats", nil).must(http.StatusOK, nil)
+	keyGot := e.do("GET", "/v1/api-keys/"+made.ID, nil)
+	keys := e.do("GET", "/v1/api-keys", nil)
+	forbidden := e.doKey(made.Key, "GET", "/v1/api-keys", nil)
 	probe := e.doKey("", "GET", "/healthz", nil)
 
 	first := func(r *response, key string) []byte {
@@ -285,6 +318,11 @@ func TestOpenAPISchemasMatchAnswers(t *testing.T) {
 		{"IngestResult", first(batch, "data")},
 		{"Replayed", replayed.body},
 		{"Error", failed.body},
+		{"Error", forbidden.body},
+		{"APIKeyCreated", keyMade.body},
+		{"APIKey", keyGot.body},
+		{"APIKey", first(keys, "data")},
+		{"ListPage", keys.body},
 		{"Probe", probe.body},
 	} {
 		sch, err := e.spec.schema(tc.schema)

@@ -1,6 +1,7 @@
 // Package api serves Herald's HTTP API (API.md): the /v1 resources
-// (endpoints, events, deliveries, stats), each call authenticated by a bearer
-// API key, the unauthenticated probes /healthz and /readyz, and
+// (endpoints, events, deliveries, stats, API keys), each call authenticated
+// by a bearer API key and held to its scope by the rule its route declares
+// (scope.go), the unauthenticated probes /healthz and /readyz, and
 // /openapi.json, the OpenAPI 3.1 description of all of it (openapi.json at
 // the module root). The tests hold that document to Routes and to every
 // answer they receive, so the two cannot drift apart.
@@ -11,14 +12,13 @@
 // map to 404 (store.ErrNotFound), 409 (store.ErrConflict) or 500; the detail
 // of a 500 stays in the log and never reaches the client.
 //
-// One file per resource: endpoints.go, events.go, deliveries.go, stats.go.
+// One file per resource: endpoints.go, events.go, deliveries.go, stats.go,
+// apikeys.go.
 package api
 
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -31,6 +31,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/heraldhooks/herald/internal/auth"
 	"github.com/heraldhooks/herald/internal/clock"
 	"github.com/heraldhooks/herald/internal/logkey"
 	"github.com/heraldhooks/herald/internal/store"
@@ -65,9 +66,10 @@ type Config struct {
 	Clock clock.Clock
 	// Logger receives the detail of internal errors. Default: discard.
 	Logger *slog.Logger
-	// APIKeyHash is the SHA-256 of the API key that every /v1 call must
-	// present as "Authorization: Bearer <key>". The zero value refuses
-	// every /v1 call (no key hashes to it).
+	// APIKeyHash is the SHA-256 of the operator key given with --api-key
+	// (or made on first start), which every /v1 call may present as
+	// "Authorization: Bearer <key>". Keys made through /v1/api-keys are
+	// found in Store. The zero value matches no key.
 	APIKeyHash [32]byte
 	// AllowPrivateNetworks lets endpoint URLs name loopback, private,
 	// link-local and metadata addresses.
@@ -84,7 +86,7 @@ type Server struct {
 	store        store.Store
 	clock        clock.Clock
 	log          *slog.Logger
-	keyHash      [32]byte
+	auth         *auth.Authenticator
 	allowPrivate bool
 	maxPayload   int
 	maxBatchBody int64
@@ -97,7 +99,6 @@ func New(cfg Config) *Server {
 		store:        cfg.Store,
 		clock:        cfg.Clock,
 		log:          cfg.Logger,
-		keyHash:      cfg.APIKeyHash,
 		allowPrivate: cfg.AllowPrivateNetworks,
 		maxPayload:   cfg.MaxPayloadBytes,
 		maxBatchBody: int64(cfg.MaxBatchBytes),
@@ -118,18 +119,26 @@ func New(cfg Config) *Server {
 	if floor := int64(s.maxPayload) + envelopeSlack; s.maxBatchBody < floor {
 		s.maxBatchBody = floor
 	}
+	s.auth = auth.New(auth.Config{
+		Keys: cfg.Store, OperatorKeyHash: cfg.APIKeyHash, Clock: s.clock, Logger: s.log,
+	})
 	for _, rt := range s.routes() {
-		s.handle(rt.Method+" "+rt.Path, rt.handler)
+		if err := checkRoute(rt); err != nil {
+			panic(err) // a programming error, found by every test that builds a Server
+		}
+		s.handle(rt)
 	}
 	return s
 }
 
 // Route is one call the API serves: a method and a path pattern as
-// net/http.ServeMux reads them ("{id}" is one path segment). The same list
+// net/http.ServeMux reads them ("{id}" is one path segment), and the scope
+// rule every call of it passes before its handler runs. The same list
 // builds the mux and is checked against openapi.json, so neither can drift.
 type Route struct {
 	Method string
 	Path   string
+	Access Access
 
 	handler handlerFunc
 }
@@ -142,42 +151,55 @@ func Routes() []Route {
 
 func (s *Server) routes() []Route {
 	return []Route{
-		{"GET", "/healthz", s.healthz},
-		{"GET", "/readyz", s.readyz},
-		{"GET", "/openapi.json", s.openAPI},
+		{"GET", "/healthz", AccessPublic, s.healthz},
+		{"GET", "/readyz", AccessPublic, s.readyz},
+		{"GET", "/openapi.json", AccessPublic, s.openAPI},
 
-		{"POST", "/v1/endpoints", s.endpointCreate},
-		{"GET", "/v1/endpoints", s.endpointList},
-		{"GET", "/v1/endpoints/{id}", s.endpointGet},
-		{"PATCH", "/v1/endpoints/{id}", s.endpointUpdate},
-		{"DELETE", "/v1/endpoints/{id}", s.endpointDelete},
-		{"POST", "/v1/endpoints/{id}/rotate-secret", s.endpointRotateSecret},
-		{"POST", "/v1/endpoints/{id}/enable", s.endpointEnable},
-		{"POST", "/v1/endpoints/{id}/disable", s.endpointDisable},
-		{"POST", "/v1/endpoints/{id}/replay", s.endpointReplay},
+		{"POST", "/v1/endpoints", AccessConsumerBody, s.endpointCreate},
+		{"GET", "/v1/endpoints", AccessConsumerQuery, s.endpointList},
+		{"GET", "/v1/endpoints/{id}", AccessEndpoint, s.endpointGet},
+		{"PATCH", "/v1/endpoints/{id}", AccessEndpoint, s.endpointUpdate},
+		{"DELETE", "/v1/endpoints/{id}", AccessEndpoint, s.endpointDelete},
+		{"POST", "/v1/endpoints/{id}/rotate-secret", AccessEndpoint, s.endpointRotateSecret},
+		{"POST", "/v1/endpoints/{id}/enable", AccessEndpoint, s.endpointEnable},
+		{"POST", "/v1/endpoints/{id}/disable", AccessEndpoint, s.endpointDisable},
+		{"POST", "/v1/endpoints/{id}/replay", AccessEndpoint, s.endpointReplay},
 
-		{"POST", "/v1/events", s.eventIngest},
-		{"POST", "/v1/events/batch", s.eventIngestBatch},
-		{"GET", "/v1/events", s.eventList},
-		{"GET", "/v1/events/{id}", s.eventGet},
-		{"POST", "/v1/events/{id}/replay", s.eventReplay},
+		// Events come from the operator's application, not from its
+		// customers: a consumer key reads and replays its events only.
+		{"POST", "/v1/events", AccessOperator, s.eventIngest},
+		{"POST", "/v1/events/batch", AccessOperator, s.eventIngestBatch},
+		{"GET", "/v1/events", AccessConsumerQuery, s.eventList},
+		{"GET", "/v1/events/{id}", AccessEvent, s.eventGet},
+		{"POST", "/v1/events/{id}/replay", AccessEvent, s.eventReplay},
 
-		{"GET", "/v1/deliveries", s.deliveryList},
-		{"GET", "/v1/deliveries/{id}", s.deliveryGet},
-		{"GET", "/v1/deliveries/{id}/attempts", s.attemptList},
-		{"POST", "/v1/deliveries/{id}/replay", s.deliveryReplay},
-		{"POST", "/v1/deliveries/{id}/cancel", s.deliveryCancel},
+		{"GET", "/v1/deliveries", AccessConsumerQuery, s.deliveryList},
+		{"GET", "/v1/deliveries/{id}", AccessDelivery, s.deliveryGet},
+		{"GET", "/v1/deliveries/{id}/attempts", AccessDelivery, s.attemptList},
+		{"POST", "/v1/deliveries/{id}/replay", AccessDelivery, s.deliveryReplay},
+		{"POST", "/v1/deliveries/{id}/cancel", AccessDelivery, s.deliveryCancel},
 
-		{"GET", "/v1/stats", s.stats},
+		{"GET", "/v1/stats", AccessConsumerQuery, s.stats},
+
+		{"POST", "/v1/api-keys", AccessOperator, s.apiKeyCreate},
+		{"GET", "/v1/api-keys", AccessOperator, s.apiKeyList},
+		{"GET", "/v1/api-keys/{id}", AccessOperator, s.apiKeyGet},
+		{"DELETE", "/v1/api-keys/{id}", AccessOperator, s.apiKeyRevoke},
 	}
 }
 
 // handlerFunc serves one call; a returned error becomes the error answer.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
-func (s *Server) handle(pattern string, h handlerFunc) {
-	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		if err := h(w, r); err != nil {
+// handle mounts rt: every call passes its scope rule (authorize) before
+// its handler runs.
+func (s *Server) handle(rt Route) {
+	s.mux.HandleFunc(rt.Method+" "+rt.Path, func(w http.ResponseWriter, r *http.Request) {
+		scoped, err := s.authorize(r, rt.Access)
+		if err == nil {
+			err = rt.handler(w, scoped)
+		}
+		if err != nil {
 			s.writeError(w, r, err)
 		}
 	})
@@ -198,11 +220,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	if r.URL.Path == "/v1" || strings.HasPrefix(r.URL.Path, "/v1/") {
-		if err := s.authenticate(r); err != nil {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
+		p, err := s.authenticate(r)
+		if err != nil {
+			var ae *apiError
+			if errors.As(err, &ae) && ae.status == http.StatusUnauthorized {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
+			}
 			s.writeError(w, r, err)
 			return
 		}
+		r = r.WithContext(auth.WithPrincipal(r.Context(), p))
 	}
 	if _, pattern := s.mux.Handler(r); pattern == "" {
 		s.noRoute(w, r)
@@ -243,23 +270,27 @@ func (p *statusProbe) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// authenticate checks the bearer key against the configured hash in
-// constant time.
-func (s *Server) authenticate(r *http.Request) error {
+// authenticate finds who presents the bearer key (auth.Authenticator: the
+// operator key of the configuration, or a key made through /v1/api-keys,
+// read from the store on every call so a revocation holds at once).
+func (s *Server) authenticate(r *http.Request) (auth.Principal, error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
-		return &apiError{http.StatusUnauthorized, "unauthorized", "missing the Authorization: Bearer <api key> header"}
+		return auth.Principal{}, &apiError{http.StatusUnauthorized, "unauthorized", "missing the Authorization: Bearer <api key> header"}
 	}
 	scheme, key, ok := strings.Cut(h, " ")
 	key = strings.TrimSpace(key)
 	if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" {
-		return &apiError{http.StatusUnauthorized, "unauthorized", "the Authorization header must be Bearer <api key>"}
+		return auth.Principal{}, &apiError{http.StatusUnauthorized, "unauthorized", "the Authorization header must be Bearer <api key>"}
 	}
-	sum := sha256.Sum256([]byte(key))
-	if subtle.ConstantTimeCompare(sum[:], s.keyHash[:]) != 1 {
-		return &apiError{http.StatusUnauthorized, "unauthorized", "the API key is not valid"}
+	p, err := s.auth.Authenticate(r.Context(), key)
+	if errors.Is(err, auth.ErrInvalidKey) {
+		return auth.Principal{}, &apiError{http.StatusUnauthorized, "unauthorized", "the API key is not valid"}
 	}
-	return nil
+	if err != nil {
+		return auth.Principal{}, err
+	}
+	return p, nil
 }
 
 // apiError is an answer with a 4xx or 5xx status, a machine-readable code and

@@ -17,7 +17,7 @@ func allStatuses() []herald.Status {
 	}
 }
 
-// stats serves GET /v1/stats:
+// stats serves GET /v1/stats?consumer_id=:
 //
 //	{"deliveries": {"pending": 3, "delivering": 1, "delivered": 120, "dead": 2, "cancelled": 0},
 //	 "dead_letter_depth": 2, "due_now": 3, "oldest_due_age_seconds": 12.5}
@@ -25,12 +25,14 @@ func allStatuses() []herald.Status {
 // dead_letter_depth is the number of dead deliveries (the ones a replay can
 // bring back); due_now counts pending deliveries whose time has come, and
 // oldest_due_age_seconds is how long the oldest of them has waited (0 when
-// none).
+// none). With consumer_id, every figure counts that consumer's deliveries
+// alone; a consumer key's call always does (AccessConsumerQuery).
 func (s *Server) stats(w http.ResponseWriter, r *http.Request) error {
-	if err := checkQuery(r.URL.Query()); err != nil {
+	q := r.URL.Query()
+	if err := checkQuery(q, "consumer_id"); err != nil {
 		return err
 	}
-	st, err := s.store.Stats(r.Context(), &store.StatsParams{Now: s.storeNow()})
+	st, err := s.store.Stats(r.Context(), &store.StatsParams{ConsumerID: q.Get("consumer_id"), Now: s.storeNow()})
 	if err != nil {
 		return fmt.Errorf("stats: %w", err)
 	}

@@ -15,6 +15,10 @@ const (
 	Count      = "count"
 	Addr       = "addr"
 	Outcome    = "outcome"
+	// APIKeyID is a stored API key's id (key_…), never the key.
+	APIKeyID = "api_key_id"
+	// Scope is an API key's scope (operator or consumer).
+	Scope = "scope"
 	// LeaseLeftMS is how much of a lease was left, in milliseconds
 	// (negative once it has run out).
 	LeaseLeftMS = "lease_left_ms"
