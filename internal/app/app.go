@@ -23,6 +23,7 @@ import (
 	"github.com/heraldhooks/herald/internal/clock"
 	"github.com/heraldhooks/herald/internal/config"
 	"github.com/heraldhooks/herald/internal/dispatch"
+	"github.com/heraldhooks/herald/internal/keyring"
 	"github.com/heraldhooks/herald/internal/logkey"
 	"github.com/heraldhooks/herald/internal/metrics"
 	"github.com/heraldhooks/herald/internal/sender"
@@ -55,26 +56,45 @@ type App struct {
 	Dispatcher *dispatch.Dispatcher
 	// Metrics counts what this node does and reads the queue gauges.
 	Metrics *metrics.Metrics
+	// KeyRing seals the endpoint secrets in Store (see KeyRing).
+	KeyRing *keyring.Ring
 	log     *slog.Logger
 }
 
-// OpenStore opens (without migrating) the store that db names.
-func OpenStore(ctx context.Context, db string, logger *slog.Logger) (store.Store, error) {
+// OpenStore opens (without migrating) the store that db names. opts give
+// the key ring that seals endpoint secrets (store.WithSecrets).
+func OpenStore(ctx context.Context, db string, logger *slog.Logger, opts ...store.OpenOption) (store.Store, error) {
 	kind, target, err := config.ParseDB(db)
 	if err != nil {
 		return nil, err
 	}
 	switch kind {
 	case config.DBPostgres:
-		return pgstore.Open(ctx, target, logger)
+		return pgstore.Open(ctx, target, logger, opts...)
 	default:
-		return sqlitestore.Open(ctx, target, logger)
+		return sqlitestore.Open(ctx, target, logger, opts...)
 	}
 }
 
-// Migrate opens the store named by db, applies its migrations and closes it.
-func Migrate(ctx context.Context, db string, logger *slog.Logger) error {
-	st, err := OpenStore(ctx, db, logger)
+// OpenStore opens another store on the node's database with its key ring,
+// as another node would.
+func (a *App) OpenStore(ctx context.Context) (store.Store, error) {
+	return OpenStore(ctx, a.Config.DB, a.log, secretsOptions(a.KeyRing)...)
+}
+
+// Migrate opens the store named by db, applies its migrations, encrypts
+// the endpoint secrets still plain when it has a key (encryptionKey, or on
+// SQLite the key file, made if need be; see KeyRing), and closes it. On
+// PostgreSQL without a key it only migrates.
+func Migrate(ctx context.Context, db, encryptionKey string, logger *slog.Logger) error {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	ring, err := KeyRing(ctx, db, encryptionKey, false, logger)
+	if err != nil {
+		return err
+	}
+	st, err := OpenStore(ctx, db, logger, secretsOptions(ring)...)
 	if err != nil {
 		return err
 	}
@@ -82,11 +102,13 @@ func Migrate(ctx context.Context, db string, logger *slog.Logger) error {
 	if err := st.Migrate(ctx); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	return nil
+	return prepareSecrets(ctx, st, ring, logger)
 }
 
-// New validates cfg, opens and migrates the store, settles the API key and
-// wires the node. withAPI is false for `herald worker`, which only dispatches.
+// New validates cfg, settles the key ring (KeyRing: on PostgreSQL without
+// --encryption-key it refuses), opens and migrates the store, encrypts the
+// endpoint secrets still plain, settles the API key and wires the node.
+// withAPI is false for `herald worker`, which only dispatches.
 func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App, error) {
 	if err := cfg.Validate(withAPI); err != nil {
 		return nil, fmt.Errorf("invalid configuration:\n%w", err)
@@ -100,14 +122,22 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 	if deps.Out == nil {
 		deps.Out = io.Discard
 	}
-	st, err := OpenStore(ctx, cfg.DB, deps.Logger)
+	ring, err := KeyRing(ctx, cfg.DB, cfg.EncryptionKey, true, deps.Logger)
+	if err != nil {
+		return nil, err
+	}
+	st, err := OpenStore(ctx, cfg.DB, deps.Logger, secretsOptions(ring)...)
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", config.Redact(cfg.DB), err)
 	}
-	a := &App{Config: cfg, Store: st, log: deps.Logger}
+	a := &App{Config: cfg, Store: st, KeyRing: ring, log: deps.Logger}
 	if err := st.Migrate(ctx); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("migrate %s: %w", config.Redact(cfg.DB), err)
+	}
+	if err := prepareSecrets(ctx, st, ring, deps.Logger); err != nil {
+		st.Close()
+		return nil, err
 	}
 
 	a.Metrics = metrics.New(st, metrics.Options{Clock: deps.Clock, Logger: deps.Logger})

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/heraldhooks/herald/internal/keyring"
 )
 
 const (
@@ -48,9 +50,12 @@ type child struct {
 // spawn starts `herald serve` from the binary bin on a free 127.0.0.1
 // port, with a fresh API key, deliveries to loopback allowed, and db (a
 // fresh SQLite file in a temporary directory when ""), then waits until it
-// answers /healthz. extra are more serve flags. The child gets this
-// process's environment without its HERALD_* variables, so what it runs
-// with is what the command line says.
+// answers /healthz. extra are more serve flags. On PostgreSQL, which needs
+// a key ring, it gives a throwaway one (its id names the run) unless extra
+// has --encryption-key: a database holding secrets under another key then
+// refuses to start, and says which key it lacks. The child gets this process's environment
+// without its HERALD_* variables, so what it runs with is what the command
+// line says.
 func spawn(ctx context.Context, bin, db string, extra []string) (*child, error) {
 	if bin == "" {
 		self, err := os.Executable()
@@ -83,7 +88,16 @@ func spawn(ctx context.Context, bin, db string, extra []string) (*child, error) 
 	c.apiKey = "hk_bench_" + hex.EncodeToString(raw[:])
 	c.url = "http://" + addr
 
-	args := append([]string{"serve", "--addr", addr, "--db", db, "--api-key", c.apiKey, "--allow-private-networks"}, extra...)
+	args := []string{"serve", "--addr", addr, "--db", db, "--api-key", c.apiKey, "--allow-private-networks"}
+	if c.db == "postgres" && !hasFlag(extra, "--encryption-key") {
+		key, err := keyring.Generate("bench-" + strconv.FormatInt(time.Now().Unix(), 10))
+		if err != nil {
+			c.cleanup()
+			return nil, err
+		}
+		args = append(args, "--encryption-key", key)
+	}
+	args = append(args, extra...)
 	c.cmd = exec.Command(bin, args...)
 	c.cmd.Env = withoutHeraldEnv(os.Environ())
 	c.cmd.Stdout = c.output
@@ -103,6 +117,16 @@ func spawn(ctx context.Context, bin, db string, extra []string) (*child, error) 
 		return nil, err
 	}
 	return c, nil
+}
+
+// hasFlag says whether args give the flag name (--name v or --name=v).
+func hasFlag(args []string, name string) bool {
+	for _, a := range args {
+		if a == name || strings.HasPrefix(a, name+"=") {
+			return true
+		}
+	}
+	return false
 }
 
 // freeAddr finds a free 127.0.0.1 port. Another process could take it

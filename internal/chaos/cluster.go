@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/heraldhooks/herald/internal/keyring"
 )
 
 // Backends the harness runs Herald on.
@@ -68,6 +70,16 @@ func startCluster(ctx context.Context, o clusterOptions) (*cluster, error) {
 	}
 	if o.leaseMargin > 0 {
 		common = append(common, "--lease-margin", o.leaseMargin.String())
+	}
+	if o.backend == BackendPostgres {
+		// Every node shares one key ring; on SQLite the node makes its key
+		// file beside the database, as by default.
+		key, err := keyring.Generate("chaos")
+		if err != nil {
+			c.close()
+			return nil, err
+		}
+		common = append(common, "--encryption-key", key)
 	}
 	port, err := freePort()
 	if err != nil {

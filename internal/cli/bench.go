@@ -75,7 +75,7 @@ func benchCmd(stdio IO) *cobra.Command {
 	fs.StringVar(&o.Server, "server", "", "measure the Herald running at this address instead (127.0.0.1, localhost or ::1 only)")
 	fs.StringVar(&o.APIKey, "api-key", "", "API key of the --server Herald")
 	fs.StringVar(&o.Binary, "herald-binary", "", "herald binary to spawn (default: this one)")
-	fs.StringVar(&o.DB, "db", "", "database of the spawned Herald: sqlite://path or postgres://... (default: a fresh SQLite file in a temporary directory, removed afterwards)")
+	fs.StringVar(&o.DB, "db", "", "database of the spawned Herald: sqlite://path or postgres://... (default: a fresh SQLite file in a temporary directory, removed afterwards); on PostgreSQL the spawned serve gets a throwaway --encryption-key unless one follows --")
 	fs.IntVar(&o.Endpoints, "endpoints", bench.DefaultEndpoints, "endpoints to create")
 	fs.IntVar(&o.Consumers, "consumers", 0, "consumers owning the endpoints, from 1 to endpoints/fanout (default: one per group of --fanout endpoints)")
 	fs.IntVar(&o.Fanout, "fanout", 1, "endpoints each event is delivered to")

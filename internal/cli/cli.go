@@ -51,7 +51,7 @@ func New(stdio IO) *cobra.Command {
 	}
 	root.SetOut(stdio.Out)
 	root.SetErr(stdio.Err)
-	root.AddCommand(serveCmd(stdio), workerCmd(stdio), migrateCmd(stdio))
+	root.AddCommand(serveCmd(stdio), workerCmd(stdio), migrateCmd(stdio), secretsCmd(stdio))
 	root.AddCommand(endpointsCmd(stdio), eventsCmd(stdio), deliveriesCmd(stdio), statsCmd(stdio))
 	root.AddCommand(listenCmd(stdio), benchCmd(stdio))
 	return root
@@ -105,6 +105,13 @@ func nodeFlags(fs *pflag.FlagSet, c *config.Config) {
 	fs.DurationVar(&c.LeaseMargin, "lease-margin", c.LeaseMargin, "how long past twice the endpoint timeout a claim holds a delivery: covers writing the outcome; a node that stops for longer loses its leases and another node redelivers (1s to 10m)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long a stop waits for attempts in flight")
 	fs.StringVar(&c.PprofAddr, "pprof-addr", c.PprofAddr, "address to serve Go's runtime profiles (/debug/pprof/) on, as host:port; keep it on loopback (default: none)")
+	encryptionKeyFlag(fs, &c.EncryptionKey)
+}
+
+// encryptionKeyFlag declares --encryption-key, which serve, worker, migrate
+// and secrets reencrypt take.
+func encryptionKeyFlag(fs *pflag.FlagSet, key *string) {
+	fs.StringVar(key, "encryption-key", *key, "key ring that encrypts endpoint secrets: id:base64 of 32 bytes, the encrypting key first, then older ones (k2:…,k1:…; herald secrets keygen makes one). Default: on SQLite a key file beside the database, made on first start; PostgreSQL requires it")
 }
 
 func newLogger(c *config.Config, w io.Writer) *slog.Logger {
@@ -174,7 +181,7 @@ func migrateCmd(stdio IO) *cobra.Command {
 		Short: "Apply the database migrations (serve and worker also do this at start)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := app.Migrate(cmd.Context(), c.DB, newLogger(&c, stdio.Err)); err != nil {
+			if err := app.Migrate(cmd.Context(), c.DB, c.EncryptionKey, newLogger(&c, stdio.Err)); err != nil {
 				return err
 			}
 			fmt.Fprintf(stdio.Out, "database %s is up to date\n", config.Redact(c.DB))
@@ -182,5 +189,6 @@ func migrateCmd(stdio IO) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&c.DB, "db", c.DB, "database: sqlite://path or postgres://...")
+	encryptionKeyFlag(cmd.Flags(), &c.EncryptionKey)
 	return cmd
 }

@@ -10,6 +10,8 @@ import (
 	"net"
 	"strings"
 	"time"
+
+	"github.com/heraldhooks/herald/internal/keyring"
 )
 
 // Config is everything `herald serve` and `herald worker` need.
@@ -49,6 +51,11 @@ type Config struct {
 	// profiles (/debug/pprof/). Off by default: profiles show internals,
 	// so bind it to loopback.
 	PprofAddr string
+	// EncryptionKey is the key ring that seals endpoint secrets at rest,
+	// as keyring.Parse reads it: "k2:<base64>,k1:<base64>", the sealing
+	// key first. Empty: on SQLite, the key file beside the database (made
+	// on first start); on PostgreSQL, serve and worker refuse to start.
+	EncryptionKey string
 }
 
 // Default returns the configuration used when nothing is set.
@@ -139,6 +146,11 @@ func (c *Config) Validate(needAddr bool) error {
 	if c.ShutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("shutdown-timeout: %s is negative", c.ShutdownTimeout))
 	}
+	if c.EncryptionKey != "" {
+		if _, err := keyring.Parse(c.EncryptionKey); err != nil {
+			errs = append(errs, fmt.Errorf("encryption-key: %w", err))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -168,6 +180,19 @@ func Redact(db string) string {
 	return scheme + "://" + user + ":xxxxx@" + host
 }
 
+// RedactKeyRing shows a key ring by its key ids only ("k2,k1 (keys
+// hidden)"), for logs; "" when none is given.
+func RedactKeyRing(ring string) string {
+	if ring == "" {
+		return ""
+	}
+	r, err := keyring.Parse(ring)
+	if err != nil {
+		return "(invalid, hidden)"
+	}
+	return strings.Join(r.IDs(), ",") + " (keys hidden)"
+}
+
 // LogValue lets slog print a Config without its secrets.
 func (c Config) LogValue() slog.Value {
 	key := ""
@@ -178,6 +203,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("addr", c.Addr),
 		slog.String("db", Redact(c.DB)),
 		slog.String("api_key", key),
+		slog.String("encryption_key", RedactKeyRing(c.EncryptionKey)),
 		slog.Bool("allow_private_networks", c.AllowPrivateNetworks),
 		slog.Int("concurrency", c.Concurrency),
 		slog.Duration("poll_interval", c.PollInterval),

@@ -1,6 +1,9 @@
 package config_test
 
 import (
+	"bytes"
+	"encoding/base64"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -56,9 +59,10 @@ func TestValidateListsEveryProblem(t *testing.T) {
 	c.LeaseMargin = 0
 	c.MetricsAddr = "nowhere"
 	c.PprofAddr = "anywhere"
+	c.EncryptionKey = "k1:short"
 	err := c.Validate(true)
 	require.Error(t, err)
-	for _, want := range []string{"addr:", "db:", "api-key:", "log-format:", "log-level:", "concurrency:", "poll-interval:", "lease-margin:", "metrics-addr:", "pprof-addr:"} {
+	for _, want := range []string{"addr:", "db:", "api-key:", "log-format:", "log-level:", "concurrency:", "poll-interval:", "lease-margin:", "metrics-addr:", "pprof-addr:", "encryption-key:"} {
 		require.ErrorContains(t, err, want)
 	}
 	require.NotRegexp(t, "(?m)^addr:", c.Validate(false).Error(), "worker has no address")
@@ -101,4 +105,30 @@ func TestRedact(t *testing.T) {
 	require.Equal(t, "postgres://u:xxxxx@h:5432/db", config.Redact("postgres://u:hunter2@h:5432/db"))
 	require.Equal(t, "postgres://u@h/db", config.Redact("postgres://u@h/db"))
 	require.Equal(t, "sqlite://x.db", config.Redact("sqlite://x.db"))
+}
+
+// TestEncryptionKeyIsCheckedAndNeverLogged: a bad ring is named without
+// its keys, and a logged Config shows the key ids only.
+func TestEncryptionKeyIsCheckedAndNeverLogged(t *testing.T) {
+	t.Parallel()
+	k2, k1 := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{2}, 32)), base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{1}, 32))
+	c := config.Default()
+	c.EncryptionKey = "k2:" + k2 + ",k1:" + k1
+	require.NoError(t, c.Validate(true))
+
+	var buf bytes.Buffer
+	slog.New(slog.NewTextHandler(&buf, nil)).Info("start", "config", c)
+	require.Contains(t, buf.String(), "encryption_key=\"k2,k1 (keys hidden)\"")
+	require.NotContains(t, buf.String(), k2)
+	require.NotContains(t, buf.String(), k1)
+
+	c.EncryptionKey = "k2:" + k2 + ",k1:" + k1[:20]
+	err := c.Validate(true)
+	require.ErrorContains(t, err, "encryption-key: key k1: 15 bytes, want 32")
+	require.NotContains(t, err.Error(), k1[:20])
+	require.NotContains(t, err.Error(), k2)
+	buf.Reset()
+	slog.New(slog.NewTextHandler(&buf, nil)).Info("start", "config", c)
+	require.NotContains(t, buf.String(), k2)
+	require.Contains(t, buf.String(), "(invalid, hidden)")
 }

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -32,6 +33,18 @@ import (
 )
 
 const testAPIKey = "test-api-key-0123456789"
+
+// testEncryptionKey is the key ring of the PostgreSQL nodes, which need
+// one; SQLite nodes make their key file beside the database, as by default.
+const testEncryptionKey = "e2e:KnP8mrxIJP0Oag7gPt2/AkikZU+K+ZkF+cvCYK/hKDw="
+
+// encryptionKeyFor is the --encryption-key a node on db is given.
+func encryptionKeyFor(db string) string {
+	if strings.HasPrefix(db, "postgres") {
+		return testEncryptionKey
+	}
+	return ""
+}
 
 // pollInterval is how often idle dispatchers look for due work, on the test
 // clock: every tick of at least this much makes them look.
@@ -83,6 +96,7 @@ func setup(t *testing.T, db string, opts ...func(*options)) *env {
 	cfg := config.Default()
 	cfg.DB = db
 	cfg.APIKey = testAPIKey
+	cfg.EncryptionKey = encryptionKeyFor(db)
 	cfg.AllowPrivateNetworks = !o.denyPrivate
 	cfg.Concurrency = o.concurrency
 	cfg.PollInterval = pollInterval
@@ -136,7 +150,7 @@ func (e *env) runDispatch() {
 // close it, as a crash would) and a stop function.
 func (e *env) dispatcher(concurrency int) (store.Store, context.CancelFunc, <-chan struct{}) {
 	e.t.Helper()
-	st, err := app.OpenStore(context.Background(), e.db, nil)
+	st, err := e.app.OpenStore(context.Background())
 	require.NoError(e.t, err)
 	d := dispatch.New(dispatch.Config{
 		Store:        st,

@@ -31,6 +31,7 @@ func BenchmarkIdleEventToArrival(b *testing.B) {
 			cfg := config.Default()
 			cfg.DB = db
 			cfg.APIKey = testAPIKey
+			cfg.EncryptionKey = encryptionKeyFor(db)
 			cfg.AllowPrivateNetworks = true
 			cfg.PollInterval = time.Minute // only wake-ups can explain a fast arrival
 			ctx, cancel := context.WithCancel(context.Background())

@@ -25,4 +25,10 @@ const (
 	// Try numbers the tries of one write that is tried again (not an
 	// attempt of a delivery).
 	Try = "try"
+	// KeyFile is the file that holds the key ring beside a SQLite
+	// database.
+	KeyFile = "key_file"
+	// KeyID names a key of the ring that seals endpoint secrets (never
+	// the key itself).
+	KeyID = "key_id"
 )
