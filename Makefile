@@ -2,7 +2,7 @@ GO ?= go
 HERALD_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test?sslmode=disable
 export HERALD_TEST_DATABASE_URL
 
-.PHONY: help build test vet run fmt bench chaos
+.PHONY: help build test vet run fmt bench chaos fuzz
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -15,6 +15,26 @@ vet: ## Run go vet
 
 test: vet ## Run everything: vet, unit, store conformance (SQLite and PostgreSQL), end-to-end, with -race
 	$(GO) test -race -count=1 -timeout 15m ./...
+
+# Each fuzz target as package:Name; go test -fuzz takes one target of one
+# package per run.
+FUZZ_TARGETS = \
+	./verify:FuzzVerify \
+	./internal/api:FuzzEventRequest \
+	./internal/api:FuzzEventBatch \
+	./internal/api:FuzzValidateURL \
+	./internal/api:FuzzValidateHeaders \
+	./internal/api:FuzzCursor \
+	.:FuzzMatchEventType \
+	./internal/sender:FuzzParseRetryAfter \
+	./internal/sender:FuzzCheckHostForm
+FUZZTIME ?= 1m
+fuzz: ## Run each fuzz target for FUZZTIME (1m), one after the other; a failing input is written under the package's testdata/fuzz/<Name>/ (make test replays them)
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "== $$name ($$pkg, $(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
 
 bench: ## Run the Go benchmarks of the hot paths (signing, sending, ingest, claim, outcome writes on SQLite and PostgreSQL, idle latency); on a quiet machine
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./internal/sender ./internal/store/sqlitestore ./internal/store/pgstore ./internal/e2e
