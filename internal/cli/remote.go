@@ -19,7 +19,7 @@ import (
 const DefaultServer = "http://127.0.0.1:8080"
 
 // remote holds the flags every client command shares (endpoints, events,
-// deliveries, stats) and what they print to.
+// deliveries, stats, keys) and what they print to.
 type remote struct {
 	stdio  IO
 	server string
