@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/heraldhooks/herald/internal/auth"
@@ -158,10 +159,13 @@ func consumerQuery(r *http.Request, p auth.Principal) (*http.Request, error) {
 }
 
 // consumerBody holds a JSON body's consumer_id to p's consumer: absent or
-// null, it is set; naming another consumer is forbidden. Go's JSON decoding
-// matches field names without regard to case, so every spelling of
-// consumer_id counts. A body that is too large or not a JSON object goes on
-// unchanged, for the handler to refuse as it refuses any such body.
+// null, it is set; naming another consumer is forbidden. A member whose
+// name is consumer_id in any other spelling is forbidden too when it names
+// another consumer (it is the handler's to refuse otherwise), so no reading
+// of the body can find another consumer in it. The body keeps its bytes
+// but for the consumer_id written in, so the handler judges it as sent. A
+// body that is too large or not a JSON object goes on unchanged, for the
+// handler to refuse as it refuses any such body.
 func consumerBody(r *http.Request, p auth.Principal) (*http.Request, error) {
 	orig := r.Body
 	body, err := io.ReadAll(io.LimitReader(orig, maxSmallBody+1))
@@ -174,34 +178,99 @@ func consumerBody(r *http.Request, p auth.Principal) (*http.Request, error) {
 			io.Reader
 			io.Closer
 		}{io.MultiReader(bytes.NewReader(b), orig), orig}
+		r2.ContentLength = -1
+		if len(b) <= maxSmallBody {
+			r2.ContentLength = int64(len(b))
+		}
 		return r2
 	}
-	var fields map[string]json.RawMessage
-	if len(body) > maxSmallBody || json.Unmarshal(body, &fields) != nil || fields == nil {
+	if len(body) > maxSmallBody {
 		return pass(body), nil
 	}
-	for name, raw := range fields {
-		if !strings.EqualFold(name, "consumer_id") {
+	members, ok := topMembers(body)
+	if !ok {
+		return pass(body), nil
+	}
+	given := false // an exact consumer_id that is not null
+	var nulls []member
+	for _, m := range members {
+		if !strings.EqualFold(m.name, "consumer_id") {
 			continue
 		}
 		var v *string
-		if err := json.Unmarshal(raw, &v); err != nil {
+		if err := json.Unmarshal(m.value, &v); err != nil {
 			return pass(body), nil // not a string: the handler says so
 		}
-		if v != nil && !p.Reaches(*v) {
+		switch {
+		case v != nil && *v != "" && !p.Reaches(*v): // "" is invalid: the handler says so
 			return nil, forbidden("consumer_id names another consumer; this key reaches consumer %s only", p.ConsumerID)
+		case m.name != "consumer_id":
+		case v == nil:
+			nulls = append(nulls, m)
+		default:
+			given = true
 		}
-		delete(fields, name)
+	}
+	if given {
+		return pass(body), nil // its own consumer, as given
 	}
 	own, err := json.Marshal(p.ConsumerID)
 	if err != nil {
 		return nil, fmt.Errorf("authorize: %w", err)
 	}
-	fields["consumer_id"] = own
-	b, err := json.Marshal(fields)
-	if err != nil {
-		return nil, fmt.Errorf("authorize: %w", err)
+	if len(nulls) == 0 {
+		// Written in as the first member.
+		at := members0(body)
+		in := append([]byte(`"consumer_id":`), own...)
+		if len(members) > 0 {
+			in = append(in, ',')
+		}
+		return pass(slices.Concat(body[:at], in, body[at:])), nil
 	}
-	r2.ContentLength = int64(len(b))
-	return pass(b), nil
+	out := slices.Clone(body)
+	for i := len(nulls) - 1; i >= 0; i-- {
+		m := nulls[i]
+		out = slices.Concat(out[:m.end-len("null")], own, out[m.end:])
+	}
+	return pass(out), nil
 }
+
+// member is one member of a JSON object: its name, its value's bytes, and
+// the offset just past the value.
+type member struct {
+	name  string
+	value json.RawMessage
+	end   int
+}
+
+// topMembers lists the members of the JSON object body, in order, with
+// duplicates; ok is false when body is not one JSON object.
+func topMembers(body []byte) (out []member, ok bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, false
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, false
+		}
+		name, isName := tok.(string)
+		var value json.RawMessage
+		if !isName || dec.Decode(&value) != nil {
+			return nil, false
+		}
+		out = append(out, member{name: name, value: value, end: int(dec.InputOffset())})
+	}
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('}') {
+		return nil, false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, false // more after the object
+	}
+	return out, true
+}
+
+// members0 is the offset just past the opening brace of the JSON object
+// body.
+func members0(body []byte) int { return bytes.IndexByte(body, '{') + 1 }

@@ -371,8 +371,11 @@ func scopeBody(t *testing.T, e *env, name string, c scopeCall, a, b *tenant) {
 		noLeak(t, r, b, name)
 	}
 	// Bodies the handler refuses are still refused as before.
+	e.doKey(a.key.Key, "POST", path, `{"url":"https://example.com/x","Consumer_ID":"cust_a"}`).apiErr(http.StatusBadRequest, "unknown_field")
 	e.doKey(a.key.Key, "POST", path, `{"url":`).apiErr(http.StatusBadRequest, "invalid_json")
 	e.doKey(a.key.Key, "POST", path, `{"url":"https://example.com/x","consumer_id":7}`).apiErr(http.StatusBadRequest, "invalid_type")
+	e.doKey(a.key.Key, "POST", path, `{"url":"https://example.com/x","consumer_id":""}`).apiErr(http.StatusBadRequest, "invalid_consumer_id")
+	e.doKey(a.key.Key, "POST", path, `{"url":"https://example.com/x","url":"https://example.com/y"}`).apiErr(http.StatusBadRequest, "invalid_json")
 	e.doKey(a.key.Key, "POST", path, `{"url":"https://example.com/x","bogus":1}`).apiErr(http.StatusBadRequest, "unknown_field")
 	e.doKey(a.key.Key, "POST", path, `{"description":"`+strings.Repeat("x", 1<<20)+`"}`).apiErr(http.StatusRequestEntityTooLarge, "body_too_large")
 
