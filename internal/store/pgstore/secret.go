@@ -104,7 +104,8 @@ func (s *Store) EndpointSecretsReseal(ctx context.Context, p *store.EndpointSecr
 }
 
 // secretKeysSQL counts stored secret values by the key that sealed them
-// ('' for plain), with the first endpoint (by id) of each and its value.
+// (an empty key id for plain ones), with the first endpoint (by id) of each
+// and its value.
 // A sealed value is enc:v1:<key id>:..., so its key id is the third field
 // between colons.
 const secretKeysSQL = `

@@ -94,7 +94,8 @@ func (s *Store) EndpointSecretsReseal(ctx context.Context, p *store.EndpointSecr
 }
 
 // secretKeysQuery counts stored secret values by the key that sealed them
-// ('' for plain), with the first endpoint (by id) of each and its value.
+// (an empty key id for plain ones), with the first endpoint (by id) of each
+// and its value.
 // A sealed value is enc:v1:<key id>:..., so its key id starts at the 8th
 // character and ends before the next colon.
 const secretKeysQuery = `WITH v AS (
