@@ -185,6 +185,9 @@ type Store interface {
 
 	// SecretStore keeps endpoint secrets sealed at rest (secrets.go).
 	SecretStore
+
+	// PortalSessionStore keeps portal links and sessions (portal.go).
+	PortalSessionStore
 }
 
 // Page is one page of a list. NextCursor is empty on the last page; passed

@@ -71,6 +71,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Notify", notifyCases()},
 		{"Health", healthCases()},
 		{"APIKey", apiKeyCases()},
+		{"PortalSession", portalCases()},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
