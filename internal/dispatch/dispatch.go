@@ -29,6 +29,7 @@ import (
 	"github.com/heraldhooks/herald/internal/retry"
 	"github.com/heraldhooks/herald/internal/sender"
 	"github.com/heraldhooks/herald/internal/store"
+	"github.com/heraldhooks/herald/verify"
 )
 
 // Sender makes one HTTP attempt. *sender.Sender is the production one.
@@ -351,7 +352,8 @@ func (d *Dispatcher) attempt(runCtx, sendCtx context.Context, j job) result {
 		return result{release: &lease}
 	}
 	secrets := []string{ep.Secret}
-	if ep.PreviousSecret != "" && ep.PreviousSecretExpiresAt != nil && now.Before(*ep.PreviousSecretExpiresAt) {
+	if ep.PreviousSecret != "" && ep.PreviousSecretExpiresAt != nil && now.Before(*ep.PreviousSecretExpiresAt) &&
+		signsUnder(ep.SignatureScheme, ep.PreviousSecret) {
 		secrets = append(secrets, ep.PreviousSecret)
 	}
 	if c.Redelivered {
@@ -609,4 +611,23 @@ func (d *Dispatcher) write(outcomes []store.DeliveryOutcome, releases []store.Le
 		}
 	}
 	return applied
+}
+
+// signsUnder reports whether secret can sign under scheme. A previous
+// secret kept through a rotation may not: an endpoint rotated to a new
+// secret and then switched to another scheme keeps the old secret, which
+// the new scheme cannot use. That secret's overlap ends there (its
+// receiver could not check its signature under the new scheme anyway)
+// instead of failing every attempt as a configuration fault.
+func signsUnder(scheme herald.SignatureScheme, secret string) bool {
+	var err error
+	switch scheme {
+	case herald.SchemeEd25519:
+		_, err = verify.SignEd25519(secret, "check", 0, nil)
+	case herald.SchemeHMACSHA256:
+		return secret != ""
+	default:
+		_, err = verify.SignStandard(secret, "check", 0, nil)
+	}
+	return err == nil
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -622,4 +623,47 @@ func TestRetryGoesAtItsTimeNotAtThePoll(t *testing.T) {
 	c.Advance(1200 * time.Millisecond)
 	waitFor(t, func() bool { return len(attempts()) == 2 })
 	require.Equal(t, 1200*time.Millisecond, attempts()[1].Sub(failedAt), "the retry went at its due time, not at the hourly poll")
+}
+
+// TestPreviousSecretOfAnotherSchemeDoesNotBreakDelivery: an hmac-sha256
+// endpoint rotated to a whsec_ secret and then switched to the standard
+// scheme keeps its old plain secret as the previous one, which the
+// standard scheme cannot use. Deliveries go on, signed with the current
+// secret alone, instead of going dead as a configuration fault.
+func TestPreviousSecretOfAnotherSchemeDoesNotBreakDelivery(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var mu sync.Mutex
+	var sigs []string
+	st, c, ep := setup(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		sigs = append(sigs, r.Header.Get("webhook-signature"))
+	})
+	// The state an hmac-sha256 endpoint with a plain secret is left in when
+	// it is rotated to a whsec_ secret and then switched to standard.
+	for _, secret := range []string{"a plain hmac secret, not base64", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"} {
+		_, err := st.EndpointRotateSecret(ctx, &store.EndpointRotateSecretParams{
+			ID: ep.ID, NewSecret: secret, PreviousValidFor: 24 * time.Hour, Now: c.Now(),
+		})
+		require.NoError(t, err)
+	}
+	got, err := st.EndpointGet(ctx, ep.ID)
+	require.NoError(t, err)
+	require.Equal(t, herald.SchemeStandard, got.SignatureScheme)
+	require.Equal(t, "a plain hmac secret, not base64", got.PreviousSecret, "the old secret still overlaps")
+
+	id := ingest(t, st, c)
+	startDispatcher(t, st, c, time.Second)
+	waitFor(t, func() bool {
+		d, err := st.DeliveryGet(ctx, id)
+		return err == nil && d.Status != herald.StatusPending && d.Status != herald.StatusDelivering
+	})
+	d, err := st.DeliveryGet(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, herald.StatusDelivered, d.Status, d.LastError)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, sigs, 1)
+	require.Len(t, strings.Fields(sigs[0]), 1, "signed with the current secret alone")
 }
