@@ -87,6 +87,10 @@ func TestEveryCall(t *testing.T) {
 		{"GET /v1/api-keys", "/v1/api-keys?consumer_id=c1&limit=10", nil, http.StatusOK},
 		{"GET /v1/api-keys/{id}", "/v1/api-keys/" + key.ID, nil, http.StatusOK},
 		{"DELETE /v1/api-keys/{id}", "/v1/api-keys/" + key.ID, nil, http.StatusNoContent},
+		{"POST /v1/consumers/{consumer_id}/portal-sessions", "/v1/consumers/c1/portal-sessions", `{"ttl":"1h"}`, http.StatusCreated},
+		{"POST /v1/consumers/{consumer_id}/portal-sessions", "/v1/consumers/c1/portal-sessions", nil, http.StatusCreated},
+		{"POST /v1/consumers/{consumer_id}/portal-sessions", "/v1/consumers/c1/portal-sessions", `{"ttl":"10s"}`, http.StatusBadRequest},
+		{"DELETE /v1/consumers/{consumer_id}/portal-sessions", "/v1/consumers/c1/portal-sessions", nil, http.StatusOK},
 	}
 	for _, c := range calls {
 		if method, path, _ := strings.Cut(c.route, " "); strings.HasPrefix(path, "/v1/") {

@@ -154,6 +154,13 @@ func scopeCalls() map[string]scopeCall {
 		"GET /v1/api-keys":         {fixed("/v1/api-keys"), none, http.StatusOK},
 		"GET /v1/api-keys/{id}":    {func(tn *tenant) string { return "/v1/api-keys/" + tn.key.ID }, none, http.StatusOK},
 		"DELETE /v1/api-keys/{id}": {func(tn *tenant) string { return "/v1/api-keys/" + tn.key.ID }, none, http.StatusNoContent},
+
+		"POST /v1/consumers/{consumer_id}/portal-sessions": {func(tn *tenant) string {
+			return "/v1/consumers/" + tn.consumer + "/portal-sessions"
+		}, func(*tenant) any { return `{"ttl":"15m"}` }, http.StatusCreated},
+		"DELETE /v1/consumers/{consumer_id}/portal-sessions": {func(tn *tenant) string {
+			return "/v1/consumers/" + tn.consumer + "/portal-sessions"
+		}, none, http.StatusOK},
 	}
 }
 
@@ -396,7 +403,8 @@ func TestScopeRulesFitTheRoutes(t *testing.T) {
 	}
 	slices.Sort(operator)
 	require.Equal(t, []string{
-		"DELETE /v1/api-keys/{id}", "GET /v1/api-keys", "GET /v1/api-keys/{id}",
-		"POST /v1/api-keys", "POST /v1/events", "POST /v1/events/batch",
+		"DELETE /v1/api-keys/{id}", "DELETE /v1/consumers/{consumer_id}/portal-sessions", "GET /v1/api-keys",
+		"GET /v1/api-keys/{id}", "POST /v1/api-keys", "POST /v1/consumers/{consumer_id}/portal-sessions",
+		"POST /v1/events", "POST /v1/events/batch",
 	}, operator)
 }

@@ -185,6 +185,9 @@ func (s *Server) routes() []Route {
 		{"GET", "/v1/api-keys", AccessOperator, s.apiKeyList},
 		{"GET", "/v1/api-keys/{id}", AccessOperator, s.apiKeyGet},
 		{"DELETE", "/v1/api-keys/{id}", AccessOperator, s.apiKeyRevoke},
+
+		{"POST", "/v1/consumers/{consumer_id}/portal-sessions", AccessOperator, s.portalSessionCreate},
+		{"DELETE", "/v1/consumers/{consumer_id}/portal-sessions", AccessOperator, s.portalSessionRevoke},
 	}
 }
 

@@ -30,6 +30,7 @@ import (
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/pgstore"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore"
+	"github.com/heraldhooks/herald/internal/web"
 )
 
 // Version is the release this binary reports (User-Agent, logs).
@@ -156,7 +157,8 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 			AllowPrivateNetworks: cfg.AllowPrivateNetworks,
 			MaxPayloadBytes:      cfg.MaxPayloadBytes,
 		})
-		a.Handler = withMetrics(apiHandler, a.Metrics.Handler())
+		portal := web.NewPortal(web.PortalConfig{Store: st, Clock: deps.Clock, Logger: deps.Logger})
+		a.Handler = withPortal(portal, withMetrics(apiHandler, a.Metrics.Handler()))
 	}
 	a.Dispatcher = dispatch.New(dispatch.Config{
 		Store: st,
@@ -203,6 +205,18 @@ func withMetrics(apiHandler, metricsHandler http.Handler) http.Handler {
 			return
 		}
 		metricsHandler.ServeHTTP(w, r)
+	})
+}
+
+// withPortal serves /portal and everything under it with the portal (no
+// API key: a portal session cookie) and the rest with next.
+func withPortal(portal, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if web.IsPortalPath(r.URL.Path) {
+			portal.ServeHTTP(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
 	})
 }
 
