@@ -32,7 +32,9 @@ type PortalSession struct {
 // (API.md, "Portal sessions").
 type PortalSessionStore interface {
 	// PortalSessionCreate stores a new link for p.ConsumerID that opens
-	// until Now + LinkTTL.
+	// until Now + LinkTTL. It also deletes that consumer's links and
+	// sessions that ended by Now (a link not opened in time, a session
+	// past its expiry), so a consumer's rows do not pile up.
 	PortalSessionCreate(ctx context.Context, p *PortalSessionCreateParams) (*PortalSession, error)
 	// PortalSessionExchange opens the link whose token hashes to
 	// p.LinkHash: in one conditional write, it becomes a session known by

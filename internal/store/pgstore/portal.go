@@ -29,14 +29,19 @@ func scanPortalSession(row pgx.Row) (*store.PortalSession, error) {
 	return &ps, nil
 }
 
-// PortalSessionCreate stores a new link; times from p.Now or the database
-// clock.
+// PortalSessionCreate stores a new link, deleting the consumer's links and
+// sessions that ended; times from p.Now or the database clock.
 func (s *Store) PortalSessionCreate(ctx context.Context, p *store.PortalSessionCreateParams) (*store.PortalSession, error) {
 	id := herald.NewID(store.PrefixPortalSession, idTime(p.Now))
 	ps, err := scanPortalSession(s.pool.QueryRow(ctx, `
+		WITH n AS (SELECT coalesce($5::timestamptz, now()) AS t),
+		ended AS (
+			DELETE FROM portal_sessions
+			WHERE consumer_id = $2 AND coalesce(expires_at, link_expires_at) <= (SELECT t FROM n)
+		)
 		INSERT INTO portal_sessions (id, consumer_id, link_hash, link_expires_at, created_at)
 		SELECT $1, $2, $3, t + $4::bigint * interval '1 microsecond', t
-		FROM (SELECT coalesce($5::timestamptz, now()) AS t) n
+		FROM n
 		RETURNING `+portalCols,
 		id, p.ConsumerID, p.LinkHash[:], micros(p.LinkTTL), nowArg(p.Now)))
 	if err != nil {

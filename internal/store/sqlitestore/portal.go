@@ -30,13 +30,18 @@ func scanPortalSession(sc scanner) (*store.PortalSession, error) {
 	return &ps, nil
 }
 
-// PortalSessionCreate stores a new link.
+// PortalSessionCreate stores a new link, deleting the consumer's links and
+// sessions that ended.
 func (s *Store) PortalSessionCreate(ctx context.Context, p *store.PortalSessionCreateParams) (*store.PortalSession, error) {
 	t := now(p.Now)
 	id := herald.NewID(store.PrefixPortalSession, t)
 	var out *store.PortalSession
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		var err error
+		_, err := tx.ExecContext(ctx, `DELETE FROM portal_sessions
+			WHERE consumer_id = ? AND coalesce(expires_at, link_expires_at) <= ?`, p.ConsumerID, micros(t))
+		if err != nil {
+			return err
+		}
 		out, err = scanPortalSession(tx.QueryRowContext(ctx, `INSERT INTO portal_sessions
 			(id, consumer_id, link_hash, link_expires_at, created_at) VALUES (?, ?, ?, ?, ?)
 			RETURNING `+portalColumns,

@@ -20,6 +20,7 @@ func portalCases() []testCase {
 		{"RevokeEndsEveryLinkAndSessionOfTheConsumer", testPortalRevoke},
 		{"EndOneSession", testPortalEnd},
 		{"ConcurrentOpensGiveOneSession", testPortalConcurrentExchange},
+		{"NewLinkDeletesTheConsumersEndedRows", testPortalCreateSweeps},
 	}
 }
 
@@ -182,4 +183,22 @@ func testPortalConcurrentExchange(t *testing.T, s store.Store) {
 	}
 	_, err := getSession(t, s, won[0], at(time.Minute))
 	require.NoError(t, err)
+}
+
+func testPortalCreateSweeps(t *testing.T, s store.Store) {
+	unopened := createPortalLink(t, s, "cust_42", "link-1", time.Minute, at(0))
+	createPortalLink(t, s, "cust_42", "link-2", time.Hour, at(0))
+	opened, err := exchange(t, s, "link-2", "session-2", at(0))
+	require.NoError(t, err)
+	live := createPortalLink(t, s, "cust_42", "link-3", 24*time.Hour, at(0))
+	other := createPortalLink(t, s, "cust_7", "link-4", time.Minute, at(0))
+
+	createPortalLink(t, s, "cust_42", "link-5", time.Minute, at(12*time.Hour))
+	end := func(id string) error {
+		return s.PortalSessionEnd(t.Context(), &store.PortalSessionEndParams{ID: id})
+	}
+	expectNotFound(t, end(unopened.ID))
+	expectNotFound(t, end(opened.ID))
+	require.NoError(t, end(live.ID), "a link still open stays")
+	require.NoError(t, end(other.ID), "another consumer's rows stay")
 }
