@@ -75,9 +75,14 @@ func (p *Portal) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // open serves GET /portal/<token>: the link becomes a session (cookie set,
-// 303 to /portal/) once; a used or expired link answers 410 and an unknown
+// 303 to /portal/) once (HEAD answers 200 and leaves the link as it is); a used or expired link answers 410 and an unknown
 // one 404, each a page that says so, and never a session.
 func (p *Portal) open(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodHead {
+		// A HEAD (a link checker, a preview) must not spend the link.
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		return
+	}
 	token := r.PathValue("token")
 	_, err := p.sessions.Open(w, r, token)
 	switch {

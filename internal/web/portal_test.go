@@ -147,6 +147,9 @@ func TestPortalLinkGivesOneSession(t *testing.T) {
 	require.Equal(t, e.clock.Now().Add(30*time.Minute), expires)
 
 	b := e.browser(t)
+	head := call(t, b, "HEAD", u, "", "", nil)
+	require.Equal(t, http.StatusOK, head.status, "a HEAD does not spend the link")
+	require.Empty(t, head.header.Values("Set-Cookie"))
 	a := call(t, b, "GET", u, "", "", nil)
 	require.Equal(t, http.StatusSeeOther, a.status, a.body)
 	require.Equal(t, "/portal/", a.header.Get("Location"))
