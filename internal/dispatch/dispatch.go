@@ -300,19 +300,27 @@ func takeFree(slots <-chan struct{}, n int) int {
 // counts, so work that fell due while the claim ran is not left waiting a
 // whole interval more.
 func (d *Dispatcher) idle(ctx context.Context, wake, kick <-chan struct{}, lookedAt time.Time) {
-	wait := d.cfg.PollInterval - d.cfg.Clock.Now().Sub(lookedAt)
-	if wait <= 0 {
+	until := lookedAt.Add(d.cfg.PollInterval)
+	if !d.cfg.Clock.Now().Before(until) {
 		return
 	}
 	// Sleep no longer than until the next delivery falls due, so a retry
 	// goes at its time, not at the next poll. An outcome that schedules a
 	// retry sooner than that wakes this node (Subscribe) to look again.
+	// Both ends are kept as times, and the wait is taken from the clock
+	// after the read: time that passes during the read (a slow database,
+	// a test clock moved meanwhile) counts.
+	askedAt := d.cfg.Clock.Now()
 	next, ok, err := d.cfg.Store.DeliveryNextDue(ctx, &store.DeliveryNextDueParams{Now: d.cfg.Clock.StoreNow()})
 	switch {
 	case err != nil && ctx.Err() == nil:
 		d.log.Warn("read the next due time", logkey.Error, err)
-	case ok && next < wait:
-		wait = next
+	case ok && askedAt.Add(next).Before(until):
+		until = askedAt.Add(next)
+	}
+	wait := until.Sub(d.cfg.Clock.Now())
+	if wait <= 0 {
+		return
 	}
 	t := d.cfg.Clock.NewTimer(wait)
 	defer t.Stop()
