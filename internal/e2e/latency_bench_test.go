@@ -24,26 +24,7 @@ import (
 func BenchmarkIdleEventToArrival(b *testing.B) {
 	for _, backend := range []string{"SQLite", "PostgreSQL"} {
 		b.Run(backend, func(b *testing.B) {
-			db := "sqlite://" + testdb.SQLitePath(b)
-			if backend == "PostgreSQL" {
-				db = testdb.PostgresURL(b)
-			}
-			cfg := config.Default()
-			cfg.DB = db
-			cfg.APIKey = testAPIKey
-			cfg.EncryptionKey = encryptionKeyFor(db)
-			cfg.AllowPrivateNetworks = true
-			cfg.PollInterval = time.Minute // only wake-ups can explain a fast arrival
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			a, err := app.New(ctx, cfg, app.Deps{}, true)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer a.Close()
-			go func() { _ = a.Dispatcher.Run(ctx) }()
-			api := httptest.NewServer(a.Handler)
-			defer api.Close()
+			api := benchApp(b, backend, time.Minute) // only wake-ups can explain a fast arrival
 			arrived := make(chan struct{}, 1)
 			rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 				arrived <- struct{}{}
@@ -79,4 +60,32 @@ func BenchmarkIdleEventToArrival(b *testing.B) {
 			b.ReportMetric(float64(worst.Microseconds())/1000, "max-ms")
 		})
 	}
+}
+
+// benchApp runs the whole app on backend ("SQLite" or "PostgreSQL", a fresh
+// database) with the given poll interval, dispatching on the real clock,
+// until the benchmark ends, and returns its API server.
+func benchApp(b *testing.B, backend string, poll time.Duration) *httptest.Server {
+	b.Helper()
+	db := "sqlite://" + testdb.SQLitePath(b)
+	if backend == "PostgreSQL" {
+		db = testdb.PostgresURL(b)
+	}
+	cfg := config.Default()
+	cfg.DB = db
+	cfg.APIKey = testAPIKey
+	cfg.EncryptionKey = encryptionKeyFor(db)
+	cfg.AllowPrivateNetworks = true
+	cfg.PollInterval = poll
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	a, err := app.New(ctx, cfg, app.Deps{}, true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { a.Close() })
+	go func() { _ = a.Dispatcher.Run(ctx) }()
+	api := httptest.NewServer(a.Handler)
+	b.Cleanup(api.Close)
+	return api
 }

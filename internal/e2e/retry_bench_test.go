@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,10 +11,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/heraldhooks/herald/internal/app"
-	"github.com/heraldhooks/herald/internal/config"
-	"github.com/heraldhooks/herald/internal/testdb"
 )
 
 // BenchmarkRetryOnTime measures, on the real clock, how late a retry goes
@@ -29,26 +24,7 @@ import (
 func BenchmarkRetryOnTime(b *testing.B) {
 	for _, backend := range []string{"SQLite", "PostgreSQL"} {
 		b.Run(backend, func(b *testing.B) {
-			db := "sqlite://" + testdb.SQLitePath(b)
-			if backend == "PostgreSQL" {
-				db = testdb.PostgresURL(b)
-			}
-			cfg := config.Default()
-			cfg.DB = db
-			cfg.APIKey = testAPIKey
-			cfg.EncryptionKey = encryptionKeyFor(db)
-			cfg.AllowPrivateNetworks = true
-			cfg.PollInterval = time.Minute
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			a, err := app.New(ctx, cfg, app.Deps{}, true)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer a.Close()
-			go func() { _ = a.Dispatcher.Run(ctx) }()
-			api := httptest.NewServer(a.Handler)
-			defer api.Close()
+			api := benchApp(b, backend, time.Minute)
 
 			var mu sync.Mutex
 			seen := map[string]int{}
