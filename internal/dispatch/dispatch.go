@@ -234,6 +234,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 // claimLoop claims as many deliveries as there are free slots, and sleeps
 // when nothing is due until a wake-up, the poll interval, or a free slot.
 func (d *Dispatcher) claimLoop(ctx context.Context, wake, kick <-chan struct{}, jobs chan<- job, slots chan struct{}, unwritten *atomic.Int64) {
+	var tidiedAt time.Time
 	for ctx.Err() == nil {
 		// Take at least one slot (waiting if all are busy), then every free one.
 		select {
@@ -275,7 +276,25 @@ func (d *Dispatcher) claimLoop(ctx context.Context, wake, kick <-chan struct{}, 
 		if err == nil && len(claimed) == free {
 			continue // there may be more due right now
 		}
+		if at := d.cfg.Clock.Now(); at.Sub(tidiedAt) >= store.TidyInterval {
+			tidiedAt = at
+			d.tidy(ctx)
+		}
 		d.idle(ctx, wake, kick, lookedAt)
+	}
+}
+
+// tidy has the store move the due marks of endpoints whose due work is
+// done (Store.EndpointQueueTidy), so later claims do not look at them. It
+// runs when a claim came back short: this node is caught up, and the
+// deliveries it just claimed are already with the senders.
+func (d *Dispatcher) tidy(ctx context.Context) {
+	_, err := d.cfg.Store.EndpointQueueTidy(ctx, &store.EndpointQueueTidyParams{
+		Now:   d.cfg.Clock.StoreNow(),
+		Limit: store.TidyLimit,
+	})
+	if err != nil && ctx.Err() == nil {
+		d.log.Warn("tidy the endpoint queue", logkey.Error, err)
 	}
 }
 

@@ -120,6 +120,18 @@ type Store interface {
 	// a retry only at its next poll. It reads the due index from Now, so
 	// it costs one index probe whatever the history kept.
 	DeliveryNextDue(ctx context.Context, p *DeliveryNextDueParams) (wait time.Duration, ok bool, err error)
+	// EndpointQueueTidy keeps the endpoint queue, where claims find the
+	// endpoints with due work, small: for up to p.Limit endpoints marked
+	// due at p.Now (drawn at random), it moves the mark to the endpoint's
+	// earliest live due time, or removes it when nothing of the endpoint's
+	// is live. Anything that makes a delivery pending lowers the mark again
+	// in its own transaction, so a tidy never hides due work: an endpoint
+	// being written to while the tidy runs is left marked (on PostgreSQL it
+	// skips the endpoints a writer holds, and waits for none). It says how
+	// many marks it moved or removed. Dispatchers call it when they are
+	// caught up, at most every TidyInterval; without it claims stay correct
+	// but an endpoint that once had work would be looked at by every claim.
+	EndpointQueueTidy(ctx context.Context, p *EndpointQueueTidyParams) (int, error)
 	// DeliveryCompleteMany records each outcome's attempt and, where the
 	// delivery is still delivering under that lease token, applies the
 	// outcome. It reports for each outcome whether it was applied; a stale
@@ -297,6 +309,21 @@ type DeliveryClaimParams struct {
 	LeaseMargin time.Duration
 	Now         time.Time
 }
+
+// EndpointQueueTidyParams asks for a tidy of up to Limit due marks at Now.
+type EndpointQueueTidyParams struct {
+	Now   time.Time
+	Limit int
+}
+
+// TidyInterval is how often at most a caught-up dispatcher tidies the
+// endpoint queue (Store.EndpointQueueTidy), and TidyLimit how many marks
+// one tidy looks at: enough to keep up with endpoints falling idle, small
+// enough that a tidy is one short transaction.
+const (
+	TidyInterval = time.Second
+	TidyLimit    = 256
+)
 
 // DeliveryNextDueParams asks for the next due time after Now.
 type DeliveryNextDueParams struct {

@@ -38,7 +38,11 @@ import (
 // then its deliveries.
 
 // candidatesSQL locks up to $2 endpoints that may have due work, in random
-// order, leaving out those in $4. A non-FIFO endpoint qualifies with a due
+// order, leaving out those in $4. It starts from the due rows of
+// endpoint_queue (migration 0007), so endpoints with nothing due, however
+// many, cost it nothing: the due marks are read first, into an array, and
+// the endpoints fetched by id, so that no plan (stale statistics, a small
+// table) can turn it into a walk of every endpoint. A non-FIFO endpoint qualifies with a due
 // delivery, new or retry (two probes of the claim index); a FIFO one with
 // a due head. Endpoints whose leased deliveries already reach their
 // configured in-flight cap ($3 when it is 0; 1 for FIFO) are left out
@@ -47,7 +51,10 @@ import (
 var candidatesSQL = `
 SELECT ` + qualify("e", endpointCols) + `, coalesce($1::timestamptz, now())
 FROM endpoints e
-WHERE e.enabled
+WHERE e.id = ANY(ARRAY(
+		SELECT q.endpoint_id FROM endpoint_queue q
+		WHERE q.due_at <= coalesce($1::timestamptz, now())))
+	AND e.enabled
 	AND (e.blocked_until IS NULL OR e.blocked_until <= coalesce($1::timestamptz, now()))
 	AND NOT e.id = ANY($4::text[])
 	AND CASE WHEN e.ordering = 'fifo' THEN coalesce((

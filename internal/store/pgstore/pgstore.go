@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -41,7 +42,11 @@ type Store struct {
 
 	mu     sync.Mutex // guards closed and subs.Add
 	closed bool
-	subs   sync.WaitGroup
+
+	// vacuumedAt is when this node last vacuumed the endpoint queue
+	// (EndpointQueueTidy), in unix nanoseconds of the process clock.
+	vacuumedAt atomic.Int64
+	subs       sync.WaitGroup
 }
 
 // Open connects to the database at url (a postgres:// URL or a key=value
@@ -69,9 +74,16 @@ func Open(ctx context.Context, url string, logger *slog.Logger, opts ...store.Op
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
 	var schema *string
-	if err := pool.QueryRow(ctx, "SELECT current_schema()").Scan(&schema); err != nil {
+	var autovacuum string
+	if err := pool.QueryRow(ctx, "SELECT current_schema(), current_setting('autovacuum')").Scan(&schema, &autovacuum); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	if autovacuum == "off" {
+		logger.Warn("PostgreSQL's autovacuum is off: Herald vacuums its own endpoint queue, " +
+			"but the deliveries, events and attempts it finishes leave dead rows that only vacuum " +
+			"reclaims; set autovacuum = on in postgresql.conf (it is on by default), or run VACUUM " +
+			"on them yourself")
 	}
 	s := &Store{pool: pool, logger: logger, channel: channelName(schema),
 		secrets: store.NewSecrets(store.NewOpenOptions(opts...).Secrets)}

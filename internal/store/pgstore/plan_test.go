@@ -41,6 +41,10 @@ func TestPlans(t *testing.T) {
 	t.Run("CandidatesProbeTheClaimIndex", func(t *testing.T) {
 		t.Parallel()
 		plan := explain(t, s, candidatesSQL, t0, 10, 10, []string{})
+		require.Regexp(t, `(Index|Index Only|Bitmap Index) Scan (using|on) endpoint_queue_due_idx`, plan,
+			"endpoints are found by their due marks, not by walking every endpoint")
+		require.Regexp(t, `(Index Scan using|Bitmap Index Scan on) endpoints_pkey[^\n]*\n\s+Index Cond: \(id = ANY \(\$0\)\)`, plan,
+			"the endpoints are fetched by the ids of the due marks")
 		require.Contains(t, plan, "Index Scan using deliveries_claim_idx")
 		require.Contains(t, plan, "(LEAST(attempt_count, 1) = ")
 		require.Contains(t, plan, "Index Scan using deliveries_fifo_idx")

@@ -17,16 +17,19 @@ import (
 
 // candidatesQuery picks, in random order, the enabled endpoints that are
 // not blocked (paused, or breaker open) and have a due delivery, with their
-// token bucket and how many of their leases are unexpired. A FIFO endpoint
-// has due work only when its head (the live delivery ingested first) is
-// due. The due checks are EXISTS probes of deliveries_endpoint_queue, one
-// for new deliveries and one for retries, so each stops at its first row.
-// Arguments: now (five times), then the limit.
+// token bucket and how many of their leases are unexpired. It starts from
+// the due rows of endpoint_queue (its due index), so endpoints with nothing
+// due, however many, cost it nothing. A FIFO endpoint has due work only
+// when its head (the live delivery ingested first) is due. The due checks
+// are EXISTS probes of deliveries_endpoint_queue, one for new deliveries
+// and one for retries, so each stops at its first row. Arguments: now,
+// then the limit.
 var candidatesQuery = `SELECT ` + prefixed("e", endpointColumns) + `, e.bucket_tokens, e.bucket_at,
 		(SELECT count(*) FROM deliveries f INDEXED BY deliveries_in_flight
 			WHERE f.endpoint_id = e.id AND f.status = 'delivering' AND f.due_at > ?1) AS in_flight
-	FROM endpoints e
-	WHERE e.enabled = 1 AND e.deleted_at IS NULL AND (e.blocked_until IS NULL OR e.blocked_until <= ?1)
+	FROM endpoint_queue q INDEXED BY endpoint_queue_due
+	CROSS JOIN endpoints e ON e.id = q.endpoint_id
+	WHERE q.due_at <= ?1 AND e.enabled = 1 AND e.deleted_at IS NULL AND (e.blocked_until IS NULL OR e.blocked_until <= ?1)
 		AND CASE WHEN e.ordering = 'fifo' THEN
 			(SELECT h.due_at FROM deliveries h INDEXED BY deliveries_endpoint_seq
 				WHERE h.endpoint_id = e.id AND h.status IN ` + liveStatuses + `

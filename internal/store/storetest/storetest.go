@@ -55,6 +55,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Event", eventCases()},
 		{"Claim", claimCases()},
 		{"NextDue", nextDueCases()},
+		{"Queue", queueCases()},
 		{"Complete", completeCases()},
 		{"Release", releaseCases()},
 		{"Delivery", deliveryCases()},

@@ -1,0 +1,119 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldhooks/herald/internal/logkey"
+	"github.com/heraldhooks/herald/internal/store"
+)
+
+// queueLockClass is the first key of the advisory locks that order the
+// endpoint queue's writers (shared, taken by the trigger of migration
+// 0007) and its tidy (exclusive, tried): "HRLQ". The second key is
+// hashtext(schema || ':' || endpoint id), or hashtext(schema) for a
+// statement past 32 endpoints: advisory locks span the database, and each
+// schema holds a Herald of its own.
+const queueLockClass = 1213353041
+
+// tidyPickSQL draws up to $2 endpoints marked due at $1 and keeps those
+// whose lock it takes at once: no writer of theirs is between reading the
+// mark and committing. A statement of its own, so that the next one reads
+// the deliveries as they are once the locks are held.
+const tidyPickSQL = `
+SELECT s.endpoint_id
+FROM (
+	SELECT endpoint_id FROM endpoint_queue
+	WHERE due_at <= coalesce($1::timestamptz, now())
+	ORDER BY random()
+	LIMIT $2
+) AS s
+WHERE pg_try_advisory_xact_lock(1213353041, hashtext(current_schema() || ':' || s.endpoint_id))`
+
+// tidyMoveSQL moves the marks of the endpoints in $1 to their earliest live
+// due time (two probes of the claim index, new deliveries and retries), or
+// deletes them when nothing is live, and says how many it changed.
+const tidyMoveSQL = `
+WITH nxt AS (
+	SELECT u.id, least(
+		(SELECT d.due_at FROM deliveries d
+			WHERE d.endpoint_id = u.id AND d.status IN ('pending', 'delivering')
+				AND least(d.attempt_count, 1) = 0
+			ORDER BY d.due_at LIMIT 1),
+		(SELECT d.due_at FROM deliveries d
+			WHERE d.endpoint_id = u.id AND d.status IN ('pending', 'delivering')
+				AND least(d.attempt_count, 1) = 1
+			ORDER BY d.due_at LIMIT 1)) AS due_at
+	FROM unnest($1::text[]) AS u(id)
+), gone AS (
+	DELETE FROM endpoint_queue q USING nxt
+	WHERE q.endpoint_id = nxt.id AND nxt.due_at IS NULL
+	RETURNING 1
+), moved AS (
+	UPDATE endpoint_queue q SET due_at = nxt.due_at
+	FROM nxt
+	WHERE q.endpoint_id = nxt.id AND nxt.due_at > q.due_at
+	RETURNING 1
+)
+SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM moved)`
+
+// EndpointQueueTidy implements store.Store. It runs only when no writer
+// of more than 32 endpoints at once is under way (they share one lock) and
+// no other node is tidying, and then only on the endpoints no writer
+// holds: it never waits for a lock, and only a writer that arrives while
+// it runs waits for it, for one short transaction.
+func (s *Store) EndpointQueueTidy(ctx context.Context, p *store.EndpointQueueTidyParams) (int, error) {
+	if p.Limit <= 0 {
+		return 0, nil
+	}
+	var n int64
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var all bool
+		if err := tx.QueryRow(ctx, "SELECT pg_try_advisory_xact_lock($1, hashtext(current_schema()))",
+			queueLockClass).Scan(&all); err != nil {
+			return err
+		}
+		if !all {
+			return nil
+		}
+		rows, err := tx.Query(ctx, tidyPickSQL, nowArg(p.Now), p.Limit)
+		if err != nil {
+			return err
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		return tx.QueryRow(ctx, tidyMoveSQL, ids).Scan(&n)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("tidy endpoint queue: %w", err)
+	}
+	s.vacuumQueue(ctx)
+	return int(n), nil
+}
+
+// queueVacuumEvery is how often at most a node vacuums the endpoint queue.
+const queueVacuumEvery = 10 * time.Second
+
+// vacuumQueue vacuums the endpoint queue, at most every queueVacuumEvery
+// on this node. Every mark a writer lowers or a tidy moves leaves a dead
+// row version, and claims walk this table's due index all the time: it is
+// kept lean here rather than left to autovacuum, which may be off or, with
+// its default thresholds, minutes late for a table this small and busy.
+// The table holds a row per endpoint with live work, so a vacuum costs
+// little. SKIP_LOCKED: a node never waits for another's vacuum. Failing
+// costs nothing but the dead rows, so it is only logged.
+func (s *Store) vacuumQueue(ctx context.Context) {
+	now := time.Now().UnixNano()
+	last := s.vacuumedAt.Load()
+	if now-last < int64(queueVacuumEvery) || !s.vacuumedAt.CompareAndSwap(last, now) {
+		return
+	}
+	if _, err := s.pool.Exec(ctx, "VACUUM (SKIP_LOCKED) endpoint_queue"); err != nil && ctx.Err() == nil {
+		s.logger.Warn("vacuum the endpoint queue", logkey.Error, err)
+	}
+}
