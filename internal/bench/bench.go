@@ -43,6 +43,13 @@ const (
 	MaxPayloadSize = 1 << 20
 	// MaxDrainTimeout is the longest wait for deliveries after sending.
 	MaxDrainTimeout = time.Hour
+	// MaxIdleEndpoints is the most idle endpoints one run creates.
+	MaxIdleEndpoints = 1_000_000
+	// MaxIdle is the longest --idle.
+	MaxIdle = time.Hour
+	// MinSoakEvery is the shortest --soak-every: a row reads the hot
+	// tables, which costs the database a little each time.
+	MinSoakEvery = time.Second
 )
 
 // Defaults of the options.
@@ -52,6 +59,10 @@ const (
 	DefaultConnections  = 8
 	DefaultPayloadSize  = 1024
 	DefaultDrainTimeout = time.Minute
+	// DefaultSoakEvery is how often a soak prints a row.
+	DefaultSoakEvery = time.Minute
+	// IdleWorkers is how many calls create the idle endpoints at once.
+	IdleWorkers = 32
 )
 
 // Options describe one run. The zero value of a field means its default
@@ -104,6 +115,25 @@ type Options struct {
 	// which costs the bench CPU time that Herald shares on one machine.
 	Verify bool
 
+	// IdleEndpoints is how many idle endpoints to create before the load,
+	// each of its own consumer (idle_000001, ...), enabled, delivering to
+	// the bench's receiver, subscribed to an event type the load never
+	// sends: they show what endpoints that have no work cost.
+	IdleEndpoints int
+	// Idle, when set, holds the node without load for this long after the
+	// endpoints are made and before the load, and measures the CPU Herald
+	// (and, on PostgreSQL, its database backends) used meanwhile. With no
+	// Events, Duration or Soak, the run sends nothing: it measures the
+	// idle node alone.
+	Idle time.Duration
+	// Soak runs the load for this long (as Duration would) and reports a
+	// row every SoakEvery: the deliveries that arrived in it, their
+	// latency, and the rows and dead rows of the hot tables. It takes the
+	// place of Duration and Events.
+	Soak time.Duration
+	// SoakEvery is the length of a soak row (DefaultSoakEvery).
+	SoakEvery time.Duration
+
 	// Progress, when set, receives a line every few seconds while the run
 	// goes on.
 	Progress io.Writer
@@ -122,7 +152,13 @@ func (o Options) withDefaults() Options {
 	if o.Consumers == 0 && o.Fanout > 0 && o.Endpoints > 0 {
 		o.Consumers = o.Endpoints / o.Fanout
 	}
-	if o.Events == 0 && o.Duration == 0 {
+	if o.Soak > 0 && o.Duration == 0 && o.Events == 0 {
+		o.Duration = o.Soak
+	}
+	if o.Soak > 0 && o.SoakEvery == 0 {
+		o.SoakEvery = DefaultSoakEvery
+	}
+	if o.Events == 0 && o.Duration == 0 && o.Idle == 0 {
 		o.Events = DefaultEvents
 	}
 	if o.Batch == 0 {
@@ -145,9 +181,20 @@ func (o Options) withDefaults() Options {
 
 // Validate lists every problem with o (after defaults) at once.
 func (o Options) Validate() error {
-	o = o.withDefaults()
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	// --soak takes the place of --duration and --events, so the clash is
+	// judged on what was given, before the defaults.
+	if o.Soak != 0 && o.Duration != 0 {
+		bad("give --soak or --duration, not both: --soak D sends for D, as --duration D does, and reports a row every --soak-every")
+	}
+	if o.Soak != 0 && o.Events != 0 {
+		bad("give --soak or --events, not both: a soak is bounded by time")
+	}
+	if o.SoakEvery != 0 && o.Soak == 0 {
+		bad("--soak-every applies to --soak only")
+	}
+	o = o.withDefaults()
 
 	if o.Server != "" {
 		if err := CheckLoopback(o.Server); err != nil {
@@ -205,6 +252,18 @@ func (o Options) Validate() error {
 	}
 	if o.DrainTimeout < 0 || o.DrainTimeout > MaxDrainTimeout {
 		bad("--drain-timeout must be at most %s", MaxDrainTimeout)
+	}
+	if o.IdleEndpoints < 0 || o.IdleEndpoints > MaxIdleEndpoints {
+		bad("--idle-endpoints must be from 0 to %d, not %d", MaxIdleEndpoints, o.IdleEndpoints)
+	}
+	if o.Idle < 0 || o.Idle > MaxIdle {
+		bad("--idle must be from 0 (no idle measurement) to %s, not %s", MaxIdle, o.Idle)
+	}
+	if o.Soak < 0 || o.Soak > MaxDuration {
+		bad("--soak must be from 0 (no soak) to %s, not %s", MaxDuration, o.Soak)
+	}
+	if o.Soak > 0 && (o.SoakEvery < MinSoakEvery || o.SoakEvery > o.Soak) {
+		bad("--soak-every must be from %s to --soak (%s), not %s", MinSoakEvery, o.Soak, o.SoakEvery)
 	}
 	return errors.Join(errs...)
 }

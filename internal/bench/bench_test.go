@@ -48,6 +48,18 @@ func TestOptionsValidate(t *testing.T) {
 		{"PayloadTooSmall", Options{PayloadSize: MinPayloadSize - 1}, "--payload-size"},
 		{"TooManyEndpoints", Options{Endpoints: MaxEndpoints + 1}, "--endpoints"},
 		{"TooManyConnections", Options{Connections: MaxConnections + 1}, "--connections"},
+		{"NegativeIdleEndpoints", Options{IdleEndpoints: -5}, "--idle-endpoints must be from 0 to 1000000, not -5"},
+		{"TooManyIdleEndpoints", Options{IdleEndpoints: MaxIdleEndpoints + 1}, "--idle-endpoints must be from 0"},
+		{"NegativeIdle", Options{Idle: -time.Second}, "--idle must be from 0"},
+		{"IdleTooLong", Options{Idle: MaxIdle + time.Second}, "--idle must be from 0"},
+		{"SoakAndDuration", Options{Soak: time.Minute, Duration: time.Minute}, "give --soak or --duration, not both"},
+		{"SoakAndEvents", Options{Soak: time.Minute, Events: 10}, "give --soak or --events, not both"},
+		{"NegativeSoak", Options{Soak: -time.Minute}, "--soak must be from 0 (no soak) to 1h0m0s, not -1m0s"},
+		{"SoakTooLong", Options{Soak: MaxDuration + time.Minute}, "--soak must be from 0 (no soak) to 1h0m0s"},
+		{"SoakEveryWithoutSoak", Options{SoakEvery: time.Second}, "--soak-every applies to --soak only"},
+		{"SoakEveryTooShort", Options{Soak: time.Minute, SoakEvery: time.Millisecond}, "--soak-every must be from 1s to --soak (1m0s)"},
+		{"SoakEveryLongerThanSoak", Options{Soak: time.Minute, SoakEvery: 2 * time.Minute}, "--soak-every must be from 1s"},
+		{"SoakRateTooMany", Options{Soak: time.Hour, Rate: 5000}, "--rate × --duration"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -56,6 +68,25 @@ func TestOptionsValidate(t *testing.T) {
 			require.Contains(t, err.Error(), tc.want)
 		})
 	}
+	t.Run("SoakIsTheDuration", func(t *testing.T) {
+		t.Parallel()
+		o := Options{Soak: 15 * time.Minute, Rate: 1000}
+		require.NoError(t, o.Validate())
+		o = o.withDefaults()
+		require.Equal(t, 15*time.Minute, o.Duration)
+		require.Zero(t, o.Events)
+		require.Equal(t, DefaultSoakEvery, o.SoakEvery)
+	})
+	t.Run("IdleAloneSendsNothing", func(t *testing.T) {
+		t.Parallel()
+		o := Options{Idle: time.Minute, IdleEndpoints: 100_000}
+		require.NoError(t, o.Validate())
+		o = o.withDefaults()
+		require.Zero(t, o.Events)
+		require.Zero(t, o.Duration)
+		o = Options{Idle: time.Minute, Events: 10}.withDefaults()
+		require.Equal(t, 10, o.Events, "--idle then the load")
+	})
 	t.Run("ListsEveryProblem", func(t *testing.T) {
 		t.Parallel()
 		err := Options{Events: -1, Batch: -1, Connections: -1}.Validate()

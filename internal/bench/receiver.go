@@ -74,8 +74,11 @@ func startReceiver(tally *Tally, check *bodyCheck) (*receiver, error) {
 }
 
 // url is where endpoint number num delivers.
-func (r *receiver) url(num int) string {
-	return "http://" + r.ln.Addr().String() + receiverPath + strconv.Itoa(num)
+func (r *receiver) url(num int) string { return r.urlFor(strconv.Itoa(num)) }
+
+// urlFor is where the endpoint named num in the path delivers.
+func (r *receiver) urlFor(num string) string {
+	return "http://" + r.ln.Addr().String() + receiverPath + num
 }
 
 func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {

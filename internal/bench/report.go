@@ -20,6 +20,12 @@ type Report struct {
 	LatencyMS  LatencyMS       `json:"latency_ms"`
 	Attempts   AttemptCounts   `json:"attempts"`
 	Herald     HeraldResources `json:"herald"`
+	// IdleEndpoints is set when the run made idle endpoints.
+	IdleEndpoints *IdleEndpoints `json:"idle_endpoints,omitempty"`
+	// Idle is set when the run measured the node at rest (--idle).
+	Idle *IdleReport `json:"idle,omitempty"`
+	// Soak is set for a soak (--soak): its rows.
+	Soak *SoakReport `json:"soak,omitempty"`
 	// BenchCPUSeconds is the CPU time the bench itself (sender and
 	// receiver) used from the start of sending to the end of the drain: on
 	// one machine it competes with Herald for the same cores.
@@ -56,6 +62,78 @@ type Load struct {
 	Connections int     `json:"connections"`
 	PayloadSize int     `json:"payload_size"`
 	Verify      bool    `json:"verify"`
+	// IdleEndpoints is the --idle-endpoints made besides Endpoints.
+	IdleEndpoints int `json:"idle_endpoints"`
+	// IdleSeconds is the --idle, SoakSeconds the --soak.
+	IdleSeconds float64 `json:"idle_seconds,omitempty"`
+	SoakSeconds float64 `json:"soak_seconds,omitempty"`
+}
+
+// IdleEndpoints is how the idle endpoints were made.
+type IdleEndpoints struct {
+	Count int `json:"count"`
+	// CreateSeconds is how long creating them took, over Connections
+	// concurrent POST /v1/endpoints calls; PerSecond is Count over it.
+	CreateSeconds float64 `json:"create_seconds"`
+	PerSecond     float64 `json:"per_second"`
+	Connections   int     `json:"connections"`
+}
+
+// IdleReport is what the node cost at rest, over Seconds after the
+// endpoints were made and before any load. Nil values were not measured.
+type IdleReport struct {
+	Seconds float64 `json:"seconds"`
+	// HeraldCPUSeconds is the spawned Herald's user and system CPU time;
+	// HeraldCorePercent is that over Seconds, in % of one core.
+	HeraldCPUSeconds  *float64 `json:"herald_cpu_seconds"`
+	HeraldCorePercent *float64 `json:"herald_core_percent"`
+	// PostgresCPUSeconds is the CPU time of the backends of the spawned
+	// Herald's PostgreSQL database (Herald's connections, autovacuum on
+	// it), read from /proc; PostgresCorePercent is that in % of one core.
+	// PostgresBackends is how many there were at the end, and
+	// PostgresTransactions how many transactions the database counted
+	// (pg_stat_database, whose counts lag by up to ~10 s).
+	PostgresCPUSeconds   *float64 `json:"postgres_cpu_seconds,omitempty"`
+	PostgresCorePercent  *float64 `json:"postgres_core_percent,omitempty"`
+	PostgresBackends     *int     `json:"postgres_backends,omitempty"`
+	PostgresTransactions *int64   `json:"postgres_transactions,omitempty"`
+	// PostgresError says why PostgreSQL's side could not be read.
+	PostgresError string `json:"postgres_error,omitempty"`
+}
+
+// SoakReport is a soak's rows.
+type SoakReport struct {
+	// EverySeconds is the length of a row (60 unless --soak-every).
+	EverySeconds float64 `json:"every_seconds"`
+	// Tables says what the table columns mean on this database.
+	Tables string    `json:"tables"`
+	Rows   []SoakRow `json:"rows"`
+	// P99Ratio is the last row's p99 over the first's (rows without
+	// deliveries passed over); nil when there were not two such rows.
+	P99Ratio *float64 `json:"p99_ratio"`
+	// LateDeliveries were recorded after their row was made, and are in
+	// none.
+	LateDeliveries int64 `json:"late_deliveries,omitempty"`
+}
+
+// SoakRow is one window of a soak (a minute unless --soak-every):
+// deliveries by the time they arrived (the last row also takes those
+// that arrived while draining), and the hot tables at its end.
+type SoakRow struct {
+	// Minute counts the windows from 1.
+	Minute     int     `json:"minute"`
+	Deliveries int     `json:"deliveries"`
+	P50MS      float64 `json:"p50_ms"`
+	P99MS      float64 `json:"p99_ms"`
+	// Tables are the hot tables that exist; none with --server.
+	Tables []TableRows `json:"tables,omitempty"`
+	// FreelistPages and Pages are SQLite's PRAGMA freelist_count and
+	// page_count: the pages of the file that deleted rows left empty
+	// (reused before the file grows), of all its pages.
+	FreelistPages *int64 `json:"freelist_pages,omitempty"`
+	Pages         *int64 `json:"pages,omitempty"`
+	// TablesError says why the tables could not be read this time.
+	TablesError string `json:"tables_error,omitempty"`
 }
 
 // EventCounts are the ingest side.
@@ -149,7 +227,15 @@ const (
 	noteLatency = "latency is from the ingest answer reaching the bench to the delivery reaching the bench's receiver; it includes about half the ingest call's round trip"
 	noteShared  = "the bench's sender and receiver run on the same machine as Herald and share its cores (see bench_cpu_seconds)"
 	noteWindow  = "deliveries/s and attempts/s are over the window from the first accepted event to the last arrival"
+	noteIdle    = "idle CPU is read from /proc in 10 ms steps, over the idle time after the endpoints were made and before any load; 100 % is one core"
 )
+
+func deref32(p *int) int {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
 
 func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
@@ -170,9 +256,23 @@ func (r *Report) WriteText(w io.Writer) error {
 	if l.Rate > 0 {
 		rate = fmt.Sprintf("%s events/s", num(l.Rate))
 	}
-	fmt.Fprintf(w, "herald bench: %s, %s, to %s of %s (fanout %d), batch %d, %s, %d-byte payloads\n",
-		amount, rate, plural(l.Endpoints, "endpoint"), plural(l.Consumers, "consumer"), l.Fanout, l.Batch,
-		plural(l.Connections, "connection"), l.PayloadSize)
+	if l.SoakSeconds > 0 {
+		amount = "a soak of " + (time.Duration(l.SoakSeconds * float64(time.Second))).String()
+	}
+	idle := ""
+	if l.IdleEndpoints > 0 {
+		idle = fmt.Sprintf(", beside %s", plural(l.IdleEndpoints, "idle endpoint"))
+	}
+	noLoad := l.Events == 0 && l.DurationSeconds == 0
+	if noLoad {
+		fmt.Fprintf(w, "herald bench: no load, idle for %s, %s of %s%s\n",
+			(time.Duration(l.IdleSeconds * float64(time.Second))).String(),
+			plural(l.Endpoints, "endpoint"), plural(l.Consumers, "consumer"), idle)
+	} else {
+		fmt.Fprintf(w, "herald bench: %s, %s, to %s of %s (fanout %d)%s, batch %d, %s, %d-byte payloads\n",
+			amount, rate, plural(l.Endpoints, "endpoint"), plural(l.Consumers, "consumer"), l.Fanout, idle, l.Batch,
+			plural(l.Connections, "connection"), l.PayloadSize)
+	}
 	switch r.Target.Mode {
 	case "spawn":
 		extra := ""
@@ -187,6 +287,27 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintln(w, "INTERRUPTED: the counts below are partial")
 	}
 	fmt.Fprintln(w)
+
+	if ie := r.IdleEndpoints; ie != nil {
+		row("idle endpoints", strconv.Itoa(ie.Count), fmt.Sprintf("created in %s s (%s/s over %s)", secs(ie.CreateSeconds), num(ie.PerSecond), plural(ie.Connections, "connection")))
+	}
+	if id := r.Idle; id != nil {
+		cpu, detail := "unknown", "not measured: Herald was not started by the bench"
+		if id.HeraldCorePercent != nil {
+			cpu = num(*id.HeraldCorePercent) + " %"
+			detail = fmt.Sprintf("of one core: %s CPU s over %s s idle", secs(*id.HeraldCPUSeconds), secs(id.Seconds))
+		}
+		row("idle herald CPU", cpu, detail)
+		if id.PostgresCorePercent != nil {
+			row("idle postgres CPU", num(*id.PostgresCorePercent)+" %",
+				fmt.Sprintf("of one core: %s CPU s of the database's %d backends; %d transactions", secs(*id.PostgresCPUSeconds), deref32(id.PostgresBackends), deref(id.PostgresTransactions)))
+		} else if id.PostgresError != "" {
+			row("idle postgres CPU", "unknown", id.PostgresError)
+		}
+	}
+	if noLoad {
+		return r.finishText(w, tw, &table)
+	}
 
 	e, d := r.Events, r.Deliveries
 	failed := ""
@@ -246,11 +367,19 @@ func (r *Report) WriteText(w io.Writer) error {
 	if r.BenchCPUSeconds != nil {
 		row("bench CPU", secs(*r.BenchCPUSeconds)+" s", "sender and receiver, same machine")
 	}
+	return r.finishText(w, tw, &table)
+}
+
+// finishText writes the table, the soak's rows and the notes.
+func (r *Report) finishText(w io.Writer, tw *tabwriter.Writer, table *bytes.Buffer) error {
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write the report: %w", err)
 	}
 	for _, line := range strings.Split(strings.TrimSuffix(table.String(), "\n"), "\n") {
 		fmt.Fprintln(w, strings.TrimRight(line, " "))
+	}
+	if r.Soak != nil {
+		writeSoak(w, r.Soak)
 	}
 	fmt.Fprintln(w)
 	for _, n := range r.Notes {

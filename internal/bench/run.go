@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -23,8 +24,9 @@ const (
 	// callTimeout bounds one ingest call.
 	callTimeout = time.Minute
 	// cleanupTimeout bounds the deletion of the endpoints a run created on
-	// a database that outlives it.
-	cleanupTimeout = 2 * time.Minute
+	// a database that outlives it, with cleanupPerEndpoint more for each.
+	cleanupTimeout     = 2 * time.Minute
+	cleanupPerEndpoint = 5 * time.Millisecond
 	// maxErrorText bounds how much of a failed answer is quoted.
 	maxErrorText = 300
 )
@@ -44,6 +46,11 @@ type run struct {
 	// the run; epNum maps each to its number (as text, ready for a key).
 	created []string
 	epNum   map[string]string
+	// idleCreated are the idle endpoints made, to delete likewise.
+	idleCreated []string
+	// probe reads the database for a soak or --idle; nil when not needed
+	// or not known (a --server's database).
+	probe *probe
 	// payload is every event's payload; bodies[g] is one event for
 	// endpoint group g, as JSON.
 	payload []byte
@@ -68,6 +75,11 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 		return nil, err
 	}
 	o = o.withDefaults()
+	if o.Progress != nil {
+		// The progress lines, the soak's rows and the creation of idle
+		// endpoints write from goroutines of their own.
+		o.Progress = &lockedWriter{w: o.Progress}
+	}
 	r := &run{o: o}
 	defer func() { err = errors.Join(err, r.close()) }()
 	if err := r.start(ctx); err != nil {
@@ -76,19 +88,45 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 	if err := r.setup(ctx); err != nil {
 		return nil, err
 	}
-	return r.measure(ctx)
+	idleEps, err := r.createIdle(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var idle *IdleReport
+	if o.Idle > 0 {
+		if idle, err = r.measureIdle(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if o.Events == 0 && o.Duration == 0 { // --idle alone: no load
+		rep = r.baseReport()
+		if r.child != nil {
+			err = r.child.failed()
+		}
+	} else if rep, err = r.measure(ctx); rep == nil {
+		return nil, err
+	}
+	rep.IdleEndpoints, rep.Idle = idleEps, idle
+	if idle != nil {
+		rep.Notes = append(rep.Notes, noteIdle)
+	}
+	return rep, err
 }
 
 // start brings up the Herald to measure (or checks the given one) and the
 // receiver.
 func (r *run) start(ctx context.Context) error {
 	o := r.o
+	conns := o.Connections + 4
+	if o.IdleEndpoints > 0 {
+		conns = max(conns, IdleWorkers+4)
+	}
 	r.hc = &http.Client{
 		Timeout: callTimeout,
 		Transport: &http.Transport{
-			MaxIdleConns:        o.Connections + 4,
-			MaxIdleConnsPerHost: o.Connections + 4,
-			MaxConnsPerHost:     o.Connections + 4,
+			MaxIdleConns:        conns,
+			MaxIdleConnsPerHost: conns,
+			MaxConnsPerHost:     conns,
 			IdleConnTimeout:     time.Minute,
 			DisableCompression:  true,
 		},
@@ -107,6 +145,13 @@ func (r *run) start(ctx context.Context) error {
 		return fmt.Errorf("--server: %w", err)
 	}
 	r.api, r.base = api, api.BaseURL()
+	if r.child != nil && (o.Soak > 0 || o.Idle > 0) {
+		p, err := openProbe(ctx, r.child.dsn)
+		if err != nil {
+			return err
+		}
+		r.probe = p
+	}
 
 	r.limit = int64(o.Events)
 	if o.Duration > 0 {
@@ -242,6 +287,10 @@ func (r *run) measure(ctx context.Context) (*Report, error) {
 	self0, selfErr := procCPU("self")
 
 	start := time.Now()
+	var soaker *soaker
+	if o.Soak > 0 {
+		soaker = r.startSoak(start)
+	}
 	stopProgress := r.progress(start)
 	sendErr := r.send(ctx, start)
 	sendEnd := time.Now()
@@ -263,37 +312,33 @@ func (r *run) measure(ctx context.Context) (*Report, error) {
 		attempts1, haveAttempts1 = r.settledAttempts(context.WithoutCancel(ctx), attempts0, counts.Delivered)
 	}
 
-	rep := &Report{
-		Target: Target{Mode: "server", URL: r.base},
-		Load: Load{
-			Endpoints: o.Endpoints, Consumers: o.Consumers, Fanout: o.Fanout, Events: o.Events,
-			DurationSeconds: o.Duration.Seconds(), Rate: o.Rate, Batch: o.Batch,
-			Connections: o.Connections, PayloadSize: o.PayloadSize, Verify: o.Verify,
-		},
-		Events: EventCounts{
-			Sent: r.sent.Load(), Accepted: r.acceptedN.Load(), Failed: r.failedN.Load(),
-			FirstError: r.firstErrText, FanoutMismatches: r.mismatches.Load(),
-			SendSeconds: sendEnd.Sub(start).Seconds(),
-		},
-		Deliveries: DeliveryCounts{
-			Expected: counts.Expected, Delivered: counts.Delivered, Missing: counts.Missing,
-			Duplicated: counts.Duplicated, Repeats: counts.Repeats,
-			Unexpected:          counts.Unexpected + r.recv.strange.Load(),
-			ArrivedBeforeAccept: counts.ArrivedBeforeAccept,
-			Drained:             drained, DrainSeconds: end.Sub(sendEnd).Seconds(),
-			MissingSample: counts.MissingSample,
-		},
-		LatencyMS: LatencyMS{
-			Samples: counts.Latency.Samples,
-			P50:     millis(counts.Latency.P50), P90: millis(counts.Latency.P90),
-			P99: millis(counts.Latency.P99), Max: millis(counts.Latency.Max),
-		},
-		Interrupted: ctx.Err() != nil,
-		Notes:       []string{noteLatency, noteWindow, noteShared},
+	var soak *SoakReport
+	if soaker != nil {
+		soak = soaker.finish(ctx)
 	}
-	if r.child != nil {
-		rep.Target.Mode, rep.Target.DB, rep.Target.ServeArgs = "spawn", r.child.db, o.ServeArgs
+
+	rep := r.baseReport()
+	rep.Soak = soak
+	rep.Events = EventCounts{
+		Sent: r.sent.Load(), Accepted: r.acceptedN.Load(), Failed: r.failedN.Load(),
+		FirstError: r.firstErrText, FanoutMismatches: r.mismatches.Load(),
+		SendSeconds: sendEnd.Sub(start).Seconds(),
 	}
+	rep.Deliveries = DeliveryCounts{
+		Expected: counts.Expected, Delivered: counts.Delivered, Missing: counts.Missing,
+		Duplicated: counts.Duplicated, Repeats: counts.Repeats,
+		Unexpected:          counts.Unexpected + r.recv.strange.Load(),
+		ArrivedBeforeAccept: counts.ArrivedBeforeAccept,
+		Drained:             drained, DrainSeconds: end.Sub(sendEnd).Seconds(),
+		MissingSample: counts.MissingSample,
+	}
+	rep.LatencyMS = LatencyMS{
+		Samples: counts.Latency.Samples,
+		P50:     millis(counts.Latency.P50), P90: millis(counts.Latency.P90),
+		P99: millis(counts.Latency.P99), Max: millis(counts.Latency.Max),
+	}
+	rep.Interrupted = ctx.Err() != nil
+	rep.Notes = []string{noteLatency, noteWindow, noteShared}
 	if r.check != nil {
 		rep.Deliveries.InvalidSignatures = ptr(r.check.invalid.Load())
 		rep.Deliveries.ChangedBodies = ptr(r.check.changed.Load())
@@ -349,6 +394,26 @@ func (r *run) measure(ctx context.Context) (*Report, error) {
 	return rep, sendErr
 }
 
+// baseReport is a report of what was asked for and of the target, the
+// whole of it for a run without load.
+func (r *run) baseReport() *Report {
+	o := r.o
+	rep := &Report{
+		Target: Target{Mode: "server", URL: r.base},
+		Load: Load{
+			Endpoints: o.Endpoints, Consumers: o.Consumers, Fanout: o.Fanout, Events: o.Events,
+			DurationSeconds: o.Duration.Seconds(), Rate: o.Rate, Batch: o.Batch,
+			Connections: o.Connections, PayloadSize: o.PayloadSize, Verify: o.Verify,
+			IdleEndpoints: o.IdleEndpoints, IdleSeconds: o.Idle.Seconds(), SoakSeconds: o.Soak.Seconds(),
+		},
+		Notes: []string{noteShared},
+	}
+	if r.child != nil {
+		rep.Target.Mode, rep.Target.DB, rep.Target.ServeArgs = "spawn", r.child.db, o.ServeArgs
+	}
+	return rep
+}
+
 func (r *run) childCPU() (time.Duration, error) {
 	if r.child == nil {
 		return 0, errors.New("not a spawned herald")
@@ -380,26 +445,11 @@ func (r *run) drain(ctx context.Context, timeout time.Duration) bool {
 // progress prints a line every ProgressEvery until the returned function
 // is called.
 func (r *run) progress(start time.Time) (stop func()) {
-	if r.o.Progress == nil {
-		return func() {}
-	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		tick := time.NewTicker(r.o.ProgressEvery)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case t := <-tick.C:
-				expected, arrived, _ := r.tally.Progress()
-				fmt.Fprintf(r.o.Progress, "bench: %4.0fs  events sent %d, accepted %d, failed %d; deliveries arrived %d of %d\n",
-					t.Sub(start).Seconds(), r.sent.Load(), r.acceptedN.Load(), r.failedN.Load(), arrived, expected)
-			}
-		}
+	return r.every(func(t time.Time) {
+		expected, arrived, _ := r.tally.Progress()
+		fmt.Fprintf(r.o.Progress, "bench: %4.0fs  events sent %d, accepted %d, failed %d; deliveries arrived %d of %d\n",
+			t.Sub(start).Seconds(), r.sent.Load(), r.acceptedN.Load(), r.failedN.Load(), arrived, expected)
 	})
-	return func() { close(done); wg.Wait() }
 }
 
 // close deletes the endpoints a run made on a database that outlives it,
@@ -407,10 +457,13 @@ func (r *run) progress(start time.Time) (stop func()) {
 func (r *run) close() error {
 	var errs []error
 	discarded := r.child != nil && r.child.tmp != "" // the database goes with the child
-	if !discarded && len(r.created) > 0 {
-		if err := r.deleteEndpoints(); err != nil {
+	if !discarded && len(r.created)+len(r.idleCreated) > 0 {
+		if err := r.deleteEndpoints(append(r.created, r.idleCreated...)); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if r.probe != nil {
+		errs = append(errs, r.probe.close())
 	}
 	if r.recv != nil {
 		errs = append(errs, r.recv.close())
@@ -424,31 +477,56 @@ func (r *run) close() error {
 	return errors.Join(errs...)
 }
 
-// deleteEndpoints removes the endpoints the run created (their events and
-// deliveries stay, as for any deleted endpoint).
-func (r *run) deleteEndpoints() error {
-	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+// deleteEndpoints removes the endpoints ids the run created (their events
+// and deliveries stay, as for any deleted endpoint), with as many calls at
+// once as were used to make them, printing progress when there are
+// thousands.
+func (r *run) deleteEndpoints(ids []string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout+time.Duration(len(ids))*cleanupPerEndpoint)
 	defer cancel()
 	api := r.api
-	var next atomic.Int64
-	var failed atomic.Int64
+	var next, done, failed atomic.Int64
 	var wg sync.WaitGroup
-	for range min(r.o.Connections, len(r.created)) {
+	workers := r.o.Connections
+	if len(r.idleCreated) > 0 {
+		workers = max(workers, IdleWorkers)
+	}
+	stop := func() {}
+	if len(ids) >= 1000 {
+		stop = r.every(func(time.Time) {
+			fmt.Fprintf(r.o.Progress, "bench: deleted %d/%d endpoints\n", done.Load(), len(ids))
+		})
+	}
+	for range min(workers, len(ids)) {
 		wg.Go(func() {
 			for {
 				i := int(next.Add(1) - 1)
-				if i >= len(r.created) {
+				if i >= len(ids) {
 					return
 				}
-				if err := api.EndpointDelete(ctx, r.created[i]); err != nil {
+				if err := api.EndpointDelete(ctx, ids[i]); err != nil {
 					failed.Add(1)
 				}
+				done.Add(1)
 			}
 		})
 	}
 	wg.Wait()
+	stop()
 	if n := failed.Load(); n > 0 {
-		return fmt.Errorf("delete the bench's endpoints: %d of %d could not be deleted", n, len(r.created))
+		return fmt.Errorf("delete the bench's endpoints: %d of %d could not be deleted", n, len(ids))
 	}
 	return nil
+}
+
+// lockedWriter serializes writes to w, one line at a time.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

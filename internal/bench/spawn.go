@@ -39,6 +39,8 @@ type child struct {
 	apiKey string
 	// db names the database kind ("sqlite" or "postgres") for the report.
 	db string
+	// dsn is its --db.
+	dsn string
 	// tmp is the directory of a database made for this run, removed at
 	// the end; "" when the caller gave --db.
 	tmp    string
@@ -88,6 +90,7 @@ func spawn(ctx context.Context, bin, db string, extra []string) (*child, error) 
 	c.apiKey = "hk_bench_" + hex.EncodeToString(raw[:])
 	c.url = "http://" + addr
 
+	c.dsn = db
 	args := []string{"serve", "--addr", addr, "--db", db, "--api-key", c.apiKey, "--allow-private-networks"}
 	if c.db == "postgres" && !hasFlag(extra, "--encryption-key") {
 		key, err := keyring.Generate("bench-" + strconv.FormatInt(time.Now().Unix(), 10))

@@ -72,7 +72,13 @@ type Tally struct {
 	accepted atomic.Int64 // distinct ids accepted
 	complete atomic.Int64 // distinct ids both accepted and arrived
 	arrivals atomic.Int64 // every arrival, repeats included
+	// series, when set, gets each delivery's latency as it completes.
+	series atomic.Pointer[Series]
 }
+
+// track has each delivery that completes from now on (accepted and
+// arrived) recorded in s too, by its first arrival.
+func (t *Tally) track(s *Series) { t.series.Store(s) }
 
 // NewTally returns an empty Tally with room for about expected ids made
 // up front, so that the maps do not grow while the run is measured.
@@ -107,6 +113,9 @@ func (t *Tally) Accepted(id string, at time.Time) {
 		t.accepted.Add(1)
 		if e.arrivals > 0 {
 			t.complete.Add(1)
+			if sr := t.series.Load(); sr != nil {
+				sr.Add(t.base.Add(time.Duration(e.arrived)), 0) // arrived before accept: latency 0
+			}
 		}
 		s.put(k, short, id, e)
 	}
@@ -139,6 +148,9 @@ func (t *Tally) arrive(s *shard, k key, short bool, id string, at time.Time) {
 		e.arrived = ns
 		if e.known {
 			t.complete.Add(1)
+			if sr := t.series.Load(); sr != nil {
+				sr.Add(at, max(time.Duration(ns-e.accepted), 0))
+			}
 		}
 	} else if ns < e.arrived {
 		// Receiver goroutines may record out of order; the first is the

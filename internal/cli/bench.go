@@ -32,6 +32,14 @@ func benchCmd(stdio IO) *cobra.Command {
 			"deliveries (at most --drain-timeout), and reports: events accepted/s, deliveries/s,\n" +
 			"latency from the ingest answer to the arrival (p50, p90, p99, max), attempts/s,\n" +
 			"the spawned Herald's CPU seconds and peak RSS, and deliveries missing or duplicated.\n\n" +
+			"--idle-endpoints N first creates N endpoints that never get work (consumers\n" +
+			"idle_000001 ..., 32 calls at once) and reports how long that took. --idle D then\n" +
+			"holds the node without load for D and reports the CPU it used, in % of one core\n" +
+			"(Herald's, and on PostgreSQL its database backends'); with --idle and none of\n" +
+			"--events, --duration or --soak, nothing is sent. --soak D sends for D (as --duration\n" +
+			"does; give one of them) and prints a row a minute (--soak-every): deliveries that\n" +
+			"arrived in it, their p50 and p99, and the rows and dead rows of the hot tables of\n" +
+			"the spawned Herald's database; at the end, the last row's p99 over the first's.\n\n" +
 			"The bench shares the machine with what it measures: run it on a quiet machine.\n" +
 			"Its flags have the twins HERALD_BENCH_<FLAG> (HERALD_BENCH_EVENTS, ...), so that\n" +
 			"HERALD_DB, HERALD_SERVER and HERALD_API_KEY, set for serve and the client\n" +
@@ -39,6 +47,7 @@ func benchCmd(stdio IO) *cobra.Command {
 		Example: "  herald bench --events 100000 --endpoints 100\n" +
 			"  herald bench --duration 1m --rate 2000 --batch 100 --json\n" +
 			"  herald bench --events 50000 --fanout 10 --consumers 1 -- --concurrency 256\n" +
+			"  herald bench --idle-endpoints 100000 --idle 1m --soak 15m --rate 1000\n" +
 			"  herald bench --server http://127.0.0.1:8080 --api-key \"$HERALD_API_KEY\"",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 && cmd.ArgsLenAtDash() != 0 {
@@ -87,6 +96,10 @@ func benchCmd(stdio IO) *cobra.Command {
 	fs.IntVar(&o.PayloadSize, "payload-size", bench.DefaultPayloadSize, "bytes of each event's payload, a JSON object padded to size")
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", bench.DefaultDrainTimeout, "how long to wait for the deliveries after sending stops")
 	fs.BoolVar(&o.Verify, "verify", false, "check each delivery's signature and body at the receiver (costs the bench CPU time)")
+	fs.IntVar(&o.IdleEndpoints, "idle-endpoints", 0, fmt.Sprintf("idle endpoints to create before the load, each of its own consumer, which never get an event (at most %d)", bench.MaxIdleEndpoints))
+	fs.DurationVar(&o.Idle, "idle", 0, "before the load, hold the node idle this long and report its CPU in % of one core (alone: no load at all)")
+	fs.DurationVar(&o.Soak, "soak", 0, fmt.Sprintf("send for this long (in place of --duration) and print a row a minute: latency, deliveries, hot tables' rows and dead rows (at most %s)", bench.MaxDuration))
+	fs.DurationVar(&o.SoakEvery, "soak-every", 0, "length of a --soak row (default 1m)")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON, for scripts")
 	fs.BoolVarP(&quiet, "quiet", "q", false, "print no progress lines on stderr")
 	fs.VisitAll(func(f *pflag.Flag) {

@@ -73,6 +73,69 @@ func TestBenchSpawnsHeraldAndCountsEveryDelivery(t *testing.T) {
 	require.Empty(t, r.err, "-q prints no progress")
 }
 
+// TestBenchIdleEndpointsAndSoak spawns Herald on SQLite with 50 idle
+// endpoints: a soak in rows of a second, each with the hot tables' rows
+// and the file's free pages, none of the idle endpoints delivered to; and
+// the node idle alone, no load, its CPU measured.
+func TestBenchIdleEndpointsAndSoak(t *testing.T) {
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "herald")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/heraldhooks/herald/cmd/herald").CombinedOutput()
+	require.NoError(t, err, "go build: %s", out)
+
+	t.Run("Soak", func(t *testing.T) {
+		t.Parallel()
+		r := benchRun(t, nil, "--herald-binary", bin, "--endpoints", "2", "--idle-endpoints", "50",
+			"--soak", "3s", "--soak-every", "1s", "--rate", "40", "--json")
+		require.NoError(t, r.e, "stdout: %s\nstderr: %s", r.out, r.err)
+		var rep bench.Report
+		require.NoError(t, json.Unmarshal([]byte(r.out), &rep), "stdout: %s", r.out)
+
+		require.Equal(t, 50, rep.Load.IdleEndpoints)
+		require.Equal(t, 3.0, rep.Load.SoakSeconds)
+		require.NotNil(t, rep.IdleEndpoints)
+		require.Equal(t, 50, rep.IdleEndpoints.Count)
+		require.Positive(t, rep.IdleEndpoints.CreateSeconds)
+		require.Nil(t, rep.Idle, "no --idle")
+		require.Equal(t, int64(120), rep.Events.Accepted)
+		require.Equal(t, int64(120), rep.Deliveries.Delivered)
+		require.Zero(t, rep.Deliveries.Unexpected, "no delivery to an idle endpoint")
+
+		require.NotNil(t, rep.Soak)
+		require.Equal(t, 1.0, rep.Soak.EverySeconds)
+		require.Len(t, rep.Soak.Rows, 3)
+		var delivered int
+		for i, row := range rep.Soak.Rows {
+			require.Equal(t, i+1, row.Minute)
+			require.Empty(t, row.TablesError)
+			delivered += row.Deliveries
+			names := map[string]int64{}
+			for _, tb := range row.Tables {
+				names[tb.Name] = tb.Rows
+				require.Nil(t, tb.Dead, "SQLite counts no dead rows per table")
+			}
+			require.Equal(t, int64(52), names["endpoints"], "2 endpoints and 50 idle ones")
+			require.Contains(t, names, "deliveries")
+			require.Contains(t, names, "events")
+			require.NotNil(t, row.FreelistPages)
+			require.NotNil(t, row.Pages)
+		}
+		require.Equal(t, 120, delivered, "each delivery in one row")
+		require.NotNil(t, rep.Soak.P99Ratio)
+		require.Contains(t, r.err, "bench: soak row 1: ")
+		require.Contains(t, r.err, "freelist_count")
+	})
+	t.Run("IdleAlone", func(t *testing.T) {
+		t.Parallel()
+		r := benchRun(t, nil, "--herald-binary", bin, "--endpoints", "1", "--idle-endpoints", "20", "--idle", "1s", "-q")
+		require.NoError(t, r.e, "stdout: %s\nstderr: %s", r.out, r.err)
+		require.Contains(t, r.out, "herald bench: no load, idle for 1s, 1 endpoint of 1 consumer, beside 20 idle endpoints")
+		require.Regexp(t, `(?m)^idle endpoints\s+20\s+created in `, r.out)
+		require.Regexp(t, `(?m)^idle herald CPU\s+\S+ %\s+of one core: `, r.out)
+		require.NotContains(t, r.out, "events accepted", "nothing was sent")
+	})
+}
+
 // benchKey is the API key of the Herald startHerald runs.
 const benchKey = "hk_bench_test_key_0123456789"
 
@@ -150,6 +213,10 @@ func TestBenchRefusesBadFlags(t *testing.T) {
 		{"SpawnAndServer", nil, []string{"--spawn", "--server", "http://127.0.0.1:8080", "--api-key", "k"}, "not both"},
 		{"NeitherSpawnNorServer", nil, []string{"--spawn=false"}, "needs --server"},
 		{"StrayArgument", nil, []string{"fast"}, "serve flags go after --"},
+		{"NegativeIdleEndpoints", nil, []string{"--idle-endpoints", "-1"}, "--idle-endpoints must be from 0 to 1000000, not -1"},
+		{"SoakAndDuration", nil, []string{"--soak", "15m", "--duration", "1m"}, "give --soak or --duration, not both"},
+		{"SoakEveryAlone", map[string]string{"HERALD_BENCH_SOAK_EVERY": "10s"}, nil, "--soak-every applies to --soak only"},
+		{"NegativeIdle", nil, []string{"--idle", "-1s"}, "--idle must be from 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
