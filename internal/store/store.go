@@ -83,6 +83,20 @@ type Store interface {
 	EventIngest(ctx context.Context, p *EventIngestParams) ([]EventIngestResult, error)
 	EventGet(ctx context.Context, id string) (*herald.Event, error)
 	EventList(ctx context.Context, p *EventListParams) (*Page[*herald.Event], error)
+	// EventPurge is one batch of a purge pass (--retention): it looks at up
+	// to p.Limit events created before the cutoff (Now - Retention), in
+	// creation order from p.After, and deletes, in one short transaction,
+	// those whose deliveries all ended before the cutoff (or that have
+	// none), with their deliveries and attempts. An event with a live
+	// delivery, or one that ended since the cutoff, stays, and so do all
+	// its deliveries. The walk follows an index of events by creation, and
+	// each event costs an index probe of its deliveries: a batch never
+	// scans a table. On PostgreSQL one node purges at a time (a
+	// transaction-scoped advisory lock, tried, never waited for): another
+	// node's batch comes back Busy. Deliveries another transaction holds
+	// (a replay under way) keep their event until a later pass; a replay
+	// that comes after the purge finds the delivery gone (ErrNotFound).
+	EventPurge(ctx context.Context, p *EventPurgeParams) (PurgeResult, error)
 
 	// DeliveryClaim takes up to p.Limit due deliveries (pending and due, or
 	// delivering with an expired lease, which come back Redelivered), marks

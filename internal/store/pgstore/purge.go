@@ -1,0 +1,170 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldhooks/herald/internal/store"
+)
+
+// purgeLockClass is the first key of the advisory lock a purge batch
+// tries ("HRLP"); the second is hashtext of the schema, since advisory
+// locks span the database and each schema holds a Herald of its own.
+const purgeLockClass = 0x4852_4c50
+
+// purgeLockSQL tries the purge lock for this transaction, waiting for no
+// one: a node that finds it taken leaves the purge to the node holding it.
+const purgeLockSQL = `SELECT pg_try_advisory_xact_lock($1, hashtext(current_schema()))`
+
+// purgeCutoffSQL is the batch's cutoff: Now (or the database clock) less
+// the retention, in microseconds.
+const purgeCutoffSQL = `SELECT coalesce($1::timestamptz, now()) - $2::bigint * interval '1 microsecond'`
+
+// purgeScanSQL looks at up to $4 events created before the cutoff $1,
+// after the cursor ($2, $3) in (created_at, id) order, and says of each
+// whether it can go: none of its deliveries is live or ended at or after
+// the cutoff. The walk is a range of events_created_idx; each event costs
+// a probe of deliveries_event_idx.
+const purgeScanSQL = `
+SELECT e.id, e.created_at,
+	NOT EXISTS (
+		SELECT 1 FROM deliveries d
+		WHERE d.event_id = e.id
+			AND (d.status IN ('pending', 'delivering') OR d.updated_at >= $1))
+FROM events e
+WHERE e.created_at < $1 AND (e.created_at, e.id) > ($2, $3)
+ORDER BY e.created_at, e.id
+LIMIT $4`
+
+// purgeLockDeliveriesSQL locks the deliveries of the events in $1 that
+// no other transaction holds. A delivery held elsewhere (a replay under
+// way) is skipped, and purgeCheckSQL then keeps its event: the purge
+// waits for no one, and no one waits long for it.
+const purgeLockDeliveriesSQL = `
+SELECT id FROM deliveries
+WHERE event_id = ANY($1::text[])
+FOR UPDATE SKIP LOCKED`
+
+// purgeCheckSQL keeps, of the events in $1, those whose deliveries are
+// all locked by this transaction ($2) and, read again now that they are
+// locked, all ended before the cutoff $3: a replay that committed since the
+// scan made its delivery live, and keeps its event.
+const purgeCheckSQL = `
+SELECT e.id FROM unnest($1::text[]) AS e(id)
+WHERE NOT EXISTS (
+	SELECT 1 FROM deliveries d
+	WHERE d.event_id = e.id
+		AND (d.status IN ('pending', 'delivering') OR d.updated_at >= $3
+			OR d.id <> ALL($2::text[])))`
+
+// The deletes of a purge batch, children first: the events in $1, their
+// deliveries and the attempts of those.
+const (
+	purgeAttemptsSQL = `DELETE FROM attempts WHERE delivery_id IN (
+		SELECT id FROM deliveries WHERE event_id = ANY($1::text[]))`
+	purgeDeliveriesSQL = `DELETE FROM deliveries WHERE event_id = ANY($1::text[])`
+	purgeEventsSQL     = `DELETE FROM events WHERE id = ANY($1::text[])`
+)
+
+// EventPurge deletes one batch of ended history (store.Store.EventPurge)
+// in one transaction: it tries the purge lock (Busy when another node
+// holds it), looks at the batch's events, locks the deliveries of those
+// that can go without waiting for any, checks them again under the lock,
+// and deletes attempts, deliveries and events.
+func (s *Store) EventPurge(ctx context.Context, p *store.EventPurgeParams) (store.PurgeResult, error) {
+	if p.Retention <= 0 {
+		return store.PurgeResult{}, fmt.Errorf("purge events: retention %s is not positive", p.Retention)
+	}
+	limit := store.PurgeLimit(p.Limit)
+	var res store.PurgeResult
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		res = store.PurgeResult{Next: p.After}
+		var locked bool
+		if err := tx.QueryRow(ctx, purgeLockSQL, int32(purgeLockClass)).Scan(&locked); err != nil {
+			return fmt.Errorf("take lock: %w", err)
+		}
+		if !locked {
+			res.Busy = true
+			return nil
+		}
+		var cutoff time.Time
+		if err := tx.QueryRow(ctx, purgeCutoffSQL, nowArg(p.Now), p.Retention.Microseconds()).Scan(&cutoff); err != nil {
+			return fmt.Errorf("cutoff: %w", err)
+		}
+		// The zero cursor is year 1, before any event.
+		rows, err := tx.Query(ctx, purgeScanSQL, cutoff, p.After.CreatedAt, p.After.EventID, limit)
+		if err != nil {
+			return fmt.Errorf("scan: %w", err)
+		}
+		var candidates []string
+		seen := 0
+		for rows.Next() {
+			var (
+				id        string
+				createdAt time.Time
+				ended     bool
+			)
+			if err := rows.Scan(&id, &createdAt, &ended); err != nil {
+				rows.Close()
+				return fmt.Errorf("scan: %w", err)
+			}
+			seen++
+			res.Next = store.PurgeCursor{CreatedAt: createdAt.UTC(), EventID: id}
+			if ended {
+				candidates = append(candidates, id)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("scan: %w", err)
+		}
+		res.Done = seen < limit
+		if len(candidates) == 0 {
+			return nil
+		}
+		rows, err = tx.Query(ctx, purgeLockDeliveriesSQL, candidates)
+		if err != nil {
+			return fmt.Errorf("lock deliveries: %w", err)
+		}
+		held, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("lock deliveries: %w", err)
+		}
+		if held == nil {
+			held = []string{}
+		}
+		rows, err = tx.Query(ctx, purgeCheckSQL, candidates, held, cutoff)
+		if err != nil {
+			return fmt.Errorf("check: %w", err)
+		}
+		gone, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("check: %w", err)
+		}
+		if len(gone) == 0 {
+			return nil
+		}
+		for _, del := range []struct {
+			what, sql string
+			n         *int64
+		}{
+			{"attempts", purgeAttemptsSQL, &res.Attempts},
+			{"deliveries", purgeDeliveriesSQL, &res.Deliveries},
+			{"events", purgeEventsSQL, &res.Events},
+		} {
+			tag, err := tx.Exec(ctx, del.sql, gone)
+			if err != nil {
+				return fmt.Errorf("delete %s: %w", del.what, err)
+			}
+			*del.n = tag.RowsAffected()
+		}
+		return nil
+	})
+	if err != nil {
+		return store.PurgeResult{}, fmt.Errorf("purge events: %w", err)
+	}
+	return res, nil
+}
