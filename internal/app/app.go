@@ -26,6 +26,7 @@ import (
 	"github.com/heraldhooks/herald/internal/keyring"
 	"github.com/heraldhooks/herald/internal/logkey"
 	"github.com/heraldhooks/herald/internal/metrics"
+	"github.com/heraldhooks/herald/internal/retention"
 	"github.com/heraldhooks/herald/internal/sender"
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/pgstore"
@@ -55,6 +56,10 @@ type App struct {
 	// API for every other path. Nil for a worker.
 	Handler    http.Handler
 	Dispatcher *dispatch.Dispatcher
+	// Purger deletes the history past Config.Retention; serve and worker
+	// run it beside the dispatcher. Nil when the retention is 0 (keep
+	// everything).
+	Purger *retention.Purger
 	// Metrics counts what this node does and reads the queue gauges.
 	Metrics *metrics.Metrics
 	// KeyRing seals the endpoint secrets in Store (see KeyRing).
@@ -184,7 +189,45 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 			OutcomeWritten: a.Metrics.OutcomeWritten,
 		},
 	})
+	if cfg.Retention > 0 {
+		a.Purger = retention.New(retention.Config{
+			Store:     st,
+			Clock:     deps.Clock,
+			Logger:    deps.Logger,
+			Retention: cfg.Retention,
+			Limit:     purgeLimit(cfg.DB),
+			Purged:    a.Metrics.Purged,
+		})
+	}
 	return a, nil
+}
+
+// purgeLimit is how many events one purge batch looks at. SQLite has one
+// writer, which ingest and outcomes wait for while a batch holds it, so
+// its batches are smaller; PostgreSQL's hold only the rows they delete.
+func purgeLimit(db string) int {
+	if kind, _, _ := config.ParseDB(db); kind == config.DBSQLite {
+		return sqlitePurgeLimit
+	}
+	return store.DefaultPurgeLimit
+}
+
+// sqlitePurgeLimit is the batch of a purge on SQLite (see purgeLimit).
+const sqlitePurgeLimit = 100
+
+// runPurger runs the purger, if there is one, until ctx ends; the channel
+// it returns is closed once it has stopped.
+func (a *App) runPurger(ctx context.Context) <-chan struct{} {
+	done := make(chan struct{})
+	if a.Purger == nil {
+		close(done)
+		return done
+	}
+	go func() {
+		defer close(done)
+		_ = a.Purger.Run(ctx) // it logs its own failures and returns nil
+	}()
+	return done
 }
 
 // withMetrics answers GET /metrics with the metrics and passes every other
@@ -254,9 +297,9 @@ func (a *App) settleAPIKey(ctx context.Context, out io.Writer) ([32]byte, error)
 // Close releases the store.
 func (a *App) Close() error { return a.Store.Close() }
 
-// Serve runs the API on ln (or on Config.Addr when ln is nil) and the
-// dispatcher until ctx ends, then stops taking requests, drains the
-// dispatcher, and returns.
+// Serve runs the API on ln (or on Config.Addr when ln is nil), the
+// dispatcher and the purger until ctx ends, then stops taking requests,
+// drains the dispatcher, stops the purger, and returns.
 func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	if ln == nil {
 		var err error
@@ -275,6 +318,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	defer stop()
 	dispatched := make(chan error, 1)
 	go func() { dispatched <- a.Dispatcher.Run(runCtx) }()
+	purged := a.runPurger(runCtx)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	a.log.Info("herald serving", logkey.Addr, ln.Addr().String(), "config", a.Config)
@@ -293,13 +337,14 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	if derr := <-dispatched; derr != nil {
 		err = errors.Join(err, derr)
 	}
+	<-purged
 	a.log.Info("herald stopped")
 	return err
 }
 
-// Work runs only the dispatcher until ctx ends (herald worker), and, when
-// Config.MetricsAddr is set, serves GET /metrics there until the dispatcher
-// has drained.
+// Work runs only the dispatcher and the purger until ctx ends (herald
+// worker), and, when Config.MetricsAddr is set, serves GET /metrics there
+// until the dispatcher has drained.
 func (a *App) Work(ctx context.Context) error {
 	side, err := a.startSides(true)
 	defer a.stopSide(side)
@@ -307,7 +352,12 @@ func (a *App) Work(ctx context.Context) error {
 		return err
 	}
 	a.log.Info("herald worker running", "config", a.Config)
-	err = a.Dispatcher.Run(ctx)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	purged := a.runPurger(runCtx)
+	err = a.Dispatcher.Run(runCtx)
+	stop()
+	<-purged
 	a.log.Info("herald worker stopped")
 	return err
 }

@@ -103,6 +103,7 @@ func nodeFlags(fs *pflag.FlagSet, c *config.Config) {
 	fs.IntVar(&c.Concurrency, "concurrency", c.Concurrency, "attempts in flight at once on this node")
 	fs.DurationVar(&c.PollInterval, "poll-interval", c.PollInterval, "how often an idle dispatcher looks for due retries")
 	fs.DurationVar(&c.LeaseMargin, "lease-margin", c.LeaseMargin, "how long past twice the endpoint timeout a claim holds a delivery: covers writing the outcome; a node that stops for longer loses its leases and another node redelivers (1s to 10m)")
+	fs.DurationVar(&c.Retention, "retention", c.Retention, "how long history is kept once it ended: an event whose deliveries all ended (delivered, dead or cancelled) longer ago than this is deleted with its deliveries and attempts; 0 keeps everything")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long a stop waits for attempts in flight")
 	fs.StringVar(&c.PprofAddr, "pprof-addr", c.PprofAddr, "address to serve Go's runtime profiles (/debug/pprof/) on, as host:port; keep it on loopback (default: none)")
 	encryptionKeyFlag(fs, &c.EncryptionKey)

@@ -56,6 +56,11 @@ type Config struct {
 	// key first. Empty: on SQLite, the key file beside the database (made
 	// on first start); on PostgreSQL, serve and worker refuse to start.
 	EncryptionKey string
+	// Retention is how long history is kept once it ended: an event whose
+	// deliveries all ended (delivered, dead or cancelled) longer ago than
+	// this is deleted with its deliveries and attempts, and dead deliveries
+	// stay in the dead-letter queue until then. 0 keeps everything.
+	Retention time.Duration
 }
 
 // Default returns the configuration used when nothing is set.
@@ -70,6 +75,7 @@ func Default() Config {
 		LeaseMargin:     15 * time.Second,
 		MaxPayloadBytes: 256 << 10,
 		ShutdownTimeout: 30 * time.Second,
+		Retention:       720 * time.Hour,
 	}
 }
 
@@ -146,6 +152,9 @@ func (c *Config) Validate(needAddr bool) error {
 	if c.ShutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("shutdown-timeout: %s is negative", c.ShutdownTimeout))
 	}
+	if c.Retention < 0 {
+		errs = append(errs, fmt.Errorf("retention: %s is negative (0 keeps everything)", c.Retention))
+	}
 	if c.EncryptionKey != "" {
 		if _, err := keyring.Parse(c.EncryptionKey); err != nil {
 			errs = append(errs, fmt.Errorf("encryption-key: %w", err))
@@ -208,6 +217,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("concurrency", c.Concurrency),
 		slog.Duration("poll_interval", c.PollInterval),
 		slog.Duration("lease_margin", c.LeaseMargin),
+		slog.Duration("retention", c.Retention),
 		slog.String("metrics_addr", c.MetricsAddr),
 		slog.String("pprof_addr", c.PprofAddr),
 	)

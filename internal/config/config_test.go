@@ -60,9 +60,10 @@ func TestValidateListsEveryProblem(t *testing.T) {
 	c.MetricsAddr = "nowhere"
 	c.PprofAddr = "anywhere"
 	c.EncryptionKey = "k1:short"
+	c.Retention = -time.Hour
 	err := c.Validate(true)
 	require.Error(t, err)
-	for _, want := range []string{"addr:", "db:", "api-key:", "log-format:", "log-level:", "concurrency:", "poll-interval:", "lease-margin:", "metrics-addr:", "pprof-addr:", "encryption-key:"} {
+	for _, want := range []string{"addr:", "db:", "api-key:", "log-format:", "log-level:", "concurrency:", "poll-interval:", "lease-margin:", "metrics-addr:", "pprof-addr:", "encryption-key:", "retention:"} {
 		require.ErrorContains(t, err, want)
 	}
 	require.NotRegexp(t, "(?m)^addr:", c.Validate(false).Error(), "worker has no address")
@@ -98,6 +99,19 @@ func TestLeaseMarginBounds(t *testing.T) {
 			require.EqualError(t, err, "lease-margin: "+tt.margin.String()+" is not between 1s and 10m")
 		})
 	}
+}
+
+func TestRetention(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, 720*time.Hour, config.Default().Retention, "30 days")
+	for _, r := range []time.Duration{0, time.Hour, 720 * time.Hour, 10 * 365 * 24 * time.Hour} {
+		c := config.Default()
+		c.Retention = r
+		require.NoError(t, c.Validate(true), r)
+	}
+	c := config.Default()
+	c.Retention = -time.Second
+	require.EqualError(t, c.Validate(true), "retention: -1s is negative (0 keeps everything)")
 }
 
 func TestRedact(t *testing.T) {

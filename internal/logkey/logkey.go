@@ -31,4 +31,12 @@ const (
 	// KeyID names a key of the ring that seals endpoint secrets (never
 	// the key itself).
 	KeyID = "key_id"
+	// Events, Deliveries and Attempts count rows of those tables (a
+	// purge's deletions, say); Batches counts the transactions they took.
+	Events     = "events"
+	Deliveries = "deliveries"
+	Attempts   = "attempts"
+	Batches    = "batches"
+	// Retention is how long ended history is kept (--retention).
+	Retention = "retention"
 )

@@ -50,6 +50,7 @@ const (
 	NameDeadLetterDepth  = "herald_dead_letter_depth"
 	NameDeliveriesStatus = "herald_deliveries_by_status"
 	NameQueueReadErrors  = "herald_queue_stats_errors_total"
+	NamePurgedRows       = "herald_purged_rows_total"
 )
 
 // The values of the outcome label of herald_deliveries_total.
@@ -57,6 +58,13 @@ const (
 	OutcomeDelivered = "delivered"
 	OutcomeRetry     = "retry"
 	OutcomeDead      = "dead"
+)
+
+// The values of the table label of herald_purged_rows_total.
+const (
+	TableEvents     = "events"
+	TableDeliveries = "deliveries"
+	TableAttempts   = "attempts"
 )
 
 // attemptBuckets suit webhook answers: most come in milliseconds, a slow
@@ -106,6 +114,8 @@ type Metrics struct {
 	attemptDuration prometheus.Histogram
 	deliveryLatency prometheus.Histogram
 	inFlight        prometheus.Gauge
+
+	purgedEvents, purgedDeliveries, purgedAttempts prometheus.Counter
 
 	queue *queueCollector
 }
@@ -186,6 +196,14 @@ func New(st store.Store, opts Options) *Metrics {
 		Help: "HTTP attempts in flight on this node.",
 	})
 
+	purged := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: NamePurgedRows,
+		Help: "Rows this node's purge deleted once past --retention, by table: events, deliveries and attempts.",
+	}, []string{"table"})
+	m.purgedEvents = purged.WithLabelValues(TableEvents)
+	m.purgedDeliveries = purged.WithLabelValues(TableDeliveries)
+	m.purgedAttempts = purged.WithLabelValues(TableAttempts)
+
 	queueErrors := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: NameQueueReadErrors,
 		Help: "Failed or timed-out reads of the queue gauges; while a read fails the queue gauges are left out of the scrape.",
@@ -196,7 +214,7 @@ func New(st store.Store, opts Options) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.eventsIngested, deliveries, m.deadByReason, m.stale, m.redelivered, m.leaseShort, attempts,
-		m.attemptDuration, m.deliveryLatency, m.inFlight, queueErrors, m.queue,
+		m.attemptDuration, m.deliveryLatency, m.inFlight, purged, queueErrors, m.queue,
 	)
 	m.handler = promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{
 		ErrorLog:      slogPrinter{opts.Logger},
@@ -275,6 +293,14 @@ func (m *Metrics) OutcomeWritten(c *store.ClaimedDelivery, out *store.DeliveryOu
 	case herald.StatusPending:
 		m.retried.Inc()
 	}
+}
+
+// Purged counts the rows one purge batch deleted, by table
+// (retention.Config.Purged).
+func (m *Metrics) Purged(res store.PurgeResult) {
+	m.purgedEvents.Add(float64(res.Events))
+	m.purgedDeliveries.Add(float64(res.Deliveries))
+	m.purgedAttempts.Add(float64(res.Attempts))
 }
 
 // slogPrinter lets promhttp report encoding errors through slog.

@@ -1,0 +1,164 @@
+// Package retention bounds the history Herald keeps (--retention): a
+// purger deletes the events whose deliveries all ended longer ago than the
+// retention, with their deliveries and attempts, through the store's
+// EventPurge. Each node runs one; on PostgreSQL one purges at a time (the
+// store's advisory lock), the others find it Busy and wait for their next
+// pass.
+//
+// A pass walks every event made before the cutoff, oldest first, in small
+// batches (one short transaction each) with a pause between two, so the
+// purge never holds the database long enough to show in ingest or claim
+// latency: it runs beside them, not ahead of them.
+package retention
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/heraldhooks/herald/internal/clock"
+	"github.com/heraldhooks/herald/internal/logkey"
+	"github.com/heraldhooks/herald/internal/store"
+)
+
+// Defaults of Config.
+const (
+	// DefaultInterval is how long a purger waits between passes: history
+	// that ends now is kept for the retention anyway, so a minute late
+	// costs nothing, and an idle pass is one index probe.
+	DefaultInterval = time.Minute
+	// DefaultPause is the least time between two batches of a pass.
+	DefaultPause = 100 * time.Millisecond
+)
+
+// Config sets up a Purger.
+type Config struct {
+	Store store.Store
+	// Clock times the passes, and gives the store its Now (StoreNow).
+	// Default clock.Real.
+	Clock  clock.Clock
+	Logger *slog.Logger
+	// Retention is how long ended history is kept; it must be positive
+	// (a retention of 0, keep everything, runs no purger).
+	Retention time.Duration
+	// Limit is how many events a batch looks at (store.PurgeLimit).
+	Limit int
+	// Interval is the time between two passes, on Clock.
+	Interval time.Duration
+	// Pause is the least real time between two batches of a pass; a batch
+	// that took longer is followed by a pause as long as it took, so the
+	// purge holds the database at most half the time however slow it is.
+	// Real time, not Clock: the pause spares the database, which real
+	// time governs, also under a test clock.
+	Pause time.Duration
+	// Purged, when set, is told of every batch that deleted rows (the
+	// metrics count them).
+	Purged func(store.PurgeResult)
+}
+
+// Purger runs purge passes until stopped.
+type Purger struct {
+	cfg Config
+}
+
+// New returns a purger; zero fields of cfg take their defaults.
+func New(cfg Config) *Purger {
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.Pause <= 0 {
+		cfg.Pause = DefaultPause
+	}
+	cfg.Limit = store.PurgeLimit(cfg.Limit)
+	return &Purger{cfg: cfg}
+}
+
+// Run runs a pass at once and then one every Interval, until ctx ends; it
+// returns nil then. A pass that fails is logged and given up: the next
+// one starts from the oldest event again, so nothing is skipped for good.
+func (p *Purger) Run(ctx context.Context) error {
+	for {
+		if _, err := p.Pass(ctx); err != nil && ctx.Err() == nil {
+			p.cfg.Logger.Warn("purge old history", logkey.Error, err)
+		}
+		t := p.cfg.Clock.NewTimer(p.cfg.Interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C():
+		}
+	}
+}
+
+// Pass walks every event made before the cutoff once, in batches, and
+// returns what it deleted in all. It ends early when another node holds
+// the purge (Busy), or when ctx ends. A pass that deleted something says
+// so in the log.
+func (p *Purger) Pass(ctx context.Context) (store.PurgeResult, error) {
+	var (
+		total   store.PurgeResult
+		after   store.PurgeCursor
+		batches int
+		began   = time.Now()
+	)
+	defer func() {
+		if total.Rows() == 0 {
+			return
+		}
+		p.cfg.Logger.Info("purged history past retention",
+			logkey.Events, total.Events, logkey.Deliveries, total.Deliveries, logkey.Attempts, total.Attempts,
+			logkey.Batches, batches, logkey.Retention, p.cfg.Retention.String(),
+			logkey.DurationMS, time.Since(began).Milliseconds())
+	}()
+	for {
+		start := time.Now()
+		res, err := p.cfg.Store.EventPurge(ctx, &store.EventPurgeParams{
+			Retention: p.cfg.Retention,
+			After:     after,
+			Limit:     p.cfg.Limit,
+			Now:       p.cfg.Clock.StoreNow(),
+		})
+		if err != nil {
+			return total, err
+		}
+		batches++
+		took := time.Since(start)
+		total.Events += res.Events
+		total.Deliveries += res.Deliveries
+		total.Attempts += res.Attempts
+		if res.Rows() > 0 && p.cfg.Purged != nil {
+			p.cfg.Purged(res)
+		}
+		if res.Busy {
+			total.Busy = true
+			return total, nil
+		}
+		if res.Done {
+			total.Done = true
+			return total, nil
+		}
+		after = res.Next
+		if err := pause(ctx, max(p.cfg.Pause, took)); err != nil {
+			return total, err
+		}
+	}
+}
+
+// pause waits d of real time, or until ctx ends.
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,204 @@
+package retention_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhooks/herald/internal/clock"
+	"github.com/heraldhooks/herald/internal/retention"
+	"github.com/heraldhooks/herald/internal/store"
+	"github.com/heraldhooks/herald/internal/store/sqlitestore"
+	"github.com/heraldhooks/herald/internal/testdb"
+)
+
+var start = time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+
+const (
+	day   = 24 * time.Hour
+	month = 30 * day
+)
+
+// syncBuffer is a log destination safe for the purger's goroutine.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// fixture is a purger on a real SQLite store with the test clock, whose
+// batches that deleted rows arrive on purged.
+type fixture struct {
+	store  store.Store
+	clock  *clock.Test
+	log    *syncBuffer
+	purged chan store.PurgeResult
+	p      *retention.Purger
+}
+
+func setup(t *testing.T, st store.Store) *fixture {
+	t.Helper()
+	if st == nil {
+		s, err := sqlitestore.Open(t.Context(), testdb.SQLitePath(t), nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, s.Close()) })
+		require.NoError(t, s.Migrate(t.Context()))
+		st = s
+	}
+	f := &fixture{store: st, clock: clock.NewTest(start), log: &syncBuffer{}, purged: make(chan store.PurgeResult, 100)}
+	f.p = retention.New(retention.Config{
+		Store:     st,
+		Clock:     f.clock,
+		Logger:    slog.New(slog.NewTextHandler(f.log, nil)),
+		Retention: month,
+		Limit:     2,
+		Interval:  time.Hour,
+		Pause:     time.Nanosecond,
+		Purged:    func(r store.PurgeResult) { f.purged <- r },
+	})
+	return f
+}
+
+// ingest makes n events of a consumer with no endpoint (no deliveries) at
+// the clock's time.
+func (f *fixture) ingest(t *testing.T, n int) {
+	t.Helper()
+	items := make([]store.EventIngestItem, n)
+	for i := range items {
+		items[i] = store.EventIngestItem{ConsumerID: "nobody", EventType: "order.created", Payload: []byte(`{}`)}
+	}
+	_, err := f.store.EventIngest(t.Context(), &store.EventIngestParams{Events: items, Now: f.clock.Now()})
+	require.NoError(t, err)
+}
+
+func TestPassPurgesInBatchesAndSaysSo(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	f.ingest(t, 5)
+
+	f.clock.Advance(month - time.Second)
+	res, err := f.p.Pass(t.Context())
+	require.NoError(t, err)
+	require.True(t, res.Done)
+	require.Zero(t, res.Rows(), "not yet past the retention")
+	require.Empty(t, f.log.String(), "a pass that deleted nothing logs nothing")
+
+	f.clock.Advance(2 * time.Second)
+	res, err = f.p.Pass(t.Context())
+	require.NoError(t, err)
+	require.True(t, res.Done)
+	require.EqualValues(t, 5, res.Events)
+	var sum int64
+	for range 3 { // 2 + 2 + 1
+		r := <-f.purged
+		require.LessOrEqual(t, r.Events, int64(2), "a batch looks at Limit events")
+		sum += r.Events
+	}
+	require.EqualValues(t, 5, sum)
+	require.Contains(t, f.log.String(), `msg="purged history past retention" events=5 deliveries=0 attempts=0 batches=3 retention=720h0m0s`)
+}
+
+func TestRunPassesEveryIntervalOnTheClock(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- f.p.Run(ctx) }()
+	waitWaiting(t, f.clock)
+
+	f.ingest(t, 3)
+	f.clock.Advance(month + time.Hour) // the retention passes, and so does the interval
+	var sum int64
+	for sum < 3 {
+		select {
+		case r := <-f.purged:
+			sum += r.Events
+		case <-time.After(time.Minute):
+			t.Fatal("no purge after the interval")
+		}
+	}
+	require.EqualValues(t, 3, sum)
+
+	cancel()
+	require.NoError(t, <-done)
+}
+
+// fakeStore answers EventPurge with EventPurgeFunc; nothing else is used.
+type fakeStore struct {
+	store.Store
+	mu             sync.Mutex
+	calls          int
+	EventPurgeFunc func(p *store.EventPurgeParams) (store.PurgeResult, error)
+}
+
+func (s *fakeStore) EventPurge(_ context.Context, p *store.EventPurgeParams) (store.PurgeResult, error) {
+	s.mu.Lock()
+	s.calls++
+	s.mu.Unlock()
+	return s.EventPurgeFunc(p)
+}
+
+func TestABusyStoreEndsThePass(t *testing.T) {
+	t.Parallel()
+	fs := &fakeStore{EventPurgeFunc: func(p *store.EventPurgeParams) (store.PurgeResult, error) {
+		return store.PurgeResult{Busy: true, Next: p.After}, nil
+	}}
+	f := setup(t, fs)
+	res, err := f.p.Pass(t.Context())
+	require.NoError(t, err)
+	require.True(t, res.Busy)
+	require.Equal(t, 1, fs.calls, "another node purges: this one waits for its next pass")
+}
+
+func TestAFailedPassIsLoggedAndTheNextOneComes(t *testing.T) {
+	t.Parallel()
+	fs := &fakeStore{EventPurgeFunc: func(p *store.EventPurgeParams) (store.PurgeResult, error) {
+		return store.PurgeResult{}, errors.New("database away")
+	}}
+	f := setup(t, fs)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- f.p.Run(ctx) }()
+	waitWaiting(t, f.clock)
+	require.Contains(t, f.log.String(), "database away")
+	f.clock.Advance(time.Hour)
+	waitWaiting(t, f.clock)
+	fs.mu.Lock()
+	require.Equal(t, 2, fs.calls)
+	fs.mu.Unlock()
+	cancel()
+	require.NoError(t, <-done)
+}
+
+// waitWaiting waits until the purger sleeps on the clock, its pass over.
+func waitWaiting(t *testing.T, c *clock.Test) {
+	t.Helper()
+	deadline := time.NewTimer(time.Minute)
+	defer deadline.Stop()
+	poll := time.NewTicker(time.Millisecond)
+	defer poll.Stop()
+	for c.Waiters() == 0 {
+		select {
+		case <-deadline.C:
+			t.Fatal("the purger never went to sleep")
+		case <-poll.C:
+		}
+	}
+}
