@@ -40,25 +40,22 @@ ORDER BY e.created_at, e.id
 LIMIT $4`
 
 // purgeLockDeliveriesSQL locks the deliveries of the events in $1 that
-// no other transaction holds. A delivery held elsewhere (a replay under
-// way) is skipped, and purgeCheckSQL then keeps its event: the purge
-// waits for no one, and no one waits long for it.
+// no other transaction holds, and says of each, as it is once locked,
+// whether it keeps its event (live, or ended at or after the cutoff $2): a
+// replay that committed since the scan made its delivery live. A delivery
+// held elsewhere (a replay under way) is skipped, and purgeCountSQL shows
+// it missing: the purge waits for no one, and no one waits long for it.
 const purgeLockDeliveriesSQL = `
-SELECT id FROM deliveries
+SELECT event_id, status IN ('pending', 'delivering') OR updated_at >= $2
+FROM deliveries
 WHERE event_id = ANY($1::text[])
 FOR UPDATE SKIP LOCKED`
 
-// purgeCheckSQL keeps, of the events in $1, those whose deliveries are
-// all locked by this transaction ($2) and, read again now that they are
-// locked, all ended before the cutoff $3: a replay that committed since the
-// scan made its delivery live, and keeps its event.
-const purgeCheckSQL = `
-SELECT e.id FROM unnest($1::text[]) AS e(id)
-WHERE NOT EXISTS (
-	SELECT 1 FROM deliveries d
-	WHERE d.event_id = e.id
-		AND (d.status IN ('pending', 'delivering') OR d.updated_at >= $3
-			OR d.id <> ALL($2::text[])))`
+// purgeCountSQL counts the deliveries of each event in $1, locked or not.
+const purgeCountSQL = `
+SELECT event_id, count(*) FROM deliveries
+WHERE event_id = ANY($1::text[])
+GROUP BY event_id`
 
 // The deletes of a purge batch, children first: the events in $1, their
 // deliveries and the attempts of those.
@@ -68,6 +65,60 @@ const (
 	purgeDeliveriesSQL = `DELETE FROM deliveries WHERE event_id = ANY($1::text[])`
 	purgeEventsSQL     = `DELETE FROM events WHERE id = ANY($1::text[])`
 )
+
+// lockEnded locks the deliveries of the candidate events and returns the
+// events that can still go: every delivery of theirs is locked by this
+// transaction, and ended before the cutoff as it is now.
+func lockEnded(ctx context.Context, tx pgx.Tx, candidates []string, cutoff time.Time) ([]string, error) {
+	type tally struct {
+		locked, total int64
+		keep          bool
+	}
+	byEvent := make(map[string]*tally, len(candidates))
+	for _, id := range candidates {
+		byEvent[id] = &tally{}
+	}
+	rows, err := tx.Query(ctx, purgeLockDeliveriesSQL, candidates, cutoff)
+	if err != nil {
+		return nil, fmt.Errorf("lock deliveries: %w", err)
+	}
+	var (
+		eventID string
+		keep    bool
+	)
+	_, err = pgx.ForEachRow(rows, []any{&eventID, &keep}, func() error {
+		if t := byEvent[eventID]; t != nil {
+			t.locked++
+			t.keep = t.keep || keep
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lock deliveries: %w", err)
+	}
+	// A statement of its own, so it counts the deliveries as they are now.
+	rows, err = tx.Query(ctx, purgeCountSQL, candidates)
+	if err != nil {
+		return nil, fmt.Errorf("count deliveries: %w", err)
+	}
+	var n int64
+	_, err = pgx.ForEachRow(rows, []any{&eventID, &n}, func() error {
+		if t := byEvent[eventID]; t != nil {
+			t.total = n
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count deliveries: %w", err)
+	}
+	var gone []string
+	for _, id := range candidates {
+		if t := byEvent[id]; !t.keep && t.locked == t.total {
+			gone = append(gone, id)
+		}
+	}
+	return gone, nil
+}
 
 // EventPurge deletes one batch of ended history (store.Store.EventPurge)
 // in one transaction: it tries the purge lock (Busy when another node
@@ -125,24 +176,9 @@ func (s *Store) EventPurge(ctx context.Context, p *store.EventPurgeParams) (stor
 		if len(candidates) == 0 {
 			return nil
 		}
-		rows, err = tx.Query(ctx, purgeLockDeliveriesSQL, candidates)
+		gone, err := lockEnded(ctx, tx, candidates, cutoff)
 		if err != nil {
-			return fmt.Errorf("lock deliveries: %w", err)
-		}
-		held, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return fmt.Errorf("lock deliveries: %w", err)
-		}
-		if held == nil {
-			held = []string{}
-		}
-		rows, err = tx.Query(ctx, purgeCheckSQL, candidates, held, cutoff)
-		if err != nil {
-			return fmt.Errorf("check: %w", err)
-		}
-		gone, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return fmt.Errorf("check: %w", err)
+			return err
 		}
 		if len(gone) == 0 {
 			return nil

@@ -35,9 +35,15 @@ func TestPurgePlans(t *testing.T) {
 	require.NotContains(t, plan, "Seq Scan")
 	require.NotContains(t, plan, "Sort", "the index gives the order")
 
-	plan = explain(t, s, purgeCheckSQL, ids, []string{"dlv_x"}, t0)
-	require.Contains(t, plan, "deliveries_event_idx")
-	require.NotContains(t, plan, "Seq Scan")
+	for _, q := range []string{purgeLockDeliveriesSQL, purgeCountSQL} {
+		args := []any{ids}
+		if q == purgeLockDeliveriesSQL {
+			args = append(args, t0)
+		}
+		plan = explain(t, s, q, args...)
+		require.Contains(t, plan, "deliveries_event_idx", q)
+		require.NotContains(t, plan, "Seq Scan", q)
+	}
 
 	for _, q := range []string{purgeAttemptsSQL, purgeDeliveriesSQL, purgeEventsSQL} {
 		plan = explain(t, s, q, ids)
@@ -107,4 +113,22 @@ func TestPurgeWaitsForNoOne(t *testing.T) {
 	require.EqualValues(t, 1, purged.Events)
 	require.EqualValues(t, 1, purged.Deliveries)
 	require.EqualValues(t, 1, purged.Attempts)
+}
+
+// TestPurgeWithoutNowUsesTheDatabaseClock: a node passes no Now, and the
+// cutoff is the database clock less the retention, as leases are.
+func TestPurgeWithoutNowUsesTheDatabaseClock(t *testing.T) {
+	t.Parallel()
+	s := openNodes(t, 1)[0]
+	for _, age := range []time.Duration{31 * 24 * time.Hour, 29 * 24 * time.Hour} {
+		_, err := s.EventIngest(t.Context(), &store.EventIngestParams{
+			Events: []store.EventIngestItem{{ConsumerID: "nobody", EventType: "order.created", Payload: []byte(`{}`)}},
+			Now:    time.Now().Add(-age),
+		})
+		require.NoError(t, err)
+	}
+	res, err := s.EventPurge(t.Context(), &store.EventPurgeParams{Retention: 30 * 24 * time.Hour})
+	require.NoError(t, err)
+	require.True(t, res.Done)
+	require.EqualValues(t, 1, res.Events, "the event 31 days old goes, the one 29 days old stays")
 }
