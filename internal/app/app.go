@@ -204,7 +204,7 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 
 // purgeLimit is how many events one purge batch looks at. SQLite has one
 // writer, which ingest and outcomes wait for while a batch holds it, so
-// its batches are smaller; PostgreSQL's hold only the rows they delete.
+// its batches are smaller; PostgreSQL's lock only the rows they delete.
 func purgeLimit(db string) int {
 	if kind, _, _ := config.ParseDB(db); kind == config.DBSQLite {
 		return sqlitePurgeLimit

@@ -55,7 +55,7 @@ func (r PurgeResult) Rows() int64 { return r.Events + r.Deliveries + r.Attempts 
 // DefaultPurgeLimit and MaxPurgeLimit bound how many events one batch of
 // a purge looks at: each batch is one short transaction.
 const (
-	DefaultPurgeLimit = 500
+	DefaultPurgeLimit = 200
 	MaxPurgeLimit     = 5000
 )
 

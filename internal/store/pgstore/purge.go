@@ -27,17 +27,24 @@ const purgeCutoffSQL = `SELECT coalesce($1::timestamptz, now()) - $2::bigint * i
 // after the cursor ($2, $3) in (created_at, id) order, and says of each
 // whether it can go: none of its deliveries is live or ended at or after
 // the cutoff. The walk is a range of events_created_idx; each event costs
-// a probe of deliveries_event_idx.
+// a probe of deliveries_event_idx. The probe is a LATERAL subquery with a
+// LIMIT, not a NOT EXISTS, so that the planner cannot turn it into one
+// hash of every delivery built by a scan of the table.
 const purgeScanSQL = `
-SELECT e.id, e.created_at,
-	NOT EXISTS (
-		SELECT 1 FROM deliveries d
-		WHERE d.event_id = e.id
-			AND (d.status IN ('pending', 'delivering') OR d.updated_at >= $1))
-FROM events e
-WHERE e.created_at < $1 AND (e.created_at, e.id) > ($2, $3)
-ORDER BY e.created_at, e.id
-LIMIT $4`
+SELECT e.id, e.created_at, k.keep IS NULL
+FROM (
+	SELECT id, created_at FROM events
+	WHERE created_at < $1 AND (created_at, id) > ($2, $3)
+	ORDER BY created_at, id
+	LIMIT $4
+) AS e
+LEFT JOIN LATERAL (
+	SELECT true AS keep FROM deliveries d
+	WHERE d.event_id = e.id
+		AND (d.status IN ('pending', 'delivering') OR d.updated_at >= $1)
+	LIMIT 1
+) AS k ON true
+ORDER BY e.created_at, e.id`
 
 // purgeLockDeliveriesSQL locks the deliveries of the events in $1 that
 // no other transaction holds, and says of each, as it is once locked,

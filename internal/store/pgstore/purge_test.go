@@ -34,6 +34,9 @@ func TestPurgePlans(t *testing.T) {
 	require.Contains(t, plan, "deliveries_event_idx")
 	require.NotContains(t, plan, "Seq Scan")
 	require.NotContains(t, plan, "Sort", "the index gives the order")
+	require.Regexp(t, `Index Scan using deliveries_event_idx on deliveries d[^\n]*\n\s+Index Cond: \(event_id = events\.id\)`, plan,
+		"one probe of each event's deliveries")
+	require.NotContains(t, plan, "Hash", "never a hash of every delivery")
 
 	for _, q := range []string{purgeLockDeliveriesSQL, purgeCountSQL} {
 		args := []any{ids}
