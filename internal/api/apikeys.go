@@ -8,6 +8,7 @@ import (
 	"github.com/heraldhooks/herald"
 	"github.com/heraldhooks/herald/internal/auth"
 	"github.com/heraldhooks/herald/internal/store"
+	"github.com/heraldhooks/herald/internal/wire"
 )
 
 // maxKeyNameLen bounds an API key's name.
@@ -19,7 +20,7 @@ const maxKeyNameLen = 200
 // its SHA-256 (internal/auth). consumer_id is required for a consumer key
 // and refused for an operator key.
 func (s *Server) apiKeyCreate(w http.ResponseWriter, r *http.Request) error {
-	var req apiKeyRequest
+	var req wire.APIKeyRequest
 	if _, err := decodeBody(w, r, maxSmallBody, false, &req); err != nil {
 		return err
 	}
@@ -37,12 +38,12 @@ func (s *Server) apiKeyCreate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("create api key: %w", err)
 	}
-	writeJSON(w, http.StatusCreated, apiKeyCreatedJSON{apiKeyJSON: toAPIKeyJSON(created), Key: secret})
+	writeJSON(w, http.StatusCreated, createdKey(created, secret))
 	return nil
 }
 
 // apiKeyFromRequest validates the body of POST /v1/api-keys.
-func apiKeyFromRequest(req *apiKeyRequest) (*herald.APIKey, error) {
+func apiKeyFromRequest(req *wire.APIKeyRequest) (*herald.APIKey, error) {
 	if req.Name == nil || strings.TrimSpace(*req.Name) == "" || len(*req.Name) > maxKeyNameLen || hasControl(*req.Name) {
 		return nil, badRequest("invalid_name", "name is required: 1 to %d bytes without control characters, to say what the key is for", maxKeyNameLen)
 	}
@@ -84,7 +85,7 @@ func (s *Server) apiKeyList(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("list api keys: %w", err)
 	}
-	out := listJSON[apiKeyJSON]{Data: make([]apiKeyJSON, 0, len(page.Items)), NextCursor: encodeCursor(page.NextCursor)}
+	out := wire.List[wire.APIKey]{Data: make([]wire.APIKey, 0, len(page.Items)), NextCursor: encodeCursor(page.NextCursor)}
 	for _, k := range page.Items {
 		out.Data = append(out.Data, toAPIKeyJSON(k))
 	}
@@ -113,4 +114,12 @@ func (s *Server) apiKeyRevoke(w http.ResponseWriter, r *http.Request) error {
 	}
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// createdKey answers POST /v1/api-keys: k with the one copy of its secret
+// Herald ever shows.
+func createdKey(k *herald.APIKey, secret string) wire.APIKey {
+	out := toAPIKeyJSON(k)
+	out.Key = secret
+	return out
 }

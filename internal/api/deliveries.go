@@ -7,6 +7,7 @@ import (
 
 	"github.com/heraldhooks/herald"
 	"github.com/heraldhooks/herald/internal/store"
+	"github.com/heraldhooks/herald/internal/wire"
 )
 
 // deliveryList serves
@@ -36,7 +37,7 @@ func (s *Server) deliveryList(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("list deliveries: %w", err)
 	}
-	writeJSON(w, http.StatusOK, listJSON[deliveryJSON]{Data: toDeliveriesJSON(page.Items), NextCursor: encodeCursor(page.NextCursor)})
+	writeJSON(w, http.StatusOK, wire.List[wire.Delivery]{Data: toDeliveriesJSON(page.Items), NextCursor: encodeCursor(page.NextCursor)})
 	return nil
 }
 
@@ -69,7 +70,7 @@ func (s *Server) attemptList(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return storeError("list attempts", err, "delivery", id)
 	}
-	out := listJSON[attemptJSON]{Data: make([]attemptJSON, 0, len(page.Items)), NextCursor: encodeCursor(page.NextCursor)}
+	out := wire.List[wire.Attempt]{Data: make([]wire.Attempt, 0, len(page.Items)), NextCursor: encodeCursor(page.NextCursor)}
 	for _, a := range page.Items {
 		out.Data = append(out.Data, toAttemptJSON(a))
 	}
@@ -83,7 +84,7 @@ func (s *Server) attemptList(w http.ResponseWriter, r *http.Request) error {
 // endpoint is disabled or gone, is a 409.
 func (s *Server) deliveryReplay(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	var req emptyRequest
+	var req wire.EmptyRequest
 	if _, err := decodeBody(w, r, maxSmallBody, true, &req); err != nil {
 		return err
 	}
@@ -103,7 +104,7 @@ func (s *Server) deliveryReplay(w http.ResponseWriter, r *http.Request) error {
 // one is a 409.
 func (s *Server) deliveryCancel(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	var req emptyRequest
+	var req wire.EmptyRequest
 	if _, err := decodeBody(w, r, maxSmallBody, true, &req); err != nil {
 		return err
 	}

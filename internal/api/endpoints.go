@@ -9,6 +9,7 @@ import (
 
 	"github.com/heraldhooks/herald"
 	"github.com/heraldhooks/herald/internal/store"
+	"github.com/heraldhooks/herald/internal/wire"
 )
 
 // RotatedSecretValidFor is how long the old secret keeps signing after a
@@ -18,7 +19,7 @@ const RotatedSecretValidFor = 24 * time.Hour
 // endpointCreate serves POST /v1/endpoints. Only url is required; every
 // other setting takes its default when absent or null.
 func (s *Server) endpointCreate(w http.ResponseWriter, r *http.Request) error {
-	var req endpointRequest
+	var req wire.EndpointRequest
 	present, err := decodeEndpointRequest(w, r, &req)
 	if err != nil {
 		return err
@@ -58,7 +59,7 @@ func (s *Server) endpointList(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("list endpoints: %w", err)
 	}
-	out := listJSON[endpointJSON]{Data: make([]endpointJSON, 0, len(page.Items)), NextCursor: encodeCursor(page.NextCursor)}
+	out := wire.List[wire.Endpoint]{Data: make([]wire.Endpoint, 0, len(page.Items)), NextCursor: encodeCursor(page.NextCursor)}
 	for _, ep := range page.Items {
 		out.Data = append(out.Data, s.endpointAnswer(ep))
 	}
@@ -97,7 +98,7 @@ func (s *Server) getEndpoint(r *http.Request, id string) (*herald.Endpoint, erro
 // default. consumer_id and secret cannot change here.
 func (s *Server) endpointUpdate(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	var req endpointRequest
+	var req wire.EndpointRequest
 	present, err := decodeEndpointRequest(w, r, &req)
 	if err != nil {
 		return err
@@ -134,7 +135,7 @@ func (s *Server) endpointDelete(w http.ResponseWriter, r *http.Request) error {
 // secret keeps signing for RotatedSecretValidFor.
 func (s *Server) endpointRotateSecret(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	var req rotateSecretRequest
+	var req wire.RotateSecretRequest
 	if _, err := decodeBody(w, r, maxSmallBody, true, &req); err != nil {
 		return err
 	}
@@ -158,7 +159,7 @@ func (s *Server) endpointRotateSecret(w http.ResponseWriter, r *http.Request) er
 
 // endpointEnable serves POST /v1/endpoints/{id}/enable.
 func (s *Server) endpointEnable(w http.ResponseWriter, r *http.Request) error {
-	var req emptyRequest
+	var req wire.EmptyRequest
 	if _, err := decodeBody(w, r, maxSmallBody, true, &req); err != nil {
 		return err
 	}
@@ -169,7 +170,7 @@ func (s *Server) endpointEnable(w http.ResponseWriter, r *http.Request) error {
 // body {"reason": "…"}. Its live deliveries go dead (endpoint_disabled) and
 // can be replayed once it is enabled again.
 func (s *Server) endpointDisable(w http.ResponseWriter, r *http.Request) error {
-	var req disableRequest
+	var req wire.DisableRequest
 	if _, err := decodeBody(w, r, maxSmallBody, true, &req); err != nil {
 		return err
 	}
@@ -204,7 +205,7 @@ func (s *Server) setEnabled(w http.ResponseWriter, r *http.Request, enabled bool
 // or not: its deliveries would only go dead again.
 func (s *Server) endpointReplay(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	var req endpointReplayRequest
+	var req wire.EndpointReplayRequest
 	if _, err := decodeBody(w, r, maxSmallBody, true, &req); err != nil {
 		return err
 	}
@@ -230,7 +231,7 @@ func (s *Server) endpointReplay(w http.ResponseWriter, r *http.Request) error {
 	if err := timeRange(since, until); err != nil {
 		return err
 	}
-	dryRun, rate, err := parseReplayOptions(&req.replayOptionsJSON)
+	dryRun, rate, err := parseReplayOptions(&req.ReplayOptions)
 	if err != nil {
 		return err
 	}
@@ -249,7 +250,7 @@ func (s *Server) endpointReplay(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return storeError("replay endpoint deliveries", err, "endpoint", id)
 	}
-	writeJSON(w, http.StatusOK, replayedJSON{Replayed: n, DryRun: dryRun})
+	writeJSON(w, http.StatusOK, wire.ReplayResult{Replayed: n, DryRun: dryRun})
 	return nil
 }
 
@@ -289,7 +290,7 @@ func readOnlyField(key string) (string, bool) {
 // decodeEndpointRequest decodes an endpoint's settings strictly into req and
 // also returns the body's top-level keys, so that PATCH can tell a field set
 // to null (back to its default) from one left out.
-func decodeEndpointRequest(w http.ResponseWriter, r *http.Request, req *endpointRequest) (map[string]json.RawMessage, error) {
+func decodeEndpointRequest(w http.ResponseWriter, r *http.Request, req *wire.EndpointRequest) (map[string]json.RawMessage, error) {
 	body, err := readBody(w, r, maxSmallBody, "body_too_large")
 	if err != nil {
 		return nil, err
@@ -308,15 +309,49 @@ func decodeEndpointRequest(w http.ResponseWriter, r *http.Request, req *endpoint
 			}
 		}
 	}
-	if err := decodeJSON(body, req); err != nil {
+	if err := decodeJSONDurations(body, req, func(field string) error {
+		return endpointDurationError(field, present)
+	}); err != nil {
 		return nil, err
 	}
 	return present, nil
 }
 
+// endpointDurationError answers a duration of an endpoint request that is
+// not a Go duration string, field being its JSON path, as the field's own
+// range check answers (the messages do not quote the value). For
+// retry_schedule it names the index of the first such delay.
+func endpointDurationError(field string, present map[string]json.RawMessage) error {
+	switch field {
+	case "timeout":
+		return errTimeout()
+	case "auto_disable_after":
+		return errAutoDisableAfter()
+	case "retry_policy.base":
+		return errRetryPolicyBase()
+	case "retry_policy.cap":
+		return errRetryPolicyCap()
+	case "retry_schedule":
+		var items []json.RawMessage
+		if err := json.Unmarshal(present["retry_schedule"], &items); err == nil {
+			if err := retryScheduleLength(len(items)); err != nil {
+				return err
+			}
+			for i, item := range items {
+				var d wire.Duration
+				if d.UnmarshalJSON(item) != nil {
+					return errRetryScheduleItem(i)
+				}
+			}
+		}
+		return errRetryScheduleItem(0)
+	}
+	return badRequest("invalid_type", "%s must be a Go duration string such as \"30s\"", field)
+}
+
 // applyEndpoint validates the request's fields and sets them on ep. A field
 // present as null returns to its default. creating is false for PATCH.
-func (s *Server) applyEndpoint(ep *herald.Endpoint, req *endpointRequest, present map[string]json.RawMessage, creating bool) error {
+func (s *Server) applyEndpoint(ep *herald.Endpoint, req *wire.EndpointRequest, present map[string]json.RawMessage, creating bool) error {
 	_, has := present["url"]
 	isNull := func(key string) bool {
 		raw, ok := present[key]
@@ -349,10 +384,10 @@ func (s *Server) applyEndpoint(ep *herald.Endpoint, req *endpointRequest, presen
 	if isNull("event_types") {
 		ep.EventTypes = []string{"*"}
 	} else if req.EventTypes != nil {
-		if err := validateEventTypes(*req.EventTypes); err != nil {
+		if err := validateEventTypes(req.EventTypes); err != nil {
 			return err
 		}
-		ep.EventTypes = *req.EventTypes
+		ep.EventTypes = req.EventTypes
 	}
 	schemeChanged, oldScheme := false, ep.SignatureScheme
 	if isNull("signature_scheme") {
@@ -369,9 +404,9 @@ func (s *Server) applyEndpoint(ep *herald.Endpoint, req *endpointRequest, presen
 	if isNull("timeout") {
 		ep.Timeout = herald.DefaultTimeout
 	} else if req.Timeout != nil {
-		d, err := time.ParseDuration(*req.Timeout)
-		if err != nil || d < minTimeout || d > herald.MaxTimeout {
-			return badRequest("invalid_timeout", "timeout must be a Go duration from 1s to 60s, such as \"10s\"")
+		d := time.Duration(*req.Timeout)
+		if d < minTimeout || d > herald.MaxTimeout {
+			return errTimeout()
 		}
 		ep.Timeout = d
 	}
@@ -406,10 +441,10 @@ func (s *Server) applyEndpoint(ep *herald.Endpoint, req *endpointRequest, presen
 	if isNull("headers") {
 		ep.Headers = nil
 	} else if req.Headers != nil {
-		if err := validateHeaders(*req.Headers); err != nil {
+		if err := validateHeaders(req.Headers); err != nil {
 			return err
 		}
-		ep.Headers = *req.Headers
+		ep.Headers = req.Headers
 	}
 	if err := applyProtection(ep, req, isNull); err != nil {
 		return err
@@ -438,7 +473,7 @@ func (s *Server) applyEndpoint(ep *herald.Endpoint, req *endpointRequest, presen
 // auto-disable setting is kept as zero, which the dispatcher and the
 // store read as the default, so an endpoint left at the default follows
 // it should it change.
-func applyProtection(ep *herald.Endpoint, req *endpointRequest, isNull func(string) bool) error {
+func applyProtection(ep *herald.Endpoint, req *wire.EndpointRequest, isNull func(string) bool) error {
 	if isNull("ordering") {
 		ep.Ordering = herald.OrderingNone
 	} else if req.Ordering != nil {
@@ -459,8 +494,8 @@ func applyProtection(ep *herald.Endpoint, req *endpointRequest, isNull func(stri
 	if isNull("auto_disable_after") {
 		ep.AutoDisableAfter = 0
 	} else if req.AutoDisableAfter != nil {
-		d, err := parseAutoDisableAfter(*req.AutoDisableAfter)
-		if err != nil {
+		d := time.Duration(*req.AutoDisableAfter)
+		if err := validateAutoDisableAfter(d); err != nil {
 			return err
 		}
 		ep.AutoDisableAfter = d
@@ -470,22 +505,22 @@ func applyProtection(ep *herald.Endpoint, req *endpointRequest, isNull func(stri
 
 // applyRetry sets the retry schedule or the exponential policy; setting one
 // clears the other, since only one applies.
-func applyRetry(ep *herald.Endpoint, req *endpointRequest, isNull func(string) bool) error {
+func applyRetry(ep *herald.Endpoint, req *wire.EndpointRequest, isNull func(string) bool) error {
 	if req.RetrySchedule != nil && req.RetryPolicy != nil {
 		return badRequest("invalid_retry_policy", "give retry_schedule or retry_policy, not both")
 	}
 	if isNull("retry_schedule") {
 		ep.RetrySchedule = nil
 	} else if req.RetrySchedule != nil {
-		sched := *req.RetrySchedule
-		if len(sched) < 1 || len(sched) > maxRetrySchedule {
-			return badRequest("invalid_retry_schedule", "retry_schedule must list from 1 to %d delays", maxRetrySchedule)
+		sched := req.RetrySchedule
+		if err := retryScheduleLength(len(sched)); err != nil {
+			return err
 		}
 		ds := make([]time.Duration, len(sched))
 		for i, v := range sched {
-			d, err := time.ParseDuration(v)
-			if err != nil || d < 0 || d > maxRetryDelay {
-				return badRequest("invalid_retry_schedule", "retry_schedule[%d] must be a Go duration from 0s to 24h, such as \"30s\"", i)
+			d := time.Duration(v)
+			if d < 0 || d > maxRetryDelay {
+				return errRetryScheduleItem(i)
 			}
 			ds[i] = d
 		}

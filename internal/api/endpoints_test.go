@@ -130,6 +130,16 @@ func TestEndpointCreate(t *testing.T) {
 			{"ScheduleLong", `{"url":"https://example.com","retry_schedule":[` + strings.Repeat(`"1s",`, 20) + `"1s"]}`, "invalid_retry_schedule", "1 to 20"},
 			{"ScheduleNegative", `{"url":"https://example.com","retry_schedule":["0s","-1s"]}`, "invalid_retry_schedule", "retry_schedule[1]"},
 			{"ScheduleTooLate", `{"url":"https://example.com","retry_schedule":["25h"]}`, "invalid_retry_schedule", "0s to 24h"},
+			// Durations that are not Go duration strings are refused while the
+			// body is decoded (wire.Duration), with the field's own answer.
+			{"ScheduleNotDuration", `{"url":"https://example.com","retry_schedule":["0s","soon"]}`, "invalid_retry_schedule", "retry_schedule[1]"},
+			{"ScheduleNull", `{"url":"https://example.com","retry_schedule":["0s","1s",null]}`, "invalid_retry_schedule", "retry_schedule[2]"},
+			{"ScheduleLongNotDuration", `{"url":"https://example.com","retry_schedule":[` + strings.Repeat(`"1s",`, 20) + `"x"]}`, "invalid_retry_schedule", "1 to 20"},
+			{"ScheduleItemNotString", `{"url":"https://example.com","retry_schedule":[1]}`, "invalid_type", "retry_schedule must be a string, not a JSON number"},
+			{"TimeoutNotString", `{"url":"https://example.com","timeout":10}`, "invalid_type", "timeout must be a string, not a JSON number"},
+			{"TimeoutNotDuration", `{"url":"https://example.com","timeout":"ten seconds"}`, "invalid_timeout", "1s to 60s"},
+			{"PolicyBaseNotDuration", `{"url":"https://example.com","retry_policy":{"type":"exponential","base":"x","factor":2,"cap":"1h","attempts":3}}`, "invalid_retry_policy", "retry_policy.base"},
+			{"PolicyCapNotDuration", `{"url":"https://example.com","retry_policy":{"type":"exponential","base":"1s","factor":2,"cap":null,"attempts":3}}`, "invalid_retry_policy", "retry_policy.cap"},
 			{"ScheduleAndPolicy", `{"url":"https://example.com","retry_schedule":["1s"],"retry_policy":{"type":"exponential","base":"1s","factor":2,"cap":"1h","attempts":3}}`, "invalid_retry_policy", "not both"},
 			{"PolicyType", `{"url":"https://example.com","retry_policy":{"type":"linear","base":"1s","factor":2,"cap":"1h","attempts":3}}`, "invalid_retry_policy", "retry_policy.type"},
 			{"PolicyFactor", `{"url":"https://example.com","retry_policy":{"type":"exponential","base":"1s","factor":0.5,"cap":"1h","attempts":3}}`, "invalid_retry_policy", "retry_policy.factor"},

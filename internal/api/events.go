@@ -10,6 +10,7 @@ import (
 	"github.com/heraldhooks/herald"
 	"github.com/heraldhooks/herald/internal/logkey"
 	"github.com/heraldhooks/herald/internal/store"
+	"github.com/heraldhooks/herald/internal/wire"
 )
 
 // idempotencyHeader may carry a single event's idempotency key.
@@ -33,7 +34,7 @@ func (s *Server) eventIngest(w http.ResponseWriter, r *http.Request) error {
 	if len(strings.TrimSpace(string(body))) == 0 {
 		return badRequest("invalid_json", "the request body is empty; it must be a JSON object")
 	}
-	var req eventRequest
+	var req wire.EventRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return err
 	}
@@ -77,7 +78,7 @@ func (s *Server) eventIngestBatch(w http.ResponseWriter, r *http.Request) error 
 	if len(strings.TrimSpace(string(body))) == 0 {
 		return badRequest("invalid_json", "the request body is empty; it must be a JSON object")
 	}
-	var req batchRequest
+	var req wire.BatchRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return err
 	}
@@ -86,7 +87,7 @@ func (s *Server) eventIngestBatch(w http.ResponseWriter, r *http.Request) error 
 	}
 	items := make([]store.EventIngestItem, len(req.Events))
 	for i, raw := range req.Events {
-		var ev eventRequest
+		var ev wire.EventRequest
 		if err := decodeJSON(raw, &ev); err != nil {
 			return batchItemError(i, err)
 		}
@@ -103,7 +104,7 @@ func (s *Server) eventIngestBatch(w http.ResponseWriter, r *http.Request) error 
 	if len(results) != len(items) {
 		return fmt.Errorf("ingest events: store answered %d results for %d events", len(results), len(items))
 	}
-	out := batchJSON{Data: make([]ingestJSON, len(results))}
+	out := wire.BatchResult{Data: make([]wire.IngestResult, len(results))}
 	for i := range results {
 		out.Data[i] = toIngestJSON(&results[i])
 	}
@@ -133,7 +134,7 @@ func batchItemError(i int, err error) error {
 
 // eventItem validates one event request into what the store ingests. Every
 // message starts with the field it is about.
-func (s *Server) eventItem(req *eventRequest) (store.EventIngestItem, error) {
+func (s *Server) eventItem(req *wire.EventRequest) (store.EventIngestItem, error) {
 	item := store.EventIngestItem{ConsumerID: herald.DefaultConsumerID}
 	if req.ConsumerID != nil {
 		if err := validateConsumerID(*req.ConsumerID); err != nil {
@@ -173,13 +174,13 @@ func (s *Server) eventItem(req *eventRequest) (store.EventIngestItem, error) {
 	return item, nil
 }
 
-func toIngestJSON(res *store.EventIngestResult) ingestJSON {
-	out := ingestJSON{Duplicate: res.Duplicate, Deliveries: make([]deliveryRefJSON, 0, len(res.Deliveries))}
+func toIngestJSON(res *store.EventIngestResult) wire.IngestResult {
+	out := wire.IngestResult{Duplicate: res.Duplicate, Deliveries: make([]wire.DeliveryRef, 0, len(res.Deliveries))}
 	if res.Event != nil {
 		out.ID = res.Event.ID
 	}
 	for _, d := range res.Deliveries {
-		out.Deliveries = append(out.Deliveries, deliveryRefJSON{ID: d.ID, EndpointID: d.EndpointID})
+		out.Deliveries = append(out.Deliveries, wire.DeliveryRef{ID: d.ID, EndpointID: d.EndpointID})
 	}
 	return out
 }
@@ -256,7 +257,7 @@ func (s *Server) eventGet(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	ds := toDeliveriesJSON(deliveries)
-	b, err := s.appendEvent(nil, ev, &ds)
+	b, err := s.appendEvent(nil, ev, ds)
 	if err != nil {
 		return err
 	}
@@ -265,9 +266,10 @@ func (s *Server) eventGet(w http.ResponseWriter, r *http.Request) error {
 }
 
 // appendEvent appends ev as a JSON object to b, its payload spliced in as
-// the stored bytes.
-func (s *Server) appendEvent(b []byte, ev *herald.Event, deliveries *[]deliveryJSON) ([]byte, error) {
-	obj, err := marshal(eventJSON{
+// the stored bytes (wire.Event leaves Payload out when it is empty), with
+// deliveries when not nil (GET /v1/events/{id} only).
+func (s *Server) appendEvent(b []byte, ev *herald.Event, deliveries []wire.Delivery) ([]byte, error) {
+	obj, err := marshal(wire.Event{
 		ID:             ev.ID,
 		ConsumerID:     ev.ConsumerID,
 		EventType:      ev.EventType,
@@ -302,7 +304,7 @@ func (s *Server) appendEvent(b []byte, ev *herald.Event, deliveries *[]deliveryJ
 // deleted endpoints stay as they are.
 func (s *Server) eventReplay(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
-	var req eventReplayRequest
+	var req wire.EventReplayRequest
 	if _, err := decodeBody(w, r, maxSmallBody, true, &req); err != nil {
 		return err
 	}
@@ -313,7 +315,7 @@ func (s *Server) eventReplay(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	dryRun, rate, err := parseReplayOptions(&req.replayOptionsJSON)
+	dryRun, rate, err := parseReplayOptions(&req.ReplayOptions)
 	if err != nil {
 		return err
 	}
@@ -326,6 +328,6 @@ func (s *Server) eventReplay(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return storeError("replay event deliveries", err, "event", id)
 	}
-	writeJSON(w, http.StatusOK, replayedJSON{Replayed: n, DryRun: dryRun})
+	writeJSON(w, http.StatusOK, wire.ReplayResult{Replayed: n, DryRun: dryRun})
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/heraldhooks/herald"
 	"github.com/heraldhooks/herald/internal/sender"
 	"github.com/heraldhooks/herald/internal/store"
+	"github.com/heraldhooks/herald/internal/wire"
 )
 
 // fuzzServer is a Server with what the decoders read: a small payload limit,
@@ -30,7 +31,7 @@ func (s *Server) fuzzDecodeEvent(body []byte) (store.EventIngestItem, error) {
 	if len(strings.TrimSpace(string(body))) == 0 {
 		return store.EventIngestItem{}, badRequest("invalid_json", "the request body is empty; it must be a JSON object")
 	}
-	var req eventRequest
+	var req wire.EventRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return store.EventIngestItem{}, err
 	}
@@ -42,7 +43,7 @@ func (s *Server) fuzzDecodeBatch(body []byte) ([]store.EventIngestItem, error) {
 	if len(strings.TrimSpace(string(body))) == 0 {
 		return nil, badRequest("invalid_json", "the request body is empty; it must be a JSON object")
 	}
-	var req batchRequest
+	var req wire.BatchRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return nil, err
 	}
@@ -51,7 +52,7 @@ func (s *Server) fuzzDecodeBatch(body []byte) ([]store.EventIngestItem, error) {
 	}
 	items := make([]store.EventIngestItem, len(req.Events))
 	for i, raw := range req.Events {
-		var ev eventRequest
+		var ev wire.EventRequest
 		if err := decodeJSON(raw, &ev); err != nil {
 			return nil, batchItemError(i, err)
 		}

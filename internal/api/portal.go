@@ -7,6 +7,7 @@ import (
 
 	"github.com/heraldhooks/herald/internal/auth"
 	"github.com/heraldhooks/herald/internal/store"
+	"github.com/heraldhooks/herald/internal/wire"
 )
 
 // Bounds of a portal link's ttl (API.md, "Portal sessions").
@@ -15,23 +16,6 @@ const (
 	minPortalLinkTTL     = time.Minute
 	maxPortalLinkTTL     = 24 * time.Hour
 )
-
-// portalSessionRequest is the optional body of POST
-// /v1/consumers/{consumer_id}/portal-sessions.
-type portalSessionRequest struct {
-	TTL *string `json:"ttl"`
-}
-
-// portalSessionJSON answers POST /v1/consumers/{consumer_id}/portal-sessions.
-type portalSessionJSON struct {
-	URL       string    `json:"url"`
-	ExpiresAt time.Time `json:"expires_at"`
-}
-
-// portalRevokedJSON answers DELETE /v1/consumers/{consumer_id}/portal-sessions.
-type portalRevokedJSON struct {
-	Revoked int `json:"revoked"`
-}
 
 // portalSessionCreate serves POST /v1/consumers/{consumer_id}/portal-sessions
 // (operator keys only) {"ttl": "15m"}: 201 with a one-time link to the
@@ -44,7 +28,7 @@ func (s *Server) portalSessionCreate(w http.ResponseWriter, r *http.Request) err
 	if err := validateConsumerID(consumer); err != nil {
 		return err
 	}
-	var req portalSessionRequest
+	var req wire.PortalSessionRequest
 	if _, err := decodeBody(w, r, maxSmallBody, true, &req); err != nil {
 		return err
 	}
@@ -70,7 +54,7 @@ func (s *Server) portalSessionCreate(w http.ResponseWriter, r *http.Request) err
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	writeJSON(w, http.StatusCreated, portalSessionJSON{
+	writeJSON(w, http.StatusCreated, wire.PortalSession{
 		URL:       scheme + "://" + r.Host + "/portal/" + token,
 		ExpiresAt: ps.LinkExpiresAt.UTC(),
 	})
@@ -90,6 +74,6 @@ func (s *Server) portalSessionRevoke(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return fmt.Errorf("revoke portal sessions: %w", err)
 	}
-	writeJSON(w, http.StatusOK, portalRevokedJSON{Revoked: n})
+	writeJSON(w, http.StatusOK, wire.PortalRevoked{Revoked: n})
 	return nil
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/heraldhooks/herald/internal/clock"
 	"github.com/heraldhooks/herald/internal/logkey"
 	"github.com/heraldhooks/herald/internal/store"
+	"github.com/heraldhooks/herald/internal/wire"
 )
 
 // DefaultMaxPayloadBytes bounds an event payload when Config leaves it zero.
@@ -343,17 +344,8 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	writeErr(w, ae.status, ae.code, ae.message)
 }
 
-type errorBody struct {
-	Error errorDetail `json:"error"`
-}
-
-type errorDetail struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
 func writeErr(w http.ResponseWriter, status int, code, message string) {
-	writeJSON(w, status, errorBody{errorDetail{code, message}})
+	writeJSON(w, status, wire.Error{Error: wire.ErrorDetail{Code: code, Message: message}})
 }
 
 // writeJSON answers v as JSON with status.
@@ -423,9 +415,21 @@ func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, optional bo
 // fields, a value of the wrong type and anything after the object are errors
 // that name what is wrong.
 func decodeJSON(body []byte, dst any) error {
+	return decodeJSONDurations(body, dst, nil)
+}
+
+// decodeJSONDurations is decodeJSON with durationError answering a
+// wire.Duration that is not a Go duration string, given the field's JSON
+// path ("timeout", "retry_policy.base"), so that a request can refuse it
+// with the field's own code. Without it the answer is invalid_type.
+func decodeJSONDurations(body []byte, dst any, durationError func(field string) error) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
+		var typ *json.UnmarshalTypeError
+		if durationError != nil && errors.As(err, &typ) && typ.Type == wire.DurationType {
+			return durationError(typ.Field)
+		}
 		return jsonError(err)
 	}
 	if rest := bytes.TrimSpace(body[dec.InputOffset():]); len(rest) > 0 {
@@ -473,6 +477,8 @@ func jsonKind(goType string) string {
 		return "an object"
 	case goType == "json.RawMessage":
 		return "a JSON value"
+	case goType == wire.DurationType.String():
+		return "a Go duration string such as \"30s\""
 	}
 	return "an object"
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/wire"
 	"github.com/heraldhooks/herald/verify"
 )
 
@@ -52,14 +53,13 @@ func validateEd25519Secret(secret string) error {
 // with secret null. A stored private key that cannot be read shows no
 // public key rather than failing the answer; the dispatcher reports the
 // same fault on every attempt.
-func showKeys(out *endpointJSON, ep *herald.Endpoint) {
+func showKeys(out *wire.Endpoint, ep *herald.Endpoint) {
 	if ep.SignatureScheme != herald.SchemeEd25519 {
-		secret := ep.Secret
-		out.Secret = &secret
+		out.Secret = ep.Secret
 		return
 	}
 	if pk, err := verify.Ed25519PublicKey(ep.Secret); err == nil {
-		out.PublicKey = &pk
+		out.PublicKey = pk
 	}
 }
 
@@ -67,11 +67,11 @@ func showKeys(out *endpointJSON, ep *herald.Endpoint) {
 // ed25519 endpoint the previous public key while the previous private key
 // still signs beside the current one (until PreviousSecretExpiresAt, on the
 // clock the dispatcher uses for the same choice).
-func (s *Server) endpointAnswer(ep *herald.Endpoint) endpointJSON {
+func (s *Server) endpointAnswer(ep *herald.Endpoint) wire.Endpoint {
 	out := toEndpointJSON(ep)
 	if ep.SignatureScheme == herald.SchemeEd25519 && previousSigns(ep, s.clock.Now()) {
 		if pk, err := verify.Ed25519PublicKey(ep.PreviousSecret); err == nil {
-			out.PreviousPublicKey = &pk
+			out.PreviousPublicKey = pk
 		}
 	}
 	return out

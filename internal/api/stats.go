@@ -7,6 +7,7 @@ import (
 	"github.com/heraldhooks/herald"
 	"github.com/heraldhooks/herald/internal/logkey"
 	"github.com/heraldhooks/herald/internal/store"
+	"github.com/heraldhooks/herald/internal/wire"
 )
 
 // allStatuses lists every delivery status, for answers that count each.
@@ -36,14 +37,14 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("stats: %w", err)
 	}
-	out := statsJSON{
-		ByStatus:            make(map[string]int64, len(allStatuses())),
+	out := wire.Stats{
+		Deliveries:          make(map[string]int64, len(allStatuses())),
 		DeadLetterDepth:     st.ByStatus[herald.StatusDead],
 		DueNow:              st.DueNow,
 		OldestDueAgeSeconds: st.OldestDueAge.Seconds(),
 	}
 	for _, status := range allStatuses() {
-		out.ByStatus[string(status)] = st.ByStatus[status]
+		out.Deliveries[string(status)] = st.ByStatus[status]
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -51,7 +52,7 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) error {
 
 // healthz serves GET /healthz: 200 while the process is up. No key needed.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
-	writeJSON(w, http.StatusOK, statusJSON{Status: "ok"})
+	writeJSON(w, http.StatusOK, wire.Status{Status: "ok"})
 	return nil
 }
 
@@ -75,6 +76,6 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 		writeErr(w, http.StatusServiceUnavailable, "not_ready", "the database does not answer")
 		return nil
 	}
-	writeJSON(w, http.StatusOK, statusJSON{Status: "ok"})
+	writeJSON(w, http.StatusOK, wire.Status{Status: "ok"})
 	return nil
 }

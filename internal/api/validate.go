@@ -11,6 +11,7 @@ import (
 
 	"github.com/heraldhooks/herald"
 	"github.com/heraldhooks/herald/internal/sender"
+	"github.com/heraldhooks/herald/internal/wire"
 	"github.com/heraldhooks/herald/verify"
 )
 
@@ -155,26 +156,53 @@ func newSecret() (string, error) {
 
 // validateRetryPolicy checks an exponential policy: every field required,
 // base from 1ms to 24h, factor from 1 to 10, cap from base to 24h, attempts
-// from 1 to 50.
-func validateRetryPolicy(p *retryPolicyJSON) (*herald.ExponentialPolicy, error) {
+// from 1 to 50. A base or cap that is not a Go duration string was refused
+// while decoding, with the same answers (endpointDurationError).
+func validateRetryPolicy(p *wire.RetryPolicy) (*herald.ExponentialPolicy, error) {
 	if p.Type != retryPolicyExponential {
 		return nil, badRequest("invalid_retry_policy", "retry_policy.type must be %q", retryPolicyExponential)
 	}
-	base, err := time.ParseDuration(p.Base)
-	if err != nil || base < time.Millisecond || base > maxRetryDelay {
-		return nil, badRequest("invalid_retry_policy", "retry_policy.base must be a Go duration from 1ms to 24h, such as \"1s\"")
+	base := time.Duration(p.Base)
+	if base < time.Millisecond || base > maxRetryDelay {
+		return nil, errRetryPolicyBase()
 	}
 	if p.Factor < 1 || p.Factor > maxRetryFactor {
 		return nil, badRequest("invalid_retry_policy", "retry_policy.factor must be a number from 1 to %d", maxRetryFactor)
 	}
-	capDelay, err := time.ParseDuration(p.Cap)
-	if err != nil || capDelay < base || capDelay > maxRetryDelay {
-		return nil, badRequest("invalid_retry_policy", "retry_policy.cap must be a Go duration from retry_policy.base to 24h, such as \"1h\"")
+	capDelay := time.Duration(p.Cap)
+	if capDelay < base || capDelay > maxRetryDelay {
+		return nil, errRetryPolicyCap()
 	}
 	if p.Attempts < 1 || p.Attempts > maxRetryAttempts {
 		return nil, badRequest("invalid_retry_policy", "retry_policy.attempts must be an integer from 1 to %d", maxRetryAttempts)
 	}
 	return &herald.ExponentialPolicy{Base: base, Factor: p.Factor, Cap: capDelay, Attempts: p.Attempts}, nil
+}
+
+func errRetryPolicyBase() error {
+	return badRequest("invalid_retry_policy", "retry_policy.base must be a Go duration from 1ms to 24h, such as \"1s\"")
+}
+
+func errRetryPolicyCap() error {
+	return badRequest("invalid_retry_policy", "retry_policy.cap must be a Go duration from retry_policy.base to 24h, such as \"1h\"")
+}
+
+// errTimeout refuses an endpoint's timeout.
+func errTimeout() error {
+	return badRequest("invalid_timeout", "timeout must be a Go duration from 1s to 60s, such as \"10s\"")
+}
+
+// retryScheduleLength checks how many delays a retry schedule lists.
+func retryScheduleLength(n int) error {
+	if n < 1 || n > maxRetrySchedule {
+		return badRequest("invalid_retry_schedule", "retry_schedule must list from 1 to %d delays", maxRetrySchedule)
+	}
+	return nil
+}
+
+// errRetryScheduleItem refuses the delay at index i of a retry schedule.
+func errRetryScheduleItem(i int) error {
+	return badRequest("invalid_retry_schedule", "retry_schedule[%d] must be a Go duration from 0s to 24h, such as \"30s\"", i)
 }
 
 // parseOrdering reads an endpoint's ordering: "fifo", or "none" for
@@ -201,22 +229,25 @@ func validateAutoDisableAfterFailures(n int) error {
 	return nil
 }
 
-// parseAutoDisableAfter reads how long an endpoint may go without a
-// success before it is disabled: a Go duration from 1m to 720h.
-func parseAutoDisableAfter(v string) (time.Duration, error) {
-	d, err := time.ParseDuration(v)
-	if err != nil || d < minAutoDisableAfter || d > maxAutoDisableAfter {
-		return 0, badRequest("invalid_auto_disable_after",
-			"auto_disable_after must be a Go duration from 1m to 720h, such as \"24h\" (null for the default, %s)",
-			herald.FormatDuration(herald.DefaultAutoDisableAfter))
+// validateAutoDisableAfter checks how long an endpoint may go without a
+// success before it is disabled: from 1m to 720h.
+func validateAutoDisableAfter(d time.Duration) error {
+	if d < minAutoDisableAfter || d > maxAutoDisableAfter {
+		return errAutoDisableAfter()
 	}
-	return d, nil
+	return nil
+}
+
+func errAutoDisableAfter() error {
+	return badRequest("invalid_auto_disable_after",
+		"auto_disable_after must be a Go duration from 1m to 720h, such as \"24h\" (null for the default, %s)",
+		herald.FormatDuration(herald.DefaultAutoDisableAfter))
 }
 
 // parseReplayOptions reads dry_run and rate: a rate is above 0 and at most
 // 10000 deliveries per second; absent, the replayed deliveries are all due
 // at once.
-func parseReplayOptions(o *replayOptionsJSON) (dryRun bool, rate float64, err error) {
+func parseReplayOptions(o *wire.ReplayOptions) (dryRun bool, rate float64, err error) {
 	if o.DryRun != nil {
 		dryRun = *o.DryRun
 	}

@@ -206,8 +206,12 @@ func printEvent(w io.Writer, ev *client.Event) error {
 		return err
 	}
 	fmt.Fprintln(w, "deliveries:")
+	ds := make([]client.Delivery, len(ev.Deliveries))
+	for i, d := range ev.Deliveries {
+		ds[i] = client.Delivery{Delivery: d}
+	}
 	t := newTable(w)
-	deliveryTable(t, ev.Deliveries)
+	deliveryTable(t, ds)
 	return t.flush()
 }
 

@@ -25,7 +25,7 @@ func keysCmd(stdio IO) *cobra.Command {
 }
 
 func keyCreateCmd(r *remote) *cobra.Command {
-	var p client.APIKeyParams
+	var name, scope, consumer string
 	var quiet bool
 	cmd := &cobra.Command{
 		Use:   "create --name NAME --scope operator|consumer [--consumer ID]",
@@ -38,23 +38,27 @@ func keyCreateCmd(r *remote) *cobra.Command {
 		Args: cobra.NoArgs,
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&p.Name, "name", "", "what the key is for")
-	fs.StringVar(&p.Scope, "scope", "", "operator (everything) or consumer (one consumer's data)")
-	fs.StringVar(&p.ConsumerID, "consumer", "", "the consumer a consumer key reaches")
+	fs.StringVar(&name, "name", "", "what the key is for")
+	fs.StringVar(&scope, "scope", "", "operator (everything) or consumer (one consumer's data)")
+	fs.StringVar(&consumer, "consumer", "", "the consumer a consumer key reaches")
 	fs.BoolVarP(&quiet, "quiet", "q", false, "print only the key itself")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		switch {
-		case p.Name == "":
+		case name == "":
 			return errors.New("--name is required: say what the key is for")
-		case p.Scope != "operator" && p.Scope != "consumer":
+		case scope != "operator" && scope != "consumer":
 			return errors.New("--scope must be operator (everything) or consumer (one consumer's data, with --consumer)")
-		case p.Scope == "consumer" && p.ConsumerID == "":
+		case scope == "consumer" && consumer == "":
 			return errors.New("--consumer is required with --scope consumer: the consumer the key reaches")
-		case p.Scope == "operator" && p.ConsumerID != "":
+		case scope == "operator" && consumer != "":
 			return errors.New("--consumer is for --scope consumer only; an operator key reaches every consumer (is HERALD_CONSUMER set?)")
 		}
 		return r.run(cmd, func(ctx context.Context, c *client.Client) error {
-			k, err := c.APIKeyCreate(ctx, &p)
+			p := &client.APIKeyParams{Name: &name, Scope: &scope}
+			if consumer != "" {
+				p.ConsumerID = &consumer
+			}
+			k, err := c.APIKeyCreate(ctx, p)
 			if err != nil {
 				return err
 			}

@@ -6,24 +6,15 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"time"
+
+	"github.com/heraldhooks/herald/internal/wire"
 )
 
 // APIKey is an API key as the API shows it. Key, the key itself, is set
 // only in the answer of APIKeyCreate: the server shows it that once.
+// ConsumerID is "" for an operator key (null in the answer).
 type APIKey struct {
-	ID   string `json:"id"`
-	Name string `json:"name"`
-	// Scope is "operator" (everything) or "consumer" (one consumer's data).
-	Scope string `json:"scope"`
-	// ConsumerID is the consumer a consumer key reaches; "" for an
-	// operator key (null in the answer).
-	ConsumerID string `json:"consumer_id"`
-	Key        string `json:"key"`
-	// Prefix is the key's first characters, to recognise it.
-	Prefix     string     `json:"prefix"`
-	CreatedAt  time.Time  `json:"created_at"`
-	LastUsedAt *time.Time `json:"last_used_at"`
+	wire.APIKey
 	// Raw is the key's JSON as the server sent it.
 	Raw json.RawMessage `json:"-"`
 }
@@ -31,12 +22,8 @@ type APIKey struct {
 func (k *APIKey) setRaw(b json.RawMessage) { k.Raw = b }
 
 // APIKeyParams is the body of APIKeyCreate. ConsumerID is required for a
-// consumer key and must be empty for an operator key.
-type APIKeyParams struct {
-	Name       string `json:"name"`
-	Scope      string `json:"scope"`
-	ConsumerID string `json:"consumer_id,omitempty"`
-}
+// consumer key and must be nil for an operator key.
+type APIKeyParams = wire.APIKeyRequest
 
 // APIKeyListParams filters APIKeyList: one consumer's keys when ConsumerID
 // is set.

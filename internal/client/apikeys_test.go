@@ -15,7 +15,7 @@ func TestAPIKeys(t *testing.T) {
 	c := setup(t, smallPages(2))
 	ctx := t.Context()
 
-	op, err := c.APIKeyCreate(ctx, &client.APIKeyParams{Name: "deploys", Scope: "operator"})
+	op, err := c.APIKeyCreate(ctx, &client.APIKeyParams{Name: ptr("deploys"), Scope: ptr("operator")})
 	require.NoError(t, err)
 	require.Regexp(t, `^key_`, op.ID)
 	require.Equal(t, "operator", op.Scope)
@@ -26,7 +26,7 @@ func TestAPIKeys(t *testing.T) {
 
 	var made []string
 	for _, consumer := range []string{"c1", "c1", "c2"} {
-		k, err := c.APIKeyCreate(ctx, &client.APIKeyParams{Name: "for " + consumer, Scope: "consumer", ConsumerID: consumer})
+		k, err := c.APIKeyCreate(ctx, &client.APIKeyParams{Name: ptr("for " + consumer), Scope: ptr("consumer"), ConsumerID: ptr(consumer)})
 		require.NoError(t, err)
 		require.Equal(t, consumer, k.ConsumerID)
 		made = append(made, k.ID)
@@ -52,7 +52,7 @@ func TestAPIKeys(t *testing.T) {
 	require.True(t, errors.As(err, &apiErr))
 	require.Equal(t, "not_found", apiErr.Code)
 
-	_, err = c.APIKeyCreate(ctx, &client.APIKeyParams{Name: "x", Scope: "consumer"})
+	_, err = c.APIKeyCreate(ctx, &client.APIKeyParams{Name: ptr("x"), Scope: ptr("consumer")})
 	require.True(t, errors.As(err, &apiErr))
 	require.Equal(t, "invalid_consumer_id", apiErr.Code)
 	require.Error(t, c.APIKeyRevoke(ctx, " "))

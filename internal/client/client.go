@@ -20,6 +20,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/heraldhooks/herald/internal/wire"
 )
 
 // DefaultTimeout bounds one HTTP call when Options.HTTPClient is nil.
@@ -184,12 +186,7 @@ func unwrapURLError(err error) error {
 // decodeError reads an error answer. One that is not Herald's JSON (a proxy
 // in between, say) still becomes an *Error, coded by its status.
 func decodeError(status int, raw []byte) *Error {
-	var body struct {
-		Error struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
+	var body wire.Error
 	if json.Unmarshal(raw, &body) == nil && body.Error.Code != "" {
 		return &Error{StatusCode: status, Code: body.Error.Code, Message: body.Error.Message}
 	}

@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/heraldhooks/herald/internal/wire"
 )
 
 // EndpointCreate registers an endpoint (POST /v1/endpoints). Only URL is
@@ -14,7 +16,7 @@ func (c *Client) EndpointCreate(ctx context.Context, p *EndpointParams) (*Endpoi
 	if p == nil || p.URL == nil {
 		return nil, errors.New("create endpoint: a URL is required")
 	}
-	body, err := p.body()
+	body, err := endpointBody(p)
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +47,7 @@ func (c *Client) EndpointUpdate(ctx context.Context, id string, p *EndpointParam
 	if p == nil {
 		p = &EndpointParams{}
 	}
-	body, err := p.body()
+	body, err := endpointBody(p)
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +71,7 @@ func (c *Client) EndpointRotateSecret(ctx context.Context, id, secret string) (*
 	var body []byte
 	if secret != "" {
 		var err error
-		if body, err = marshalBody(map[string]string{"secret": secret}); err != nil {
+		if body, err = marshalBody(wire.RotateSecretRequest{Secret: &secret}); err != nil {
 			return nil, err
 		}
 	}
@@ -87,7 +89,7 @@ func (c *Client) EndpointDisable(ctx context.Context, id, reason string) (*Endpo
 	var body []byte
 	if reason != "" {
 		var err error
-		if body, err = marshalBody(map[string]string{"reason": reason}); err != nil {
+		if body, err = marshalBody(wire.DisableRequest{Reason: &reason}); err != nil {
 			return nil, err
 		}
 	}
@@ -101,14 +103,14 @@ func (c *Client) EndpointReplay(ctx context.Context, id string, p *ReplayParams)
 	if err != nil {
 		return nil, err
 	}
-	var req replayRequest
+	var req wire.EndpointReplayRequest
 	if p != nil {
-		req = replayRequest{Status: p.Status, DryRun: p.DryRun, Rate: p.Rate}
+		req = wire.EndpointReplayRequest{Status: nonEmpty(p.Status), ReplayOptions: replayOptions(p.DryRun, p.Rate)}
 		if !p.Since.IsZero() {
-			req.Since = p.Since.UTC().Format(time.RFC3339Nano)
+			req.Since = nonEmpty(p.Since.UTC().Format(time.RFC3339Nano))
 		}
 		if !p.Until.IsZero() {
-			req.Until = p.Until.UTC().Format(time.RFC3339Nano)
+			req.Until = nonEmpty(p.Until.UTC().Format(time.RFC3339Nano))
 		}
 	}
 	body, err := marshalBody(req)
@@ -139,6 +141,14 @@ func setIf(q url.Values, name, v string) {
 	if v != "" {
 		q.Set(name, v)
 	}
+}
+
+// nonEmpty is s, or nil (left out of a request) when s is "".
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // setTime sets a query parameter to t in RFC 3339 when t is not zero.

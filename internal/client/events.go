@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+
+	"github.com/heraldhooks/herald/internal/wire"
 )
 
 // EventSend sends one event (POST /v1/events). The payload is sent as its
@@ -21,11 +23,10 @@ func (c *Client) EventSend(ctx context.Context, p *EventParams) (*IngestResult, 
 	if !json.Valid(p.Payload) {
 		return nil, errors.New("send event: the payload is not valid JSON")
 	}
-	head, err := marshalBody(struct {
-		ConsumerID     string `json:"consumer_id,omitempty"`
-		EventType      string `json:"event_type"`
-		IdempotencyKey string `json:"idempotency_key,omitempty"`
-	}{p.ConsumerID, p.EventType, p.IdempotencyKey})
+	eventType := p.EventType
+	head, err := marshalBody(wire.EventRequest{
+		ConsumerID: nonEmpty(p.ConsumerID), EventType: &eventType, IdempotencyKey: nonEmpty(p.IdempotencyKey),
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +78,7 @@ func (c *Client) EventReplay(ctx context.Context, id string, p *EventReplayParam
 	}
 	var body []byte
 	if p != nil && (p.Status != "" || p.DryRun || p.Rate != 0) {
-		if body, err = marshalBody(replayRequest{Status: p.Status, DryRun: p.DryRun, Rate: p.Rate}); err != nil {
+		if body, err = marshalBody(wire.EventReplayRequest{Status: nonEmpty(p.Status), ReplayOptions: replayOptions(p.DryRun, p.Rate)}); err != nil {
 			return nil, err
 		}
 	}

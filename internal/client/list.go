@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+
+	"github.com/heraldhooks/herald/internal/wire"
 )
 
 // ListOptions says how much of a list to fetch. The zero value fetches one
@@ -40,10 +42,7 @@ func (p *Page[T]) MarshalJSON() ([]byte, error) {
 	if data == nil {
 		data = []json.RawMessage{}
 	}
-	return json.Marshal(struct {
-		Data       []json.RawMessage `json:"data"`
-		NextCursor string            `json:"next_cursor"`
-	}{data, p.NextCursor})
+	return json.Marshal(wire.List[json.RawMessage]{Data: data, NextCursor: p.NextCursor})
 }
 
 // list fetches pages of path with the filters in query, as opts asks.
@@ -77,10 +76,7 @@ func list[T any, PT interface {
 		if err != nil {
 			return nil, err
 		}
-		var page struct {
-			Data       []json.RawMessage `json:"data"`
-			NextCursor string            `json:"next_cursor"`
-		}
+		var page wire.List[json.RawMessage]
 		if err := json.Unmarshal(raw, &page); err != nil {
 			return nil, errors.Join(errors.New("decode the answer to GET "+path), err)
 		}

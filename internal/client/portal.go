@@ -6,12 +6,13 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/heraldhooks/herald/internal/wire"
 )
 
 // PortalLink is a one-time link to the consumer portal.
 type PortalLink struct {
-	URL       string    `json:"url"`
-	ExpiresAt time.Time `json:"expires_at"`
+	wire.PortalSession
 	// Raw is the link's JSON as the server sent it.
 	Raw json.RawMessage `json:"-"`
 }
@@ -25,7 +26,8 @@ func (c *Client) PortalSessionCreate(ctx context.Context, consumer string, ttl t
 	var body []byte
 	if ttl != 0 {
 		var err error
-		if body, err = marshalBody(map[string]string{"ttl": ttl.String()}); err != nil {
+		text := ttl.String()
+		if body, err = marshalBody(wire.PortalSessionRequest{TTL: &text}); err != nil {
 			return nil, err
 		}
 	}
@@ -43,9 +45,7 @@ func (c *Client) PortalSessionRevoke(ctx context.Context, consumer string) (int,
 	if err != nil {
 		return 0, err
 	}
-	var out struct {
-		Revoked int `json:"revoked"`
-	}
+	var out wire.PortalRevoked
 	if err := json.Unmarshal(raw, &out); err != nil {
 		return 0, err
 	}
