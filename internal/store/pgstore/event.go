@@ -59,20 +59,21 @@ func sortedIDs(prefix string, t time.Time, n int) []string {
 // after an endpoint is disabled may leave a pending delivery to it, which
 // no claim takes while the endpoint is disabled and which goes out once it
 // is enabled again; nothing is lost.
+//
+// Calls that overlap share a transaction (groupcommit.go), each in a
+// savepoint of its own: a call returns once its group has committed, fails
+// alone if its own events fail, and fails with the group if the commit
+// does. A call whose ctx ends while it waits for its group is not written.
 func (s *Store) EventIngest(ctx context.Context, p *store.EventIngestParams) ([]store.EventIngestResult, error) {
 	if len(p.Events) == 0 {
 		return []store.EventIngestResult{}, nil
 	}
-	var results []store.EventIngestResult
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		results, err = s.ingest(ctx, tx, p.Events, p.Now)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("ingest events: %w", err)
+	c := &ingestCall{ctx: ctx, items: p.Events, now: p.Now}
+	s.groupIngest(c)
+	if c.err != nil {
+		return nil, fmt.Errorf("ingest events: %w", c.err)
 	}
-	return results, nil
+	return c.results, nil
 }
 
 // ingest writes events and their deliveries in tx, as EventIngest

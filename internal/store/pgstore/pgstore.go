@@ -47,6 +47,10 @@ type Store struct {
 	// (EndpointQueueTidy), in unix nanoseconds of the process clock.
 	vacuumedAt atomic.Int64
 	subs       sync.WaitGroup
+
+	// groups lets overlapping EventIngest calls share transactions
+	// (groupcommit.go).
+	groups ingestGroups
 }
 
 // Open connects to the database at url (a postgres:// URL or a key=value

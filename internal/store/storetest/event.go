@@ -19,6 +19,7 @@ func eventCases() []testCase {
 		{"IngestIdempotencyKeyPerConsumer", testIngestIdempotency},
 		{"IngestDuplicateKeysInOneBatch", testIngestBatchDuplicates},
 		{"IngestConcurrentDuplicatesMakeOneEvent", testIngestConcurrentDuplicates},
+		{"IngestConcurrentCallsEachGetTheirOwnAnswer", testIngestConcurrentCallsEachGetTheirOwnAnswer},
 		{"IngestKeepsPayloadBytes", testIngestPayloadBytes},
 		{"IngestBatchIsAtomic", testIngestAtomic},
 		{"GetUnknownIsNotFound", testEventGetUnknown},

@@ -1,0 +1,363 @@
+package pgstore
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldhooks/herald/internal/store"
+)
+
+// Group commit: a transaction's fixed costs (its begin, its commit and the
+// WAL flush the commit waits for, a pooled connection held throughout)
+// and each statement's round trip dwarf one small event's rows, and
+// single-event ingest calls arrive by the thousand. Calls that arrive
+// while defaultLeaders groups are being written wait in a queue; the next
+// leader takes the queue's head and writes it in one transaction, as one
+// batch: the same few statements whatever the number of calls. If the
+// batch fails, the group is written again with each call inside a
+// savepoint of its own, so a call that fails rolls back alone and the
+// others commit. A lone call waits for no one: groups form only when
+// calls overlap.
+//
+// A batch asks for one wake-up (pg_notify), delivered at its commit; so
+// does each call written in a savepoint, and PostgreSQL delivers a
+// channel's identical notifications of one transaction once and drops
+// those of a savepoint rolled back. So a group wakes the dispatchers once.
+//
+// A group holds the locks of all its calls until it commits, and two
+// groups are written at once: the statements of a batch take events by
+// consumer and key and endpoint_queue marks by endpoint, and calls
+// written one by one go in the order of their (first) consumer, so that
+// two groups take the rows they share in the same order, as one call's
+// statements do. Two groups can still cross (keys reused across event
+// types, say): PostgreSQL then fails one batch with a deadlock error, and
+// its group is written again call by call.
+
+// Bounds on one group, so that a burst cannot make one transaction, and
+// the wait of the calls behind it, unbounded. Written call by call, each
+// call of a group is a subtransaction of its own, and PostgreSQL caches
+// at most 64 of a transaction's subtransaction ids in shared memory: past
+// that, every snapshot taken anywhere while the group is open has to look
+// them up in pg_subtrans, which slows the whole server.
+const (
+	maxGroupCalls = 64
+	maxGroupItems = 5000
+)
+
+// defaultLeaders is how many groups are written at once, each on a
+// connection of its own. One at a time leaves the database idle while
+// the leader waits for each statement's answer and for its commit's
+// flush, and was slower than no groups at all; two keep both cores busy.
+// More make the groups smaller for little more throughput, and hold more
+// of the pool.
+const defaultLeaders = 2
+
+// ingestGroups queues the EventIngest calls of a Store for group commit.
+// Its zero value is ready for use.
+type ingestGroups struct {
+	mu sync.Mutex
+	// queue holds the calls waiting for a group, oldest first.
+	queue []*ingestCall
+	// leaders counts the calls leading a group now, at most maxLeaders
+	// (defaultLeaders when 0; tests set 1 to make calls queue).
+	leaders    int
+	maxLeaders int
+
+	// written counts the transactions the groups have opened, so that
+	// tests can see calls share them.
+	written atomic.Int64
+	// beforeWrite, when set (by tests, before any call), runs in the
+	// leader once it has taken a group of n calls, before it writes it.
+	beforeWrite func(n int)
+}
+
+// ingestCall is one EventIngest call waiting for its group.
+type ingestCall struct {
+	ctx   context.Context
+	items []store.EventIngestItem
+	now   time.Time
+	// done receives true when the call has been written or skipped
+	// (results and err are set), or false when it must lead the next
+	// group. It is buffered, so whoever sends never waits.
+	done    chan bool
+	results []store.EventIngestResult
+	err     error
+}
+
+// groupIngest writes c, alone or with the calls queued beside it, and
+// sets its outcome. A call whose context ends while it waits leaves the
+// queue and answers the context's error at once, unless a leader has
+// already taken it into a group: then it waits for that group's outcome,
+// since its events may be committed.
+func (s *Store) groupIngest(c *ingestCall) {
+	g := &s.groups
+	c.done = make(chan bool, 1)
+	g.mu.Lock()
+	lead := g.leaders < cmp.Or(g.maxLeaders, defaultLeaders)
+	if lead {
+		g.leaders++
+	} else {
+		g.queue = append(g.queue, c)
+	}
+	g.mu.Unlock()
+	if !lead {
+		select {
+		case written := <-c.done:
+			if written {
+				return
+			}
+		case <-c.ctx.Done():
+			if g.leave(c) {
+				c.err = c.ctx.Err()
+				return
+			}
+			if written := <-c.done; written {
+				return
+			}
+		}
+	}
+	s.leadGroup(c)
+}
+
+// leave takes c out of the queue if it is still there, and reports
+// whether it did. A call no longer queued has been taken into a group, or
+// named to lead one.
+func (g *ingestGroups) leave(c *ingestCall) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for i, q := range g.queue {
+		if q == c {
+			g.queue = append(g.queue[:i], g.queue[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// leadGroup writes own, the leader's call, and the calls at the head of
+// the queue in one transaction, then hands the lead to the first call
+// left waiting, if any. Calls whose context has ended by then are
+// skipped, not written.
+func (s *Store) leadGroup(own *ingestCall) {
+	g := &s.groups
+	var group, skipped []*ingestCall
+	items := 0
+	take := func(c *ingestCall) bool {
+		if c.ctx.Err() != nil {
+			skipped = append(skipped, c)
+			return true
+		}
+		if len(group) == maxGroupCalls || (len(group) > 0 && items+len(c.items) > maxGroupItems) {
+			return false
+		}
+		group = append(group, c)
+		items += len(c.items)
+		return true
+	}
+	g.mu.Lock()
+	take(own)
+	n := 0
+	for _, c := range g.queue {
+		if !take(c) {
+			break
+		}
+		n++
+	}
+	g.queue = append(g.queue[:0], g.queue[n:]...)
+	g.mu.Unlock()
+	for _, c := range skipped {
+		c.err = c.ctx.Err()
+	}
+	if len(group) > 0 {
+		if g.beforeWrite != nil {
+			g.beforeWrite(len(group))
+		}
+		s.writeGroup(group)
+	}
+
+	// The next leader leaves the queue as it is named, so that no other
+	// leader takes it into a group.
+	g.mu.Lock()
+	var next *ingestCall
+	if len(g.queue) > 0 {
+		next = g.queue[0]
+		g.queue = append(g.queue[:0], g.queue[1:]...)
+	} else {
+		g.leaders--
+	}
+	g.mu.Unlock()
+	for _, c := range skipped {
+		c.done <- true
+	}
+	for _, c := range group {
+		c.done <- true
+	}
+	if next != nil {
+		next.done <- false
+	}
+}
+
+// writeGroup writes a group in one transaction and sets each call's
+// outcome. A lone call's transaction is its own, and runs on its context,
+// as it would without groups. A group's runs on a context that ends only
+// when every one of its callers has given up, since one caller giving up
+// must not break the others' transaction.
+//
+// A group is first written as one batch: its calls' events in the same
+// few statements a single call of many events uses, so that the round
+// trips a group costs do not grow with its calls. Calls of one consumer
+// that share an idempotency key make one event, the later calls
+// answering it as a duplicate, as the items of one call do. If the batch
+// fails (a call's bad event), the transaction is rolled back and the
+// group written again call by call, each in a savepoint of its own, so
+// that only the failing calls fail. If the transaction cannot commit,
+// every call has that error, since none of it is written.
+func (s *Store) writeGroup(group []*ingestCall) {
+	s.groups.written.Add(1)
+	if len(group) == 1 {
+		c := group[0]
+		err := s.inTx(c.ctx, func(tx pgx.Tx) error {
+			var err error
+			c.results, err = s.ingest(c.ctx, tx, c.items, c.now)
+			return err
+		})
+		if err != nil {
+			c.results, c.err = nil, err
+		}
+		return
+	}
+	ctx, cancel := groupContext(group)
+	defer cancel()
+	ordered := slices.Clone(group)
+	slices.SortStableFunc(ordered, func(a, b *ingestCall) int {
+		return cmp.Compare(a.items[0].ConsumerID, b.items[0].ConsumerID)
+	})
+	batchErr := s.inTx(ctx, func(tx pgx.Tx) error {
+		return s.ingestBatches(ctx, tx, ordered)
+	})
+	if batchErr == nil {
+		return
+	}
+	var callErr errCalls
+	if !errors.As(batchErr, &callErr) {
+		failGroup(group, batchErr)
+		return
+	}
+	// A call's events failed: each call again, in its savepoint.
+	for _, c := range group {
+		c.results, c.err = nil, nil
+	}
+	s.groups.written.Add(1)
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		for i, c := range ordered {
+			if err := s.ingestInSavepoint(ctx, tx, c, i == 0); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		failGroup(group, err)
+	}
+}
+
+// errCalls is a batch's failure that the calls' own events may have
+// caused: the batch is written again call by call.
+type errCalls struct{ err error }
+
+func (e errCalls) Error() string { return e.err.Error() }
+func (e errCalls) Unwrap() error { return e.err }
+
+// ingestBatches writes calls as batches: each run of calls asking for the
+// same time (all of them, on the real clock) in one ingest, whose results
+// are then handed back to each call.
+func (s *Store) ingestBatches(ctx context.Context, tx pgx.Tx, calls []*ingestCall) error {
+	byNow := slices.Clone(calls)
+	slices.SortStableFunc(byNow, func(a, b *ingestCall) int { return a.now.Compare(b.now) })
+	for len(byNow) > 0 {
+		n := 1
+		for n < len(byNow) && byNow[n].now.Equal(byNow[0].now) {
+			n++
+		}
+		batch := byNow[:n]
+		byNow = byNow[n:]
+		var items []store.EventIngestItem
+		for _, c := range batch {
+			items = append(items, c.items...)
+		}
+		results, err := s.ingest(ctx, tx, items, batch[0].now)
+		if err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			return errCalls{err}
+		}
+		for _, c := range batch {
+			c.results, results = results[:len(c.items):len(c.items)], results[len(c.items):]
+		}
+	}
+	return nil
+}
+
+// failGroup gives every call of a group that was not written err, unless
+// the call has an error of its own.
+func failGroup(group []*ingestCall, err error) {
+	for _, c := range group {
+		c.results = nil
+		if c.err == nil {
+			c.err = fmt.Errorf("write group of %d ingest calls: %w", len(group), err)
+		}
+	}
+}
+
+// groupContext is the context a group is written on: it carries the
+// first call's values and ends once every call's context has ended.
+func groupContext(group []*ingestCall) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(group[0].ctx))
+	var left atomic.Int64
+	left.Store(int64(len(group)))
+	stops := make([]func() bool, len(group))
+	for i, c := range group {
+		stops[i] = context.AfterFunc(c.ctx, func() {
+			if left.Add(-1) == 0 {
+				cancel()
+			}
+		})
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
+}
+
+// ingestInSavepoint writes c inside a savepoint, so that a call that fails
+// rolls back alone and keeps its own error. The savepoint of the call
+// before is released in the same round trip as this one is made; the last
+// is released by the commit. An error returned is one the transaction
+// cannot go on after.
+func (s *Store) ingestInSavepoint(ctx context.Context, tx pgx.Tx, c *ingestCall, first bool) error {
+	sql := "RELEASE SAVEPOINT ingest_call; SAVEPOINT ingest_call"
+	if first {
+		sql = "SAVEPOINT ingest_call"
+	}
+	if _, err := tx.Exec(ctx, sql); err != nil {
+		return err
+	}
+	c.results, c.err = s.ingest(ctx, tx, c.items, c.now)
+	if c.err == nil {
+		return nil
+	}
+	c.results = nil
+	_, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT ingest_call")
+	return err
+}
