@@ -43,12 +43,18 @@ var candidatesQuery = `SELECT ` + prefixed("e", endpointColumns) + `, e.bucket_t
 					AND (d.attempt_count > 0) = 1 AND d.due_at <= ?1)
 		END
 	ORDER BY random()
-	LIMIT ?2`
+	LIMIT CAST(?2 AS INTEGER)`
 
 // claimedColumns are a claimed delivery with its event, its stored due_at
 // (for a delivering row, the lease expiry) and its seq.
 var claimedColumns = prefixed("d", deliveryColumns) + `, ` + prefixed("ev", eventColumns) + `, d.due_at, d.seq`
 
+// A prepared statement's LIMIT is an expression, never a bare parameter:
+// SQLite reads a bare parameter's value into the plan and so prepares the
+// statement again whenever the value changes, which a claim's limit does
+// on nearly every call (it cost an eighth of the CPU of a busy node, all
+// of it inside the write lock).
+//
 // takeQuery takes an endpoint's due deliveries of one kind, new
 // (attempt_count 0) or retries, oldest due first, then in ingest order:
 // a range of deliveries_endpoint_queue. Arguments: endpoint id, retries
@@ -58,7 +64,7 @@ var takeQuery = `SELECT ` + claimedColumns + `
 	JOIN events ev ON ev.id = d.event_id
 	WHERE d.endpoint_id = ? AND d.status IN ` + liveStatuses + ` AND (d.attempt_count > 0) = ? AND d.due_at <= ?
 	ORDER BY d.due_at, d.seq
-	LIMIT ?`
+	LIMIT CAST(? AS INTEGER)`
 
 // leaseQuery marks deliveries delivering under a new lease token, one
 // statement for a whole round of a claim. Arguments: a JSON array of

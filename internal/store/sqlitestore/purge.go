@@ -23,7 +23,7 @@ SELECT e.id, e.created_at,
 FROM events e INDEXED BY events_created_id
 WHERE e.created_at < ?1 AND (e.created_at, e.id) > (?2, ?3)
 ORDER BY e.created_at, e.id
-LIMIT ?4`
+LIMIT CAST(?4 AS INTEGER)`
 
 // The deletes of a purge batch, children first (the foreign keys are
 // enforced), each given the ids of the events that go as a JSON array.
