@@ -181,6 +181,7 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 		PollInterval: cfg.PollInterval,
 		LeaseMargin:  cfg.LeaseMargin,
 		DrainTimeout: cfg.ShutdownTimeout,
+		Linger:       dispatchLinger,
 		Hooks: dispatch.Hooks{
 			InFlight:       a.Metrics.AttemptsInFlight,
 			Redelivered:    a.Metrics.Redelivered,
@@ -214,6 +215,13 @@ func purgeLimit(db string) int {
 
 // sqlitePurgeLimit is the batch of a purge on SQLite (see purgeLimit).
 const sqlitePurgeLimit = 100
+
+// dispatchLinger is the dispatchers' batching pause (dispatch.Config.Linger):
+// at 300 events/s on PostgreSQL a claim and an outcome write per delivery
+// cost the database more CPU than everything else together; 5 ms lets a
+// claim carry the deliveries of a few events at such rates, for 5 ms more
+// latency, and is gone under load.
+const dispatchLinger = 5 * time.Millisecond
 
 // runPurger runs the purger, if there is one, until ctx ends; the channel
 // it returns is closed once it has stopped.

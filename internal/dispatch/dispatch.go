@@ -58,6 +58,15 @@ type Config struct {
 	// DrainTimeout is how long a stopping dispatcher lets attempts in flight
 	// finish before it cancels them and hands their leases back (default 30 s).
 	DrainTimeout time.Duration
+	// Linger is how long a dispatcher woken for new work waits before it
+	// claims, and how long the outcome writer waits for more outcomes
+	// beside the first, so that at low rates one claim and one outcome
+	// write carry the several deliveries that arrive meanwhile rather than
+	// one each (each is a write transaction). It is a pause in real time,
+	// a few milliseconds added to a delivery's latency, not a due time: it
+	// ignores Clock. Under load claims and writes fill up without it and
+	// no claim waits. Default 0: no pause.
+	Linger time.Duration
 	// Rand draws the jitter of retry delays, in [0, 1). Default math/rand/v2.
 	Rand func() float64
 	// Hooks observe outcomes (metrics, notifications); optional.
@@ -280,7 +289,22 @@ func (d *Dispatcher) claimLoop(ctx context.Context, wake, kick <-chan struct{}, 
 			tidiedAt = at
 			d.tidy(ctx)
 		}
-		d.idle(ctx, wake, kick, lookedAt)
+		if d.idle(ctx, wake, kick, lookedAt) {
+			pause(ctx, d.cfg.Linger)
+		}
+	}
+}
+
+// pause waits for d in real time, or until ctx ends.
+func pause(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
 	}
 }
 
@@ -317,11 +341,12 @@ func takeFree(slots <-chan struct{}, n int) int {
 // interval counted from lookedAt, when the last claim looked: time that
 // passed during the claim (a slow database, or a test clock moved meanwhile)
 // counts, so work that fell due while the claim ran is not left waiting a
-// whole interval more.
-func (d *Dispatcher) idle(ctx context.Context, wake, kick <-chan struct{}, lookedAt time.Time) {
+// whole interval more. It reports whether a wake-up (new work, from this
+// node or another) ended the wait.
+func (d *Dispatcher) idle(ctx context.Context, wake, kick <-chan struct{}, lookedAt time.Time) (woken bool) {
 	until := lookedAt.Add(d.cfg.PollInterval)
 	if !d.cfg.Clock.Now().Before(until) {
-		return
+		return false
 	}
 	// Sleep no longer than until the next delivery falls due, so a retry
 	// goes at its time, not at the next poll. An outcome that schedules a
@@ -339,16 +364,18 @@ func (d *Dispatcher) idle(ctx context.Context, wake, kick <-chan struct{}, looke
 	}
 	wait := until.Sub(d.cfg.Clock.Now())
 	if wait <= 0 {
-		return
+		return false
 	}
 	t := d.cfg.Clock.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 	case <-wake:
+		return true
 	case <-kick:
 	case <-t.C():
 	}
+	return false
 }
 
 // attempt runs one delivery attempt and decides its outcome. Work that has
@@ -518,9 +545,9 @@ func (d *Dispatcher) logAttempt(c *store.ClaimedDelivery, res *sender.Result, ou
 }
 
 // writeResults writes outcomes and releases in batches: it blocks for one
-// result, takes every other result already waiting (up to maxWriteBatch),
-// and writes them together. Under load batches grow by themselves; when
-// idle, a lone outcome is written at once. Writes use their own context so
+// result, takes every other result already waiting or arriving within
+// Linger (up to maxWriteBatch), and writes them together. Under load
+// batches grow by themselves. Writes use their own context so
 // that a stopping node still records what it did.
 func (d *Dispatcher) writeResults(results <-chan result, slots chan<- struct{}, kick chan<- struct{}, unwritten *atomic.Int64) {
 	const maxWriteBatch = 500
@@ -538,6 +565,12 @@ func (d *Dispatcher) writeResults(results <-chan result, slots chan<- struct{}, 
 			}
 		}
 		add(first)
+		var lingered <-chan time.Time
+		var lingerTimer *time.Timer
+		if d.cfg.Linger > 0 {
+			lingerTimer = time.NewTimer(d.cfg.Linger)
+			lingered = lingerTimer.C
+		}
 	drain:
 		for len(outcomes)+len(releases) < maxWriteBatch {
 			select {
@@ -546,9 +579,24 @@ func (d *Dispatcher) writeResults(results <-chan result, slots chan<- struct{}, 
 					break drain
 				}
 				add(r)
+				continue
 			default:
+			}
+			if lingered == nil {
+				break
+			}
+			select {
+			case r, ok := <-results:
+				if !ok {
+					break drain
+				}
+				add(r)
+			case <-lingered:
 				break drain
 			}
+		}
+		if lingerTimer != nil {
+			lingerTimer.Stop()
 		}
 		applied := d.write(outcomes, releases)
 		if hook := d.cfg.Hooks.OutcomeWritten; hook != nil {

@@ -667,3 +667,63 @@ func TestPreviousSecretOfAnotherSchemeDoesNotBreakDelivery(t *testing.T) {
 	require.Len(t, sigs, 1)
 	require.Len(t, strings.Fields(sigs[0]), 1, "signed with the current secret alone")
 }
+
+// batchSpy is the real store, with the size of every claim that took
+// something and of every outcome write written down.
+type batchSpy struct {
+	store.Store
+	mu             sync.Mutex
+	claims, writes []int
+}
+
+func (s *batchSpy) DeliveryClaim(ctx context.Context, p *store.DeliveryClaimParams) ([]*store.ClaimedDelivery, error) {
+	got, err := s.Store.DeliveryClaim(ctx, p)
+	if len(got) > 0 {
+		s.mu.Lock()
+		s.claims = append(s.claims, len(got))
+		s.mu.Unlock()
+	}
+	return got, err
+}
+
+func (s *batchSpy) DeliveryCompleteMany(ctx context.Context, p *store.DeliveryCompleteManyParams) ([]bool, error) {
+	s.mu.Lock()
+	s.writes = append(s.writes, len(p.Outcomes))
+	s.mu.Unlock()
+	return s.Store.DeliveryCompleteMany(ctx, p)
+}
+
+// TestLingerGathersWorkArrivingTogether: events that arrive a few
+// milliseconds apart at an idle dispatcher go out in one claim, and their
+// outcomes in one write, when the dispatcher lingers; each event would
+// otherwise wake a claim and a write of its own.
+func TestLingerGathersWorkArrivingTogether(t *testing.T) {
+	t.Parallel()
+	const events = 5
+	var got atomic.Int64
+	base, c, _ := setup(t, func(w http.ResponseWriter, _ *http.Request) { got.Add(1) })
+	st := &batchSpy{Store: base}
+	runDispatcher(t, dispatch.Config{
+		Store:       st,
+		Sender:      sender.New(sender.Config{AllowPrivateNetworks: true}),
+		Clock:       c,
+		Concurrency: 16,
+		Linger:      time.Second, // far longer than the events take to arrive
+	})
+	// Idle on a test-clock timer that never fires: only wake-ups count.
+	waitFor(t, func() bool { return c.Waiters() > 0 })
+	for range events {
+		ingest(t, st, c)
+		time.Sleep(20 * time.Millisecond) // apart, as a steady low rate is
+	}
+	waitFor(t, func() bool { return got.Load() == events })
+	waitFor(t, func() bool {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return len(st.writes) > 0
+	})
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	require.Equal(t, []int{events}, st.claims, "one claim takes every event")
+	require.Equal(t, []int{events}, st.writes, "one write records every outcome")
+}
