@@ -214,6 +214,9 @@ type Store interface {
 
 	// PortalSessionStore keeps portal links and sessions (portal.go).
 	PortalSessionStore
+
+	// EventTypeStore keeps the event type catalog (eventtype.go).
+	EventTypeStore
 }
 
 // Page is one page of a list. NextCursor is empty on the last page; passed

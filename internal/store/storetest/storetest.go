@@ -74,6 +74,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"APIKey", apiKeyCases()},
 		{"PortalSession", portalCases()},
 		{"Purge", purgeCases()},
+		{"EventType", eventTypeCases()},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
