@@ -8,6 +8,8 @@ const (
 	EndpointID = "endpoint_id"
 	EventID    = "event_id"
 	ConsumerID = "consumer_id"
+	// EventType is an event's type, or a catalog entry's name.
+	EventType  = "event_type"
 	Attempt    = "attempt"
 	StatusCode = "status_code"
 	DurationMS = "duration_ms"

@@ -1,0 +1,178 @@
+package catalog_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/catalog"
+	"github.com/heraldhooks/herald/internal/clock"
+	"github.com/heraldhooks/herald/internal/store"
+	"github.com/heraldhooks/herald/internal/store/sqlitestore"
+	"github.com/heraldhooks/herald/internal/testdb"
+)
+
+// countingStore counts the reads the cache makes, and fails them on
+// demand.
+type countingStore struct {
+	store.EventTypeStore
+	generations, lists atomic.Int64
+	fail               atomic.Bool
+}
+
+func (s *countingStore) EventTypeGeneration(ctx context.Context) (int64, error) {
+	s.generations.Add(1)
+	if s.fail.Load() {
+		return 0, errors.New("database away")
+	}
+	return s.EventTypeStore.EventTypeGeneration(ctx)
+}
+
+func (s *countingStore) EventTypeList(ctx context.Context, p *store.EventTypeListParams) (*store.Page[*herald.EventTypeEntry], error) {
+	s.lists.Add(1)
+	return s.EventTypeStore.EventTypeList(ctx, p)
+}
+
+type cacheEnv struct {
+	st    store.Store
+	cs    *countingStore
+	clock *clock.Test
+	cache *catalog.Cache
+}
+
+func setupCache(t *testing.T) *cacheEnv {
+	t.Helper()
+	st, err := sqlitestore.Open(t.Context(), testdb.SQLitePath(t), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	require.NoError(t, st.Migrate(t.Context()))
+	cs := &countingStore{EventTypeStore: st}
+	clk := clock.NewTest(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	return &cacheEnv{st: st, cs: cs, clock: clk,
+		cache: catalog.NewCache(catalog.CacheConfig{Store: cs, Clock: clk, Refresh: time.Second})}
+}
+
+func (e *cacheEnv) put(t *testing.T, name, schema string) {
+	t.Helper()
+	entry := &herald.EventTypeEntry{Name: name}
+	if schema != "" {
+		entry.Schema = json.RawMessage(schema)
+	}
+	if _, err := e.st.EventTypeGet(t.Context(), name); err == nil {
+		_, err := e.st.EventTypeUpdate(t.Context(), &store.EventTypeUpdateParams{Entry: entry, Now: e.clock.Now()})
+		require.NoError(t, err)
+		return
+	}
+	_, err := e.st.EventTypeCreate(t.Context(), &store.EventTypeCreateParams{Entry: entry, Now: e.clock.Now()})
+	require.NoError(t, err)
+}
+
+func (e *cacheEnv) check(t *testing.T, typ, payload string) error {
+	t.Helper()
+	err := e.cache.Check(t.Context(), typ, []byte(payload))
+	if err != nil {
+		var me *catalog.MismatchError
+		require.ErrorAs(t, err, &me)
+	}
+	return err
+}
+
+func TestCache(t *testing.T) {
+	t.Parallel()
+
+	t.Run("UnknownTypesPass", func(t *testing.T) {
+		t.Parallel()
+		e := setupCache(t)
+		require.NoError(t, e.check(t, "order.created", `"anything"`))
+		e.put(t, "order.paid", "")
+		e.cache.Invalidate()
+		require.NoError(t, e.check(t, "order.paid", `1`), "an entry without a schema checks nothing")
+	})
+
+	t.Run("MismatchNamesTypeAndPointer", func(t *testing.T) {
+		t.Parallel()
+		e := setupCache(t)
+		e.put(t, "order.created", orderSchema)
+		err := e.check(t, "order.created", `{"order_id":1,"items":[]}`)
+		require.Error(t, err)
+		require.Regexp(t, `^payload does not match event type order.created: at /order_id: .*want string`, err.Error())
+		require.NoError(t, e.check(t, "order.created", `{"order_id":"o","items":[]}`))
+	})
+
+	t.Run("ReadsTheGenerationOncePerRefresh", func(t *testing.T) {
+		t.Parallel()
+		e := setupCache(t)
+		e.put(t, "order.created", orderSchema)
+		for range 100 {
+			require.NoError(t, e.check(t, "other", `1`))
+		}
+		require.EqualValues(t, 1, e.cs.generations.Load())
+		require.EqualValues(t, 1, e.cs.lists.Load())
+		e.clock.Advance(time.Second)
+		for range 100 {
+			require.NoError(t, e.check(t, "other", `1`))
+		}
+		require.EqualValues(t, 2, e.cs.generations.Load())
+		require.EqualValues(t, 1, e.cs.lists.Load(), "the generation did not move: nothing is reloaded")
+	})
+
+	t.Run("ChangeElsewhereIsSeenWithinRefresh", func(t *testing.T) {
+		t.Parallel()
+		e := setupCache(t)
+		require.NoError(t, e.check(t, "order.created", `{}`))
+		// Written without a word to this cache, as another node would.
+		e.put(t, "order.created", orderSchema)
+		e.clock.Advance(999 * time.Millisecond)
+		require.NoError(t, e.check(t, "order.created", `{}`), "within the refresh the old catalog holds")
+		e.clock.Advance(time.Millisecond)
+		require.Error(t, e.check(t, "order.created", `{}`), "past the refresh the new schema holds")
+
+		e.put(t, "order.created", `{"type":"object"}`)
+		e.clock.Advance(time.Second)
+		require.NoError(t, e.check(t, "order.created", `{}`), "an updated schema replaces the old")
+
+		require.NoError(t, e.st.EventTypeDelete(t.Context(), &store.EventTypeDeleteParams{Name: "order.created"}))
+		e.clock.Advance(time.Second)
+		require.NoError(t, e.check(t, "order.created", `1`), "a deleted type is accepted unchecked")
+	})
+
+	t.Run("InvalidateLooksAtOnce", func(t *testing.T) {
+		t.Parallel()
+		e := setupCache(t)
+		require.NoError(t, e.check(t, "order.created", `{}`))
+		e.put(t, "order.created", orderSchema)
+		e.cache.Invalidate()
+		require.Error(t, e.check(t, "order.created", `{}`))
+	})
+
+	t.Run("FailedReadKeepsTheCopyHeld", func(t *testing.T) {
+		t.Parallel()
+		e := setupCache(t)
+		e.put(t, "order.created", orderSchema)
+		require.Error(t, e.check(t, "order.created", `{}`))
+		e.cs.fail.Store(true)
+		e.clock.Advance(time.Second)
+		require.Error(t, e.check(t, "order.created", `{}`), "the schema held is still enforced")
+		n := e.cs.generations.Load()
+		require.Error(t, e.check(t, "order.created", `{}`))
+		require.Greater(t, e.cs.generations.Load(), n, "a failed look is tried again at the next check")
+		e.cs.fail.Store(false)
+		require.Error(t, e.check(t, "order.created", `{}`))
+	})
+
+	t.Run("NothingLoadedAndNoDatabaseIsAnError", func(t *testing.T) {
+		t.Parallel()
+		e := setupCache(t)
+		e.cs.fail.Store(true)
+		err := e.cache.Check(t.Context(), "order.created", []byte(`{}`))
+		require.Error(t, err)
+		var me *catalog.MismatchError
+		require.False(t, errors.As(err, &me))
+	})
+}
