@@ -91,6 +91,17 @@ func TestEveryCall(t *testing.T) {
 		{"POST /v1/consumers/{consumer_id}/portal-sessions", "/v1/consumers/c1/portal-sessions", nil, http.StatusCreated},
 		{"POST /v1/consumers/{consumer_id}/portal-sessions", "/v1/consumers/c1/portal-sessions", `{"ttl":"10s"}`, http.StatusBadRequest},
 		{"DELETE /v1/consumers/{consumer_id}/portal-sessions", "/v1/consumers/c1/portal-sessions", nil, http.StatusOK},
+		{"POST /v1/event-types", "/v1/event-types", `{"name":"order.refunded","description":"An order was refunded.","schema":{"type":"object","required":["order_id"]},"example":{"order_id":"o_1"}}`, http.StatusCreated},
+		{"POST /v1/event-types", "/v1/event-types", `{"name":"order.refunded"}`, http.StatusConflict},
+		{"POST /v1/event-types", "/v1/event-types", `{"name":"order.voided","schema":{"type":"strung"}}`, http.StatusBadRequest},
+		{"POST /v1/events", "/v1/events", `{"consumer_id":"c1","event_type":"order.refunded","payload":{"n":1}}`, http.StatusBadRequest},
+		{"GET /v1/event-types", "/v1/event-types?limit=2", nil, http.StatusOK},
+		{"GET /v1/event-types/{name}", "/v1/event-types/order.refunded", nil, http.StatusOK},
+		{"GET /v1/event-types/{name}", "/v1/event-types/herald.delivery.dead", nil, http.StatusOK},
+		{"PATCH /v1/event-types/{name}", "/v1/event-types/order.refunded", `{"description":null,"schema":null,"example":[1]}`, http.StatusOK},
+		{"PATCH /v1/event-types/{name}", "/v1/event-types/herald.delivery.dead", `{"description":"x"}`, http.StatusBadRequest},
+		{"DELETE /v1/event-types/{name}", "/v1/event-types/order.refunded", nil, http.StatusNoContent},
+		{"DELETE /v1/event-types/{name}", "/v1/event-types/order.refunded", nil, http.StatusNotFound},
 	}
 	for _, c := range calls {
 		if method, path, _ := strings.Cut(c.route, " "); strings.HasPrefix(path, "/v1/") {

@@ -48,6 +48,9 @@ func (s *Server) eventIngest(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := s.checkPayload(r, &item); err != nil {
+		return err
+	}
 	results, err := s.store.EventIngest(r.Context(), &store.EventIngestParams{Events: []store.EventIngestItem{item}, Now: s.storeNow()})
 	if err != nil {
 		return fmt.Errorf("ingest event: %w", err)
@@ -92,6 +95,9 @@ func (s *Server) eventIngestBatch(w http.ResponseWriter, r *http.Request) error 
 			return batchItemError(i, err)
 		}
 		item, err := s.eventItem(&ev)
+		if err == nil {
+			err = s.checkPayload(r, &item)
+		}
 		if err != nil {
 			return batchItemError(i, err)
 		}

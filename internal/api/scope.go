@@ -44,6 +44,9 @@ const (
 	AccessEndpoint
 	AccessEvent
 	AccessDelivery
+	// AccessAnyKey is for every key, consumer keys alike: reads of what
+	// belongs to no consumer (the event type catalog).
+	AccessAnyKey
 	accessEnd
 )
 
@@ -64,6 +67,8 @@ func (a Access) String() string {
 		return "event owner"
 	case AccessDelivery:
 		return "delivery owner"
+	case AccessAnyKey:
+		return "any key"
 	}
 	return fmt.Sprintf("undeclared (%d)", int(a))
 }
@@ -108,6 +113,8 @@ func (s *Server) authorize(r *http.Request, rule Access) (*http.Request, error) 
 		return r, nil
 	}
 	switch rule {
+	case AccessAnyKey:
+		return r, nil
 	case AccessOperator:
 		return nil, forbidden("this call needs an operator key; this key reaches consumer %s's endpoints, events and deliveries only",
 			p.ConsumerID)

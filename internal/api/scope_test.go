@@ -40,6 +40,8 @@ func (tn *tenant) markers() []string {
 func twoTenants(e *env) (a, b *tenant) {
 	e.t.Helper()
 	a, b = &tenant{consumer: "cust_a"}, &tenant{consumer: "cust_b"}
+	e.do("POST", "/v1/event-types", `{"name":"order.created","description":"An order was placed.","schema":{"type":"object","required":["owner"]}}`).
+		must(http.StatusCreated, nil)
 	for _, tn := range []*tenant{a, b} {
 		tn.key = e.createKey("consumer", tn.consumer)
 		tn.endpoint = e.createEndpoint(map[string]any{
@@ -155,6 +157,15 @@ func scopeCalls() map[string]scopeCall {
 		"GET /v1/api-keys/{id}":    {func(tn *tenant) string { return "/v1/api-keys/" + tn.key.ID }, none, http.StatusOK},
 		"DELETE /v1/api-keys/{id}": {func(tn *tenant) string { return "/v1/api-keys/" + tn.key.ID }, none, http.StatusNoContent},
 
+		"POST /v1/event-types": {fixed("/v1/event-types"), func(*tenant) any {
+			return `{"name":"order.refunded","schema":{"type":"object"}}`
+		}, http.StatusCreated},
+		"GET /v1/event-types":        {fixed("/v1/event-types"), none, http.StatusOK},
+		"GET /v1/event-types/{name}": {fixed("/v1/event-types/order.created"), none, http.StatusOK},
+		"PATCH /v1/event-types/{name}": {fixed("/v1/event-types/order.created"),
+			func(*tenant) any { return `{"description":"changed"}` }, http.StatusOK},
+		"DELETE /v1/event-types/{name}": {fixed("/v1/event-types/order.created"), none, http.StatusNoContent},
+
 		"POST /v1/consumers/{consumer_id}/portal-sessions": {func(tn *tenant) string {
 			return "/v1/consumers/" + tn.consumer + "/portal-sessions"
 		}, func(*tenant) any { return `{"ttl":"15m"}` }, http.StatusCreated},
@@ -224,6 +235,21 @@ func TestScopeOfEveryRoute(t *testing.T) {
 				}
 				require.Equal(t, before, e.snapshot(a)+e.snapshot(b), "a refused call changed nothing")
 				require.Equal(t, c.status, call(testKey, b, c.path(b)).status, "the operator key may")
+
+			case api.AccessAnyKey:
+				// What belongs to no consumer: every key reads the same,
+				// and nothing of a tenant is in it.
+				before := e.snapshot(a) + e.snapshot(b)
+				want := call(testKey, a, c.path(a))
+				require.Equal(t, c.status, want.status, "%s: %s", name, want.body)
+				for _, pair := range [][2]*tenant{{a, b}, {b, a}} {
+					me, other := pair[0], pair[1]
+					r := call(me.key.Key, me, c.path(me))
+					require.Equal(t, c.status, r.status, "%s: %s", name, r.body)
+					require.Equal(t, string(want.body), string(r.body), "a consumer key reads what the operator reads")
+					noLeak(t, r, other, name)
+				}
+				require.Equal(t, before, e.snapshot(a)+e.snapshot(b))
 
 			case api.AccessConsumerQuery:
 				scopeQuery(t, e, name, c, call, a, b)
@@ -403,8 +429,17 @@ func TestScopeRulesFitTheRoutes(t *testing.T) {
 	}
 	slices.Sort(operator)
 	require.Equal(t, []string{
-		"DELETE /v1/api-keys/{id}", "DELETE /v1/consumers/{consumer_id}/portal-sessions", "GET /v1/api-keys",
-		"GET /v1/api-keys/{id}", "POST /v1/api-keys", "POST /v1/consumers/{consumer_id}/portal-sessions",
-		"POST /v1/events", "POST /v1/events/batch",
+		"DELETE /v1/api-keys/{id}", "DELETE /v1/consumers/{consumer_id}/portal-sessions",
+		"DELETE /v1/event-types/{name}", "GET /v1/api-keys", "GET /v1/api-keys/{id}",
+		"PATCH /v1/event-types/{name}", "POST /v1/api-keys", "POST /v1/consumers/{consumer_id}/portal-sessions",
+		"POST /v1/event-types", "POST /v1/events", "POST /v1/events/batch",
 	}, operator)
+	var anyKey []string
+	for _, rt := range api.Routes() {
+		if rt.Access == api.AccessAnyKey {
+			require.Equal(t, "GET", rt.Method, "only reads are open to every key")
+			anyKey = append(anyKey, rt.Method+" "+rt.Path)
+		}
+	}
+	require.Equal(t, []string{"GET /v1/event-types", "GET /v1/event-types/{name}"}, anyKey)
 }

@@ -13,7 +13,7 @@
 // of a 500 stays in the log and never reaches the client.
 //
 // One file per resource: endpoints.go, events.go, deliveries.go, stats.go,
-// apikeys.go.
+// apikeys.go, eventtypes.go.
 package api
 
 import (
@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/heraldhooks/herald/internal/auth"
+	"github.com/heraldhooks/herald/internal/catalog"
 	"github.com/heraldhooks/herald/internal/clock"
 	"github.com/heraldhooks/herald/internal/logkey"
 	"github.com/heraldhooks/herald/internal/store"
@@ -80,6 +81,12 @@ type Config struct {
 	// MaxBatchBytes bounds the whole body of POST /v1/events/batch (default
 	// 16 MiB, and never less than one largest event).
 	MaxBatchBytes int
+	// CatalogRefresh is how often at most this node looks for changes to
+	// the event type catalog made through other nodes (default
+	// catalog.DefaultRefresh, one second): the longest a schema written
+	// elsewhere goes unenforced here. Writes made through this node apply
+	// to its next ingest.
+	CatalogRefresh time.Duration
 }
 
 // Server is the HTTP API. It is an http.Handler, safe for concurrent use.
@@ -91,6 +98,7 @@ type Server struct {
 	allowPrivate bool
 	maxPayload   int
 	maxBatchBody int64
+	catalog      *catalog.Cache
 	mux          *http.ServeMux
 }
 
@@ -120,6 +128,9 @@ func New(cfg Config) *Server {
 	if floor := int64(s.maxPayload) + envelopeSlack; s.maxBatchBody < floor {
 		s.maxBatchBody = floor
 	}
+	s.catalog = catalog.NewCache(catalog.CacheConfig{
+		Store: cfg.Store, Clock: s.clock, Refresh: cfg.CatalogRefresh, Logger: s.log,
+	})
 	s.auth = auth.New(auth.Config{
 		Keys: cfg.Store, OperatorKeyHash: cfg.APIKeyHash, Clock: s.clock, Logger: s.log,
 	})
@@ -186,6 +197,14 @@ func (s *Server) routes() []Route {
 		{"GET", "/v1/api-keys", AccessOperator, s.apiKeyList},
 		{"GET", "/v1/api-keys/{id}", AccessOperator, s.apiKeyGet},
 		{"DELETE", "/v1/api-keys/{id}", AccessOperator, s.apiKeyRevoke},
+
+		// The catalog is the operator's to write; it names no consumer's
+		// data, so every key reads it (the portal's event type picker).
+		{"POST", "/v1/event-types", AccessOperator, s.eventTypeCreate},
+		{"GET", "/v1/event-types", AccessAnyKey, s.eventTypeList},
+		{"GET", "/v1/event-types/{name}", AccessAnyKey, s.eventTypeGet},
+		{"PATCH", "/v1/event-types/{name}", AccessOperator, s.eventTypeUpdate},
+		{"DELETE", "/v1/event-types/{name}", AccessOperator, s.eventTypeDelete},
 
 		{"POST", "/v1/consumers/{consumer_id}/portal-sessions", AccessOperator, s.portalSessionCreate},
 		{"DELETE", "/v1/consumers/{consumer_id}/portal-sessions", AccessOperator, s.portalSessionRevoke},
