@@ -52,7 +52,7 @@ func New(stdio IO) *cobra.Command {
 	root.SetOut(stdio.Out)
 	root.SetErr(stdio.Err)
 	root.AddCommand(serveCmd(stdio), workerCmd(stdio), migrateCmd(stdio), secretsCmd(stdio))
-	root.AddCommand(endpointsCmd(stdio), eventsCmd(stdio), deliveriesCmd(stdio), statsCmd(stdio), keysCmd(stdio), portalCmd(stdio))
+	root.AddCommand(endpointsCmd(stdio), eventsCmd(stdio), deliveriesCmd(stdio), statsCmd(stdio), keysCmd(stdio), portalCmd(stdio), eventTypesCmd(stdio))
 	root.AddCommand(listenCmd(stdio), benchCmd(stdio))
 	return root
 }
