@@ -73,7 +73,8 @@ func Compile(name string, raw []byte) (*Schema, error) {
 	}
 	s, err := c.Compile(loc)
 	if err != nil {
-		return nil, &SchemaError{Reason: compileReason(err)}
+		// Places inside the schema are named relative to it.
+		return nil, &SchemaError{Reason: strings.ReplaceAll(compileReason(err), loc, "")}
 	}
 	return &Schema{s: s}, nil
 }
@@ -81,6 +82,10 @@ func Compile(name string, raw []byte) (*Schema, error) {
 // compileReason words a compile error in one line: the library's own
 // message, which names the keyword and the rule, its nested causes joined.
 func compileReason(err error) string {
+	var load *jsonschema.LoadURLError
+	if errors.As(err, &load) && load.Err != nil {
+		return clip(load.Err.Error())
+	}
 	var ve *jsonschema.SchemaValidationError
 	if errors.As(err, &ve) && ve.Err != nil {
 		var inner *jsonschema.ValidationError
@@ -112,9 +117,8 @@ func (v *Violation) Error() string {
 
 // Check validates payload, which must be JSON, against s. It answers nil,
 // or a *Violation naming the first violation: of all the schema's
-// complaints, the one at the smallest JSON pointer (then the smallest
-// message), so the answer does not depend on the order in which the
-// validator happened to look.
+// complaints, those at the smallest JSON pointer, so the answer does not
+// depend on the order in which the validator happened to look.
 func (s *Schema) Check(payload []byte) error {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(payload))
 	if err != nil {
@@ -132,7 +136,9 @@ func (s *Schema) Check(payload []byte) error {
 }
 
 // firstViolation picks, among the leaves of ve (the errors that have no
-// causes), the one at the smallest pointer, then the smallest message.
+// causes), those at the smallest pointer, and says what each of them
+// wants, in order ("value must be one of 'a', 'b'; got string, want
+// array" where an anyOf failed both ways).
 func firstViolation(ve *jsonschema.ValidationError) *Violation {
 	var leaves []*Violation
 	var walk func(e *jsonschema.ValidationError)
@@ -140,7 +146,7 @@ func firstViolation(ve *jsonschema.ValidationError) *Violation {
 		if len(e.Causes) == 0 {
 			leaves = append(leaves, &Violation{
 				Pointer: pointer(e.InstanceLocation),
-				Message: clip(e.ErrorKind.LocalizedString(printer)),
+				Message: e.ErrorKind.LocalizedString(printer),
 			})
 			return
 		}
@@ -149,12 +155,15 @@ func firstViolation(ve *jsonschema.ValidationError) *Violation {
 		}
 	}
 	walk(ve)
-	return slices.MinFunc(leaves, func(a, b *Violation) int {
-		if c := strings.Compare(a.Pointer, b.Pointer); c != 0 {
-			return c
+	first := slices.MinFunc(leaves, func(a, b *Violation) int { return strings.Compare(a.Pointer, b.Pointer) })
+	var msgs []string
+	for _, l := range leaves {
+		if l.Pointer == first.Pointer {
+			msgs = append(msgs, l.Message)
 		}
-		return strings.Compare(a.Message, b.Message)
-	})
+	}
+	slices.Sort(msgs)
+	return &Violation{Pointer: first.Pointer, Message: clip(strings.Join(slices.Compact(msgs), "; "))}
 }
 
 // pointer writes a JSON pointer from its reference tokens.

@@ -81,7 +81,8 @@ func TestCompileRefuses(t *testing.T) {
 		{"FileRef", `{"$ref":"file://` + file + `"}`, "loads nothing from elsewhere"},
 		{"RelativeRef", `{"$ref":"other.json"}`, "loads nothing from elsewhere"},
 		{"RemoteSchemaDraft", `{"$schema":"` + srv.URL + `/meta.json"}`, "loads nothing from elsewhere"},
-		{"MissingLocalRef", `{"$ref":"#/$defs/none"}`, ""},
+		{"MissingLocalRef", `{"$ref":"#/$defs/none"}`, `"#/$defs/none" not found`},
+		{"NotAType", `{"type":"strung"}`, "at /type: "},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
