@@ -96,6 +96,9 @@ func (s *Server) eventTypeList(w http.ResponseWriter, r *http.Request) error {
 // eventTypeGet serves GET /v1/event-types/{name}.
 func (s *Server) eventTypeGet(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
+	if err := knownName(name); err != nil {
+		return err
+	}
 	if b, ok := builtInType(name); ok {
 		writeJSON(w, http.StatusOK, toEventTypeJSON(b))
 		return nil
@@ -119,6 +122,9 @@ func (s *Server) eventTypeUpdate(w http.ResponseWriter, r *http.Request) error {
 	var req wire.EventTypeUpdateRequest
 	body, err := decodeBody(w, r, maxSmallBody, false, &req)
 	if err != nil {
+		return err
+	}
+	if err := knownName(name); err != nil {
 		return err
 	}
 	if err := refuseBuiltIn(name); err != nil {
@@ -165,6 +171,9 @@ func (s *Server) eventTypeUpdate(w http.ResponseWriter, r *http.Request) error {
 // the type are accepted unchecked from then on.
 func (s *Server) eventTypeDelete(w http.ResponseWriter, r *http.Request) error {
 	name := r.PathValue("name")
+	if err := knownName(name); err != nil {
+		return err
+	}
 	if err := refuseBuiltIn(name); err != nil {
 		return err
 	}
@@ -196,6 +205,16 @@ func validateCatalogName(name string) error {
 	}
 	if herald.IsNotification(name) {
 		return badRequest("invalid_name", "name must not start with %q: those types are Herald's own notifications, built into the catalog", herald.NotifyPrefix)
+	}
+	return nil
+}
+
+// knownName answers 404 for a path's name that no event type can have,
+// before it reaches the store (PostgreSQL refuses a NUL byte or invalid
+// UTF-8 in text, which would be a 500).
+func knownName(name string) error {
+	if herald.ValidateEventType(name) != nil {
+		return eventTypeStoreError("", store.ErrNotFound, name)
 	}
 	return nil
 }

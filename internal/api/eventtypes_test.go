@@ -66,6 +66,11 @@ func TestEventTypes(t *testing.T) {
 		require.Contains(t, string(dead.Example), `"dead_reason":"exhausted"`)
 
 		e.do("GET", "/v1/event-types/order.missing", nil).apiErr(http.StatusNotFound, "not_found")
+		for _, odd := range []string{"%00", "%FF", "a%20b", strings.Repeat("a", herald.MaxEventTypeLen+1)} {
+			e.do("GET", "/v1/event-types/"+odd, nil).apiErr(http.StatusNotFound, "not_found")
+			e.do("PATCH", "/v1/event-types/"+odd, `{"description":"x"}`).apiErr(http.StatusNotFound, "not_found")
+			e.do("DELETE", "/v1/event-types/"+odd, nil).apiErr(http.StatusNotFound, "not_found")
+		}
 		e.do("POST", "/v1/event-types", `{"name":"order.created"}`).apiErr(http.StatusConflict, "conflict")
 	})
 
@@ -299,4 +304,11 @@ func TestCatalogReachesEveryNode(t *testing.T) {
 	a.do("DELETE", "/v1/event-types/order.created", nil).must(http.StatusNoContent, nil)
 	clk.Advance(2 * time.Second)
 	b.do("POST", "/v1/events", bad).must(http.StatusAccepted, nil)
+
+	// A name no type can have never reaches PostgreSQL, which refuses a
+	// NUL byte or invalid UTF-8 in text.
+	for _, odd := range []string{"%00", "%FF"} {
+		a.do("GET", "/v1/event-types/"+odd, nil).apiErr(http.StatusNotFound, "not_found")
+		a.do("DELETE", "/v1/event-types/"+odd, nil).apiErr(http.StatusNotFound, "not_found")
+	}
 }
