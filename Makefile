@@ -36,8 +36,8 @@ fuzz: ## Run each fuzz target for FUZZTIME (1m), one after the other; a failing 
 		$(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $$pkg; \
 	done
 
-bench: ## Run the Go benchmarks of the hot paths (signing, sending, ingest, claim, outcome writes on SQLite and PostgreSQL, idle latency); on a quiet machine
-	$(GO) test -run '^$$' -bench . -benchtime 2s ./internal/sender ./internal/store/sqlitestore ./internal/store/pgstore ./internal/e2e
+bench: ## Run the Go benchmarks of the hot paths (signing, sending, ingest through the store and the API, the event type check, claim, outcome writes on SQLite and PostgreSQL, idle latency); on a quiet machine
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./internal/sender ./internal/store/sqlitestore ./internal/store/pgstore ./internal/catalog ./internal/api ./internal/e2e
 
 run: ## Run herald serve on ./herald.db
 	$(GO) run ./cmd/herald serve
