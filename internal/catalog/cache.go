@@ -135,11 +135,18 @@ func (c *Cache) current(ctx context.Context) (*snapshot, error) {
 	return c.look(ctx)
 }
 
+// lookTimeout bounds one look at the catalog.
+const lookTimeout = 10 * time.Second
+
 // look reads the generation and, when it moved, the whole catalog. One
-// caller looks at a time; those who waited find its snapshot fresh.
+// caller looks at a time; those who waited find its snapshot fresh. The
+// look is the node's, not the caller's: a caller that goes away does not
+// cut it short for the others.
 func (c *Cache) look(ctx context.Context) (*snapshot, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lookTimeout)
+	defer cancel()
 	now := c.clock.Now()
 	old := c.snap.Load()
 	if old != nil && !c.dirty.Load() && now.Sub(old.lookedAt) < c.refresh {

@@ -225,3 +225,16 @@ func BenchmarkCacheCheck(b *testing.B) {
 		})
 	}
 }
+
+func TestCacheLookOutlivesItsCaller(t *testing.T) {
+	t.Parallel()
+	e := setupCache(t)
+	e.put(t, "order.created", orderSchema)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	// The caller has gone, but the look is the node's: it loads, and the
+	// schema holds.
+	err := e.cache.Check(ctx, "order.created", []byte(`{}`))
+	var me *catalog.MismatchError
+	require.ErrorAs(t, err, &me)
+}
