@@ -17,6 +17,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"time"
 
 	"github.com/heraldhooks/herald/internal/api"
@@ -163,7 +164,7 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 			MaxPayloadBytes:      cfg.MaxPayloadBytes,
 		})
 		portal := web.NewPortal(web.PortalConfig{Store: st, Clock: deps.Clock, Logger: deps.Logger})
-		a.Handler = withPortal(portal, withMetrics(apiHandler, a.Metrics.Handler()))
+		a.Handler = withPages(web.NewAssets(), portal, withMetrics(apiHandler, a.Metrics.Handler()))
 	}
 	a.Dispatcher = dispatch.New(dispatch.Config{
 		Store: st,
@@ -259,10 +260,15 @@ func withMetrics(apiHandler, metricsHandler http.Handler) http.Handler {
 	})
 }
 
-// withPortal serves /portal and everything under it with the portal (no
-// API key: a portal session cookie) and the rest with next.
-func withPortal(portal, next http.Handler) http.Handler {
+// withPages serves the pages' static files (/ui/static/, shared by /ui/
+// and /portal/), /portal and everything under it with the portal (no API
+// key: a portal session cookie), and the rest with next.
+func withPages(assets, portal, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, web.StaticPrefix) {
+			assets.ServeHTTP(w, r)
+			return
+		}
 		if web.IsPortalPath(r.URL.Path) {
 			portal.ServeHTTP(w, r)
 			return
