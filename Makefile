@@ -2,7 +2,7 @@ GO ?= go
 HERALD_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test?sslmode=disable
 export HERALD_TEST_DATABASE_URL
 
-.PHONY: help build test vet run fmt bench chaos fuzz
+.PHONY: help build test vet run fmt bench chaos fuzz screenshots
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
@@ -38,6 +38,10 @@ fuzz: ## Run each fuzz target for FUZZTIME (1m), one after the other; a failing 
 
 bench: ## Run the Go benchmarks of the hot paths (signing, sending, ingest through the store and the API, the event type check, claim, outcome writes on SQLite and PostgreSQL, idle latency); on a quiet machine
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./internal/sender ./internal/store/sqlitestore ./internal/store/pgstore ./internal/catalog ./internal/api ./internal/e2e
+
+screenshots: ## Write a PNG of each dashboard page to docs/ (drives /usr/bin/chromium, headless, through the browser test)
+	mkdir -p docs
+	HERALD_SCREENSHOTS=$(CURDIR)/docs $(GO) test -count=1 -run '^TestDashboardInABrowser$$' ./internal/e2e
 
 run: ## Run herald serve on ./herald.db
 	$(GO) run ./cmd/herald serve

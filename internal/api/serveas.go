@@ -35,6 +35,11 @@ func (s *Server) Authenticate(ctx context.Context, key string) (auth.Principal, 
 	return s.auth.Authenticate(ctx, key)
 }
 
+// AuthenticateHash is Authenticate for the key whose SHA-256 is sum.
+func (s *Server) AuthenticateHash(ctx context.Context, sum [32]byte) (auth.Principal, error) {
+	return s.auth.AuthenticateHash(ctx, sum)
+}
+
 // CallError is a /v1 call's error answer, as Call returns it.
 type CallError struct {
 	Status  int

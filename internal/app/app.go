@@ -164,7 +164,9 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 			MaxPayloadBytes:      cfg.MaxPayloadBytes,
 		})
 		portal := web.NewPortal(web.PortalConfig{Store: st, Clock: deps.Clock, Logger: deps.Logger})
-		a.Handler = withPages(web.NewAssets(), portal, withMetrics(apiHandler, a.Metrics.Handler()))
+		assets := web.NewAssets()
+		ui := web.NewUI(web.UIConfig{API: apiHandler, Sessions: st, Assets: assets, Clock: deps.Clock, Logger: deps.Logger})
+		a.Handler = withPages(assets, ui, portal, withMetrics(apiHandler, a.Metrics.Handler()))
 	}
 	a.Dispatcher = dispatch.New(dispatch.Config{
 		Store: st,
@@ -261,12 +263,17 @@ func withMetrics(apiHandler, metricsHandler http.Handler) http.Handler {
 }
 
 // withPages serves the pages' static files (/ui/static/, shared by /ui/
-// and /portal/), /portal and everything under it with the portal (no API
-// key: a portal session cookie), and the rest with next.
-func withPages(assets, portal, next http.Handler) http.Handler {
+// and /portal/), the operator dashboard (/ui, signed in with an operator
+// key), /portal and everything under it with the portal (no API key: a
+// portal session cookie), and the rest with next.
+func withPages(assets, ui, portal, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, web.StaticPrefix) {
 			assets.ServeHTTP(w, r)
+			return
+		}
+		if web.IsUIPath(r.URL.Path) {
+			ui.ServeHTTP(w, r)
 			return
 		}
 		if web.IsPortalPath(r.URL.Path) {

@@ -217,6 +217,10 @@ type Store interface {
 
 	// EventTypeStore keeps the event type catalog (eventtype.go).
 	EventTypeStore
+
+	// OperatorSessionStore keeps operator dashboard sessions
+	// (operatorsession.go).
+	OperatorSessionStore
 }
 
 // Page is one page of a list. NextCursor is empty on the last page; passed

@@ -56,13 +56,16 @@ const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 's
 	"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
 // SetPageHeaders sets the headers every page is served with: the CSP, no
-// framing, no sniffing, no Referer (a portal link's token is in its path)
-// and no caching (pages show live data and a CSRF token).
+// framing, no sniffing, no Referer to other sites (a portal link's token
+// is in its path) and no caching (pages show live data and a CSRF token).
+// The referrer policy is same-origin, not no-referrer: under no-referrer
+// browsers send "Origin: null" with a form's POST, and the CSRF checks
+// need the real origin.
 func SetPageHeaders(h http.Header) {
 	h.Set("Content-Security-Policy", CSP)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
-	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
 }
 

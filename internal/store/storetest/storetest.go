@@ -73,6 +73,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Health", healthCases()},
 		{"APIKey", apiKeyCases()},
 		{"PortalSession", portalCases()},
+		{"OperatorSession", operatorSessionCases()},
 		{"Purge", purgeCases()},
 		{"EventType", eventTypeCases()},
 	}

@@ -1,0 +1,148 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhooks/herald/internal/testdb"
+)
+
+// chromiumPath is Debian's chromium, which .ci/run installs when missing.
+const chromiumPath = "/usr/bin/chromium"
+
+// newBrowser starts a headless chromium with a fresh profile and returns a
+// tab's context; both end with the test.
+func newBrowser(t *testing.T) context.Context {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		t.Fatalf("the page tests need Debian's chromium at %s (apt-get install chromium): %v", chromiumPath, err)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.NoFirstRun,
+		chromedp.WindowSize(1280, 900),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelTab := chromedp.NewContext(actx)
+	ctx, cancelTime := context.WithTimeout(ctx, 45*time.Second)
+	t.Cleanup(func() {
+		cancelTime()
+		cancelTab()
+		cancelAlloc()
+	})
+	require.NoError(t, chromedp.Do(ctx)) // start the browser now, so its start-up fails here
+	return ctx
+}
+
+// screenshot writes a PNG of the whole page to $HERALD_SCREENSHOTS/name
+// when that is set (make screenshots), and does nothing otherwise.
+func screenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	dir := os.Getenv("HERALD_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // 100: PNG; below, JPEG
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, name), png, 0o644))
+}
+
+// TestDashboardInABrowser: an operator signs in to /ui/ in a real browser,
+// finds a dead delivery in the dead-letter queue, replays it from its page
+// and sees it delivered; a bulk replay's dry run shows its count.
+func TestDashboardInABrowser(t *testing.T) {
+	t.Parallel()
+	e := setup(t, "sqlite://"+testdb.SQLitePath(t))
+	var mu sync.Mutex
+	status := http.StatusInternalServerError
+	rc := newReceiver(t, e.clock, func(_ int, _ *http.Request, w http.ResponseWriter) {
+		mu.Lock()
+		defer mu.Unlock()
+		w.WriteHeader(status)
+	})
+	e.createEndpoint(map[string]any{"consumer_id": "acme", "url": rc.URL + "/one", "retry_schedule": []string{"0s"}})
+	bulk := e.createEndpoint(map[string]any{"consumer_id": "globex", "url": rc.URL + "/bulk", "retry_schedule": []string{"0s"}})
+	target := e.send("acme", "order.created", `{"order":{"id":42,"total":"9.99"}}`).Deliveries[0].ID
+	var bulkIDs []string
+	for range 2 {
+		bulkIDs = append(bulkIDs, e.send("globex", "invoice.paid", `{"n":1}`).Deliveries[0].ID)
+	}
+	rc.waitHits(t, 3)
+	for _, id := range append([]string{target}, bulkIDs...) {
+		e.waitStatus(id, "dead")
+	}
+	e.settle()
+
+	ctx := newBrowser(t)
+	base := e.api.URL
+	do := func(steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		require.NoError(t, chromedp.Do(ctx, steps...))
+	}
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		require.NoError(t, err)
+		return strings.TrimSpace(s)
+	}
+
+	// Signing in: the dashboard sends a visitor without a session to the
+	// sign-in form, where the operator key opens it.
+	do(chromedp.Navigate(base+"/ui/"), chromedp.WaitVisible(chromedp.CSS("#api_key")))
+	screenshot(t, ctx, "ui-sign-in.png")
+	do(
+		chromedp.SendKeys(chromedp.CSS("#api_key"), testAPIKey),
+		chromedp.Click(chromedp.CSS("#signin")),
+		chromedp.WaitVisible(chromedp.CSS("#due-now")),
+	)
+	require.Equal(t, "3", text("#dead-depth"), "the overview counts the three dead deliveries")
+	screenshot(t, ctx, "ui-overview.png")
+
+	// Finding the dead delivery and replaying it.
+	link := chromedp.CSS(`a[href="/ui/deliveries/` + target + `"]`)
+	do(chromedp.Click(chromedp.CSS("#dead-depth")), chromedp.WaitVisible(link))
+	screenshot(t, ctx, "ui-dead-letters.png")
+	mu.Lock()
+	status = http.StatusOK
+	mu.Unlock()
+	do(chromedp.Click(link), chromedp.WaitVisible(chromedp.CSS("#replay")))
+	require.Equal(t, "dead", text("#delivery-status"))
+	do(chromedp.Click(chromedp.CSS("#replay")), chromedp.WaitVisible(chromedp.CSS(".flash.ok")))
+	require.Contains(t, text(".flash"), "Replayed")
+	e.waitStatus(target, "delivered")
+	e.settle()
+	do(chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("#attempts")))
+	require.Equal(t, "delivered", text("#delivery-status"), "the page shows the replayed delivery delivered")
+	rows, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#attempts tbody tr").length`))
+	require.NoError(t, err)
+	require.Equal(t, 2, rows, "the failed attempt and the one that delivered")
+	screenshot(t, ctx, "ui-delivery.png")
+
+	// A bulk replay's dry run counts and changes nothing.
+	group := `section[data-endpoint="` + bulk.ID + `"]`
+	do(
+		chromedp.Navigate(base+"/ui/dead"),
+		chromedp.WaitVisible(chromedp.CSS(group)),
+		chromedp.Click(chromedp.CSS(group+` button[name="dry_run"]`)),
+		chromedp.WaitVisible(chromedp.CSS(".flash.ok")),
+	)
+	require.Equal(t, "Dry run: 2 dead deliveries of endpoint "+bulk.ID+" would be replayed.", text(".flash"))
+	for _, id := range bulkIDs {
+		require.Equal(t, "dead", e.delivery(id).Status, "a dry run replays nothing")
+	}
+}

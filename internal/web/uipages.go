@@ -1,0 +1,204 @@
+package web
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/heraldhooks/herald/internal/api"
+	"github.com/heraldhooks/herald/internal/wire"
+)
+
+// routes mounts the dashboard's pages; each reads and acts through /v1.
+func (u *UI) routes() {
+	u.mux.Handle("GET /ui/dead", u.signedIn(u.dead))
+	u.mux.Handle("POST /ui/dead/replay", u.signedIn(u.deadReplaySelected))
+	u.mux.Handle("POST /ui/endpoints/{id}/replay", u.signedIn(u.endpointReplay))
+	u.mux.Handle("GET /ui/deliveries/{id}", u.signedIn(u.delivery))
+	u.mux.Handle("POST /ui/deliveries/{id}/replay", u.signedIn(u.deliveryAction("replay", "Replayed: the delivery is due now.")))
+	u.mux.Handle("POST /ui/deliveries/{id}/cancel", u.signedIn(u.deliveryAction("cancel", "Cancelled.")))
+}
+
+// overviewData is the overview page's.
+type overviewData struct {
+	Stats wire.Stats
+}
+
+// overview serves GET /ui/: the figures of GET /v1/stats, read from the
+// database, so every node shows the same.
+func (u *UI) overview(w http.ResponseWriter, r *http.Request, s *uiSession) {
+	var d overviewData
+	if err := u.call(r.Context(), s, http.MethodGet, "/v1/stats", nil, &d.Stats); err != nil {
+		u.callFailed(w, r, s, err)
+		return
+	}
+	u.render(w, r, s, http.StatusOK, "overview", "Overview", "overview", d)
+}
+
+// deadGroup is one endpoint's dead deliveries on a page of the queue.
+type deadGroup struct {
+	EndpointID string
+	ConsumerID string
+	Deliveries []wire.Delivery
+}
+
+type deadData struct {
+	Consumer, Endpoint string
+	Groups             []deadGroup
+	Pager              Pager
+}
+
+// dead serves GET /ui/dead?consumer_id=&endpoint_id=: the dead-letter
+// queue, newest first, grouped by endpoint, a page at a time.
+func (u *UI) dead(w http.ResponseWriter, r *http.Request, s *uiSession) {
+	q := r.URL.Query()
+	d := deadData{Consumer: strings.TrimSpace(q.Get("consumer_id")), Endpoint: strings.TrimSpace(q.Get("endpoint_id"))}
+	v := url.Values{"status": {"dead"}, "limit": {"100"}}
+	if d.Consumer != "" {
+		v.Set("consumer_id", d.Consumer)
+	}
+	if d.Endpoint != "" {
+		v.Set("endpoint_id", d.Endpoint)
+	}
+	if c := q.Get("cursor"); c != "" {
+		v.Set("cursor", c)
+	}
+	var list wire.List[wire.Delivery]
+	if err := u.call(r.Context(), s, http.MethodGet, "/v1/deliveries?"+v.Encode(), nil, &list); err != nil {
+		u.callFailed(w, r, s, err)
+		return
+	}
+	at := map[string]int{}
+	for _, dl := range list.Data {
+		i, ok := at[dl.EndpointID]
+		if !ok {
+			i = len(d.Groups)
+			at[dl.EndpointID] = i
+			d.Groups = append(d.Groups, deadGroup{EndpointID: dl.EndpointID, ConsumerID: dl.ConsumerID})
+		}
+		d.Groups[i].Deliveries = append(d.Groups[i].Deliveries, dl)
+	}
+	d.Pager = NewPager(r.URL, list.NextCursor)
+	u.render(w, r, s, http.StatusOK, "dead", "Dead letters", "dead", d)
+}
+
+// deadReplaySelected serves POST /ui/dead/replay: each ticked delivery is
+// replayed by POST /v1/deliveries/{id}/replay.
+func (u *UI) deadReplaySelected(w http.ResponseWriter, r *http.Request, s *uiSession) {
+	ids := r.PostForm["delivery_id"]
+	back := safeBack(r.PostFormValue("back"), "/ui/dead")
+	if len(ids) == 0 {
+		SetFlash(w, r, UIPath, Flash{Kind: "error", Text: "Tick the deliveries to replay first."})
+		http.Redirect(w, r, back, http.StatusSeeOther)
+		return
+	}
+	var done int
+	var failed []string
+	for _, id := range ids {
+		if err := u.call(r.Context(), s, http.MethodPost, "/v1/deliveries/"+url.PathEscape(id)+"/replay", struct{}{}, nil); err != nil {
+			failed = append(failed, id+": "+callMessage(err))
+			continue
+		}
+		done++
+	}
+	f := Flash{Kind: "ok", Text: fmt.Sprintf("Replayed %d of %d deliveries.", done, len(ids))}
+	if len(failed) > 0 {
+		f = Flash{Kind: "error", Text: f.Text + " Not replayed: " + strings.Join(failed, "; ")}
+	}
+	SetFlash(w, r, UIPath, f)
+	http.Redirect(w, r, back, http.StatusSeeOther)
+}
+
+// endpointReplay serves POST /ui/endpoints/{id}/replay: the endpoint's
+// dead deliveries go back by POST /v1/endpoints/{id}/replay, or with
+// dry_run only counted; rate (per second, optional) paces them.
+func (u *UI) endpointReplay(w http.ResponseWriter, r *http.Request, s *uiSession) {
+	id := r.PathValue("id")
+	back := safeBack(r.PostFormValue("back"), "/ui/dead?endpoint_id="+url.QueryEscape(id))
+	dry := r.PostFormValue("dry_run") != ""
+	status := "dead"
+	body := wire.EndpointReplayRequest{Status: &status}
+	body.DryRun = &dry
+	if v := strings.TrimSpace(r.PostFormValue("rate")); v != "" {
+		rate, err := strconv.ParseFloat(v, 64)
+		if err != nil || rate <= 0 {
+			SetFlash(w, r, UIPath, Flash{Kind: "error", Text: "The rate must be a number of deliveries per second above 0."})
+			http.Redirect(w, r, back, http.StatusSeeOther)
+			return
+		}
+		body.Rate = &rate
+	}
+	var res wire.ReplayResult
+	if err := u.call(r.Context(), s, http.MethodPost, "/v1/endpoints/"+url.PathEscape(id)+"/replay", body, &res); err != nil {
+		SetFlash(w, r, UIPath, Flash{Kind: "error", Text: "Not replayed: " + callMessage(err)})
+		http.Redirect(w, r, back, http.StatusSeeOther)
+		return
+	}
+	text := fmt.Sprintf("Replayed %d dead deliveries of endpoint %s.", res.Replayed, id)
+	if dry {
+		text = fmt.Sprintf("Dry run: %d dead deliveries of endpoint %s would be replayed.", res.Replayed, id)
+	}
+	SetFlash(w, r, UIPath, Flash{Kind: "ok", Text: text})
+	http.Redirect(w, r, back, http.StatusSeeOther)
+}
+
+type deliveryData struct {
+	Delivery wire.Delivery
+	Attempts []wire.Attempt
+	More     bool
+}
+
+// delivery serves GET /ui/deliveries/{id}: the delivery and its attempt
+// log (the first 100 attempts).
+func (u *UI) delivery(w http.ResponseWriter, r *http.Request, s *uiSession) {
+	id := url.PathEscape(r.PathValue("id"))
+	var d deliveryData
+	if err := u.call(r.Context(), s, http.MethodGet, "/v1/deliveries/"+id, nil, &d.Delivery); err != nil {
+		u.callFailed(w, r, s, err)
+		return
+	}
+	var attempts wire.List[wire.Attempt]
+	if err := u.call(r.Context(), s, http.MethodGet, "/v1/deliveries/"+id+"/attempts?limit=100", nil, &attempts); err != nil {
+		u.callFailed(w, r, s, err)
+		return
+	}
+	d.Attempts, d.More = attempts.Data, attempts.NextCursor != ""
+	u.render(w, r, s, http.StatusOK, "delivery", "Delivery "+d.Delivery.ID, "", d)
+}
+
+// deliveryAction serves POST /ui/deliveries/{id}/<action> by POST
+// /v1/deliveries/{id}/<action>, then shows the delivery again.
+func (u *UI) deliveryAction(action, done string) uiHandler {
+	return func(w http.ResponseWriter, r *http.Request, s *uiSession) {
+		id := r.PathValue("id")
+		page := "/ui/deliveries/" + url.PathEscape(id)
+		f := Flash{Kind: "ok", Text: done}
+		if err := u.call(r.Context(), s, http.MethodPost, "/v1/deliveries/"+url.PathEscape(id)+"/"+action, struct{}{}, nil); err != nil {
+			f = Flash{Kind: "error", Text: "Not done: " + callMessage(err)}
+		}
+		SetFlash(w, r, UIPath, f)
+		http.Redirect(w, r, page, http.StatusSeeOther)
+	}
+}
+
+// callMessage is what a page says of a failed call: the API's message
+// for its error answers, a pointer to the log for anything else.
+func callMessage(err error) string {
+	var ce *api.CallError
+	if errors.As(err, &ce) && ce.Status < 500 {
+		return ce.Message
+	}
+	return "the call failed; see the server log"
+}
+
+// safeBack returns back when it is a dashboard path, or def: a form's
+// return address never leads off the dashboard.
+func safeBack(back, def string) string {
+	if strings.HasPrefix(back, "/ui/") && !strings.HasPrefix(back, "//") && !strings.Contains(back, "\\") {
+		return back
+	}
+	return def
+}
