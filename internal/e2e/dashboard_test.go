@@ -145,4 +145,17 @@ func TestDashboardInABrowser(t *testing.T) {
 	for _, id := range bulkIDs {
 		require.Equal(t, "dead", e.delivery(id).Status, "a dry run replays nothing")
 	}
+
+	// The endpoints table leads to an endpoint's page.
+	do(
+		chromedp.Navigate(base+"/ui/endpoints"),
+		chromedp.WaitVisible(chromedp.CSS("#endpoints")),
+	)
+	screenshot(t, ctx, "ui-endpoints.png")
+	do(
+		chromedp.Click(chromedp.CSS(`a[href="/ui/endpoints/`+bulk.ID+`"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#endpoint-state")),
+	)
+	require.Equal(t, "enabled", text("#endpoint-state"))
+	screenshot(t, ctx, "ui-endpoint.png")
 }

@@ -246,6 +246,7 @@ func (u *UI) signOut(w http.ResponseWriter, r *http.Request, s *uiSession) {
 // uiNav is the dashboard's navigation.
 var uiNav = []NavItem{
 	{Key: "overview", Label: "Overview", Href: "/ui/"},
+	{Key: "endpoints", Label: "Endpoints", Href: "/ui/endpoints"},
 	{Key: "dead", Label: "Dead letters", Href: "/ui/dead"},
 }
 

@@ -264,3 +264,73 @@ func TestUIPages(t *testing.T) {
 		require.True(t, strings.Contains(a.body, "no such page"))
 	})
 }
+
+func TestUIEndpoints(t *testing.T) {
+	t.Parallel()
+	e := setupUI(t)
+	c := e.browser(t)
+	csrf := e.signIn(t, c, operatorKey)
+	op := e.srv.Client()
+	var ids []string
+	for _, consumer := range []string{"cust_42", "cust_42", "cust_7"} {
+		a := call(t, op, http.MethodPost, e.srv.URL+"/v1/endpoints", operatorKey,
+			`{"consumer_id":"`+consumer+`","url":"http://127.0.0.1:9/hook"}`, map[string]string{"Content-Type": "application/json"})
+		require.Equal(t, http.StatusCreated, a.status, a.body)
+		ids = append(ids, regexp.MustCompile(`"id":"([^"]+)"`).FindStringSubmatch(a.body)[1])
+	}
+
+	t.Run("TableFilteredByConsumer", func(t *testing.T) {
+		a := call(t, c, http.MethodGet, e.srv.URL+"/ui/endpoints", "", "", nil)
+		require.Equal(t, http.StatusOK, a.status)
+		for _, id := range ids {
+			require.Contains(t, a.body, `href="/ui/endpoints/`+id+`"`)
+		}
+		a = call(t, c, http.MethodGet, e.srv.URL+"/ui/endpoints?consumer_id=cust_7", "", "", nil)
+		require.Contains(t, a.body, ids[2])
+		require.NotContains(t, a.body, ids[0])
+		a = call(t, c, http.MethodGet, e.srv.URL+"/ui/endpoints?consumer_id=nobody", "", "", nil)
+		require.Contains(t, a.body, `id="endpoints-empty"`)
+	})
+
+	t.Run("DisableThenEnable", func(t *testing.T) {
+		a := form(t, c, e.srv.URL+"/ui/endpoints/"+ids[0]+"/disable", url.Values{"csrf_token": {csrf}, "reason": {"maintenance"}}, nil)
+		require.Equal(t, http.StatusSeeOther, a.status, a.body)
+		require.Equal(t, "/ui/endpoints/"+ids[0], a.header.Get("Location"))
+		a = call(t, c, http.MethodGet, e.srv.URL+"/ui/endpoints/"+ids[0], "", "", nil)
+		require.Contains(t, a.body, `id="endpoint-state">disabled`)
+		require.Contains(t, a.body, "maintenance")
+		require.Contains(t, a.body, "Disabled: its live deliveries")
+		// The API says the same.
+		api := call(t, op, http.MethodGet, e.srv.URL+"/v1/endpoints/"+ids[0], operatorKey, "", nil)
+		require.Contains(t, api.body, `"enabled":false`)
+
+		a = form(t, c, e.srv.URL+"/ui/endpoints/"+ids[0]+"/enable", url.Values{"csrf_token": {csrf}}, nil)
+		require.Equal(t, http.StatusSeeOther, a.status)
+		a = call(t, c, http.MethodGet, e.srv.URL+"/ui/endpoints/"+ids[0], "", "", nil)
+		require.Contains(t, a.body, `id="endpoint-state">enabled`)
+	})
+
+	t.Run("RotateShowsTheNewSecretOnce", func(t *testing.T) {
+		before := call(t, op, http.MethodGet, e.srv.URL+"/v1/endpoints/"+ids[1], operatorKey, "", nil)
+		a := form(t, c, e.srv.URL+"/ui/endpoints/"+ids[1]+"/rotate-secret", url.Values{"csrf_token": {csrf}}, nil)
+		require.Equal(t, http.StatusOK, a.status, a.body)
+		m := regexp.MustCompile(`id="new-secret">([^<]+)<`).FindStringSubmatch(a.body)
+		require.NotNil(t, m, a.body)
+		require.NotContains(t, before.body, m[1], "a new secret")
+		after := call(t, op, http.MethodGet, e.srv.URL+"/v1/endpoints/"+ids[1], operatorKey, "", nil)
+		require.Contains(t, after.body, m[1], "the API signs with the secret the page showed")
+		require.Empty(t, a.header.Get("Set-Cookie"), "the secret is never put in a cookie")
+	})
+
+	t.Run("ActionWithoutCSRFRefused", func(t *testing.T) {
+		a := form(t, c, e.srv.URL+"/ui/endpoints/"+ids[2]+"/disable", url.Values{}, nil)
+		require.Equal(t, http.StatusForbidden, a.status)
+		api := call(t, op, http.MethodGet, e.srv.URL+"/v1/endpoints/"+ids[2], operatorKey, "", nil)
+		require.Contains(t, api.body, `"enabled":true`)
+	})
+
+	t.Run("UnknownEndpointIs404", func(t *testing.T) {
+		a := call(t, c, http.MethodGet, e.srv.URL+"/ui/endpoints/ep_nope", "", "", nil)
+		require.Equal(t, http.StatusNotFound, a.status)
+	})
+}

@@ -14,6 +14,11 @@ import (
 
 // routes mounts the dashboard's pages; each reads and acts through /v1.
 func (u *UI) routes() {
+	u.mux.Handle("GET /ui/endpoints", u.signedIn(u.endpoints))
+	u.mux.Handle("GET /ui/endpoints/{id}", u.signedIn(u.endpoint))
+	u.mux.Handle("POST /ui/endpoints/{id}/enable", u.signedIn(u.endpointAction("enable", "Enabled.")))
+	u.mux.Handle("POST /ui/endpoints/{id}/disable", u.signedIn(u.endpointAction("disable", "Disabled: its live deliveries are dead and can be replayed once it is enabled.")))
+	u.mux.Handle("POST /ui/endpoints/{id}/rotate-secret", u.signedIn(u.endpointRotate))
 	u.mux.Handle("GET /ui/dead", u.signedIn(u.dead))
 	u.mux.Handle("POST /ui/dead/replay", u.signedIn(u.deadReplaySelected))
 	u.mux.Handle("POST /ui/endpoints/{id}/replay", u.signedIn(u.endpointReplay))

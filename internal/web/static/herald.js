@@ -3,9 +3,11 @@
 // origin only.
 (function () {
   "use strict";
-  // A form marked data-confirm asks before it is sent.
+  // A form, or the button that sends it, marked data-confirm asks before
+  // it is sent.
   document.addEventListener("submit", function (e) {
-    var msg = e.target.getAttribute && e.target.getAttribute("data-confirm");
+    var b = e.submitter;
+    var msg = (b && b.getAttribute("data-confirm")) || (e.target.getAttribute && e.target.getAttribute("data-confirm"));
     if (msg && !window.confirm(msg)) { e.preventDefault(); }
   });
   // A checkbox marked data-select-all ticks every checkbox of its form
