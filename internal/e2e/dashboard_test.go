@@ -158,4 +158,17 @@ func TestDashboardInABrowser(t *testing.T) {
 	)
 	require.Equal(t, "enabled", text("#endpoint-state"))
 	screenshot(t, ctx, "ui-endpoint.png")
+
+	// Events: searched by type, and one shown with its payload.
+	do(
+		chromedp.Navigate(base+"/ui/events?event_type=order.created"),
+		chromedp.WaitVisible(chromedp.CSS("#events")),
+	)
+	screenshot(t, ctx, "ui-events.png")
+	do(
+		chromedp.Click(chromedp.CSS(`#events a`)),
+		chromedp.WaitVisible(chromedp.CSS("#payload")),
+	)
+	require.Contains(t, text("#payload"), `"total": "9.99"`)
+	screenshot(t, ctx, "ui-event.png")
 }

@@ -247,6 +247,7 @@ func (u *UI) signOut(w http.ResponseWriter, r *http.Request, s *uiSession) {
 var uiNav = []NavItem{
 	{Key: "overview", Label: "Overview", Href: "/ui/"},
 	{Key: "endpoints", Label: "Endpoints", Href: "/ui/endpoints"},
+	{Key: "events", Label: "Events", Href: "/ui/events"},
 	{Key: "dead", Label: "Dead letters", Href: "/ui/dead"},
 }
 

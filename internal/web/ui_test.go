@@ -336,3 +336,54 @@ func TestUIEndpoints(t *testing.T) {
 		require.Equal(t, http.StatusNotFound, a.status)
 	})
 }
+
+func TestUIEvents(t *testing.T) {
+	t.Parallel()
+	e := setupUI(t)
+	c := e.browser(t)
+	e.signIn(t, c, operatorKey)
+	op := e.srv.Client()
+	json := map[string]string{"Content-Type": "application/json"}
+	a := call(t, op, http.MethodPost, e.srv.URL+"/v1/endpoints", operatorKey, `{"consumer_id":"cust_42","url":"http://127.0.0.1:9/hook"}`, json)
+	require.Equal(t, http.StatusCreated, a.status, a.body)
+	a = call(t, op, http.MethodPost, e.srv.URL+"/v1/events", operatorKey,
+		`{"consumer_id":"cust_42","event_type":"order.created","payload":{"order":{"id":42,"note":"<b>"}}}`, json)
+	require.Equal(t, http.StatusAccepted, a.status, a.body)
+	evID := regexp.MustCompile(`"id":"(evt_[^"]+)"`).FindStringSubmatch(a.body)[1]
+	dlvID := regexp.MustCompile(`"id":"(dlv_[^"]+)"`).FindStringSubmatch(a.body)[1]
+	a = call(t, op, http.MethodPost, e.srv.URL+"/v1/events", operatorKey,
+		`{"consumer_id":"cust_7","event_type":"invoice.paid","payload":{}}`, json)
+	require.Equal(t, http.StatusAccepted, a.status, a.body)
+
+	t.Run("SearchByTypeAndConsumer", func(t *testing.T) {
+		a := call(t, c, http.MethodGet, e.srv.URL+"/ui/events?event_type=order.created", "", "", nil)
+		require.Equal(t, http.StatusOK, a.status)
+		require.Contains(t, a.body, evID)
+		require.NotContains(t, a.body, "invoice.paid</td>")
+		a = call(t, c, http.MethodGet, e.srv.URL+"/ui/events?consumer_id=cust_7", "", "", nil)
+		require.NotContains(t, a.body, evID)
+		require.Contains(t, a.body, "invoice.paid")
+	})
+
+	t.Run("SearchByTimeRange", func(t *testing.T) {
+		a := call(t, c, http.MethodGet, e.srv.URL+"/ui/events?since=2026-03-04T05:00&until=2026-03-04T06:00", "", "", nil)
+		require.Equal(t, http.StatusOK, a.status)
+		require.Contains(t, a.body, evID)
+		a = call(t, c, http.MethodGet, e.srv.URL+"/ui/events?since=2026-03-05T00:00", "", "", nil)
+		require.Contains(t, a.body, `id="events-empty"`)
+		a = call(t, c, http.MethodGet, e.srv.URL+"/ui/events?since=yesterday", "", "", nil)
+		require.Equal(t, http.StatusBadRequest, a.status)
+		require.Contains(t, a.body, "must be dates and times")
+	})
+
+	t.Run("IdGoesToTheEventWithPayloadAndDeliveries", func(t *testing.T) {
+		a := call(t, c, http.MethodGet, e.srv.URL+"/ui/events?id="+evID, "", "", nil)
+		require.Equal(t, http.StatusSeeOther, a.status)
+		a = call(t, c, http.MethodGet, e.srv.URL+a.header.Get("Location"), "", "", nil)
+		require.Equal(t, http.StatusOK, a.status)
+		require.Contains(t, a.body, "{\n  &#34;order&#34;: {\n    &#34;id&#34;: 42,\n    &#34;note&#34;: &#34;&lt;b&gt;&#34;\n  }\n}")
+		require.Contains(t, a.body, `href="/ui/deliveries/`+dlvID+`"`)
+		a = call(t, c, http.MethodGet, e.srv.URL+"/ui/events/evt_nope", "", "", nil)
+		require.Equal(t, http.StatusNotFound, a.status)
+	})
+}

@@ -19,6 +19,8 @@ func (u *UI) routes() {
 	u.mux.Handle("POST /ui/endpoints/{id}/enable", u.signedIn(u.endpointAction("enable", "Enabled.")))
 	u.mux.Handle("POST /ui/endpoints/{id}/disable", u.signedIn(u.endpointAction("disable", "Disabled: its live deliveries are dead and can be replayed once it is enabled.")))
 	u.mux.Handle("POST /ui/endpoints/{id}/rotate-secret", u.signedIn(u.endpointRotate))
+	u.mux.Handle("GET /ui/events", u.signedIn(u.events))
+	u.mux.Handle("GET /ui/events/{id}", u.signedIn(u.event))
 	u.mux.Handle("GET /ui/dead", u.signedIn(u.dead))
 	u.mux.Handle("POST /ui/dead/replay", u.signedIn(u.deadReplaySelected))
 	u.mux.Handle("POST /ui/endpoints/{id}/replay", u.signedIn(u.endpointReplay))
