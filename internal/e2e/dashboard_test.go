@@ -146,6 +146,18 @@ func TestDashboardInABrowser(t *testing.T) {
 		require.Equal(t, "dead", e.delivery(id).Status, "a dry run replays nothing")
 	}
 
+	// Replaying a selection: tick both (the script's select-all box) and send.
+	do(
+		chromedp.Click(chromedp.CSS(group+` input[data-select-all]`)),
+		chromedp.Click(chromedp.CSS(group+` button.replay-selected`)),
+		chromedp.WaitVisible(chromedp.CSS(".flash.ok")),
+	)
+	require.Equal(t, "Replayed 2 of 2 deliveries.", text(".flash"))
+	for _, id := range bulkIDs {
+		e.waitStatus(id, "delivered")
+	}
+	e.settle()
+
 	// The endpoints table leads to an endpoint's page.
 	do(
 		chromedp.Navigate(base+"/ui/endpoints"),
