@@ -387,3 +387,58 @@ func TestUIEvents(t *testing.T) {
 		require.Equal(t, http.StatusNotFound, a.status)
 	})
 }
+
+func TestUIDeliveryActions(t *testing.T) {
+	t.Parallel()
+	e := setupUI(t)
+	c := e.browser(t)
+	csrf := e.signIn(t, c, operatorKey)
+	op := e.srv.Client()
+	json := map[string]string{"Content-Type": "application/json"}
+	a := call(t, op, http.MethodPost, e.srv.URL+"/v1/endpoints", operatorKey, `{"consumer_id":"cust_42","url":"http://127.0.0.1:9/hook"}`, json)
+	require.Equal(t, http.StatusCreated, a.status, a.body)
+	a = call(t, op, http.MethodPost, e.srv.URL+"/v1/events", operatorKey, `{"consumer_id":"cust_42","event_type":"order.created","payload":{}}`, json)
+	require.Equal(t, http.StatusAccepted, a.status, a.body)
+	dlv := regexp.MustCompile(`"id":"(dlv_[^"]+)"`).FindStringSubmatch(a.body)[1]
+	page := e.srv.URL + "/ui/deliveries/" + dlv
+	status := func() string {
+		a := call(t, op, http.MethodGet, e.srv.URL+"/v1/deliveries/"+dlv, operatorKey, "", nil)
+		return regexp.MustCompile(`"status":"([a-z]+)"`).FindStringSubmatch(a.body)[1]
+	}
+
+	// No dispatcher runs here: the delivery stays pending until acted on.
+	a = call(t, c, http.MethodGet, page, "", "", nil)
+	require.Contains(t, a.body, `id="delivery-status">pending<`)
+
+	t.Run("ReplayOfALiveDeliverySaysWhyNot", func(t *testing.T) {
+		a := form(t, c, page+"/replay", url.Values{"csrf_token": {csrf}}, nil)
+		require.Equal(t, http.StatusSeeOther, a.status)
+		a = call(t, c, http.MethodGet, page, "", "", nil)
+		require.Contains(t, a.body, `class="flash error"`)
+		require.Contains(t, a.body, "Not done: ")
+		require.Equal(t, "pending", status())
+	})
+
+	t.Run("SelectionWithALiveDeliveryNamesIt", func(t *testing.T) {
+		a := form(t, c, e.srv.URL+"/ui/dead/replay", url.Values{"csrf_token": {csrf}, "delivery_id": {dlv}}, nil)
+		require.Equal(t, http.StatusSeeOther, a.status)
+		a = call(t, c, http.MethodGet, e.srv.URL+"/ui/dead", "", "", nil)
+		require.Contains(t, a.body, "Replayed 0 of 1 deliveries. Not replayed: "+dlv+": ")
+	})
+
+	t.Run("CancelThenReplay", func(t *testing.T) {
+		a := form(t, c, page+"/cancel", url.Values{"csrf_token": {csrf}}, nil)
+		require.Equal(t, http.StatusSeeOther, a.status)
+		require.Equal(t, "/ui/deliveries/"+dlv, a.header.Get("Location"))
+		a = call(t, c, http.MethodGet, page, "", "", nil)
+		require.Contains(t, a.body, `<div class="flash ok" role="status">Cancelled.</div>`)
+		require.Contains(t, a.body, `id="delivery-status">cancelled<`)
+		require.Equal(t, "cancelled", status())
+
+		a = form(t, c, page+"/replay", url.Values{"csrf_token": {csrf}}, nil)
+		require.Equal(t, http.StatusSeeOther, a.status)
+		a = call(t, c, http.MethodGet, page, "", "", nil)
+		require.Contains(t, a.body, "Replayed: the delivery is due now.")
+		require.Equal(t, "pending", status())
+	})
+}
