@@ -34,7 +34,10 @@ type uiEnv struct {
 // setupUI serves the API and the dashboard side by side on SQLite with a
 // test clock: the configured operator key, a stored operator key and a
 // consumer key.
-func setupUI(t *testing.T) *uiEnv {
+func setupUI(t *testing.T) *uiEnv { return setupUIOver(t, false) }
+
+// setupUIOver is setupUI, over TLS when tls is set.
+func setupUIOver(t *testing.T, tls bool) *uiEnv {
 	t.Helper()
 	st, err := sqlitestore.Open(t.Context(), testdb.SQLitePath(t), nil)
 	require.NoError(t, err)
@@ -52,13 +55,19 @@ func setupUI(t *testing.T) *uiEnv {
 	}
 	apiHandler := api.New(api.Config{Store: st, Clock: clk, APIKeyHash: sha256.Sum256([]byte(operatorKey)), AllowPrivateNetworks: true})
 	ui := web.NewUI(web.UIConfig{API: apiHandler, Sessions: st, Clock: clk})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if web.IsUIPath(r.URL.Path) {
 			ui.ServeHTTP(w, r)
 			return
 		}
 		apiHandler.ServeHTTP(w, r)
-	}))
+	})
+	srv := httptest.NewUnstartedServer(h)
+	if tls {
+		srv.StartTLS()
+	} else {
+		srv.Start()
+	}
 	t.Cleanup(srv.Close)
 	return &uiEnv{srv: srv, st: st, clock: clk}
 }
@@ -136,6 +145,23 @@ func TestUISignIn(t *testing.T) {
 		a = call(t, other, http.MethodGet, e.srv.URL+"/ui/", "", "", nil)
 		require.Equal(t, http.StatusSeeOther, a.status)
 		require.Equal(t, "/ui/sign-in", a.header.Get("Location"))
+	})
+
+	t.Run("CookieSecureOverTLSOnly", func(t *testing.T) {
+		t.Parallel()
+		for _, tls := range []bool{false, true} {
+			e := setupUIOver(t, tls)
+			// A browser sends its origin, https:// over TLS: both are this site.
+			a := form(t, e.browser(t), e.srv.URL+"/ui/sign-in", url.Values{"api_key": {operatorKey}},
+				map[string]string{"Origin": e.srv.URL, "Sec-Fetch-Site": "same-origin"})
+			require.Equal(t, http.StatusSeeOther, a.status, a.body)
+			require.Equal(t, tls, strings.Contains(a.header.Get("Set-Cookie"), "; Secure"), "tls %v: %s", tls, a.header.Get("Set-Cookie"))
+		}
+		// The http:// origin of the same host is another origin to a TLS site.
+		e := setupUIOver(t, true)
+		a := form(t, e.browser(t), e.srv.URL+"/ui/sign-in", url.Values{"api_key": {operatorKey}},
+			map[string]string{"Origin": "http://" + strings.TrimPrefix(e.srv.URL, "https://")})
+		require.Equal(t, http.StatusForbidden, a.status)
 	})
 
 	t.Run("ConsumerKeyRefusedWithAReason", func(t *testing.T) {
