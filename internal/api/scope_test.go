@@ -149,6 +149,7 @@ func scopeCalls() map[string]scopeCall {
 		"POST /v1/deliveries/{id}/replay":  {func(tn *tenant) string { return dlv + tn.deadDelivery + "/replay" }, none, http.StatusAccepted},
 		"POST /v1/deliveries/{id}/cancel":  {func(tn *tenant) string { return dlv + tn.liveDelivery + "/cancel" }, none, http.StatusOK},
 		"GET /v1/stats":                    {fixed("/v1/stats"), none, http.StatusOK},
+		"GET /v1/stats/series":             {fixed("/v1/stats/series?window=24h"), none, http.StatusOK},
 
 		"POST /v1/api-keys": {fixed("/v1/api-keys"), func(tn *tenant) any {
 			return `{"name":"another","scope":"consumer","consumer_id":"` + tn.consumer + `"}`
@@ -431,6 +432,7 @@ func TestScopeRulesFitTheRoutes(t *testing.T) {
 	require.Equal(t, []string{
 		"DELETE /v1/api-keys/{id}", "DELETE /v1/consumers/{consumer_id}/portal-sessions",
 		"DELETE /v1/event-types/{name}", "GET /v1/api-keys", "GET /v1/api-keys/{id}",
+		"GET /v1/stats/series", // every consumer's activity together
 		"PATCH /v1/event-types/{name}", "POST /v1/api-keys", "POST /v1/consumers/{consumer_id}/portal-sessions",
 		"POST /v1/event-types", "POST /v1/events", "POST /v1/events/batch",
 	}, operator)

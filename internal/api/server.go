@@ -192,6 +192,8 @@ func (s *Server) routes() []Route {
 		{"POST", "/v1/deliveries/{id}/cancel", AccessDelivery, s.deliveryCancel},
 
 		{"GET", "/v1/stats", AccessConsumerQuery, s.stats},
+		// The activity series is every consumer's together.
+		{"GET", "/v1/stats/series", AccessOperator, s.statsSeries},
 
 		{"POST", "/v1/api-keys", AccessOperator, s.apiKeyCreate},
 		{"GET", "/v1/api-keys", AccessOperator, s.apiKeyList},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/heraldhooks/herald"
 	"github.com/heraldhooks/herald/internal/store"
+	"github.com/heraldhooks/herald/internal/wire"
 )
 
 func TestAuth(t *testing.T) {
@@ -123,7 +124,74 @@ func TestStats(t *testing.T) {
 	require.Equal(t, int64(2), out.DeadLetterDepth)
 	require.Equal(t, int64(1), out.DueNow)
 
+	r = e.do("GET", "/v1/stats?counts=false", nil)
+	require.Equal(t, http.StatusOK, r.status)
+	require.JSONEq(t, `{"dead_letter_depth": 2, "due_now": 1, "oldest_due_age_seconds": 90}`, string(r.body),
+		"counts=false leaves the counts by status out")
+
 	e.do("GET", "/v1/stats?verbose=1", nil).apiErr(http.StatusBadRequest, "unknown_parameter")
+	e.do("GET", "/v1/stats?counts=no", nil).apiErr(http.StatusBadRequest, "invalid_counts")
+}
+
+// TestStatsSeries: the outcome writes' activity comes back as points of a
+// minute (the last hour) or 15 minutes (the last day), with rates and
+// latency quantiles, up to the minute under way.
+func TestStatsSeries(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.createEndpoint(map[string]any{"consumer_id": "c1"})
+	for range 4 {
+		e.send("c1", "a", `{}`)
+	}
+	now := e.clock.Now()
+	claimed, err := e.store.DeliveryClaim(t.Context(), &store.DeliveryClaimParams{Limit: 10, LeaseMargin: time.Minute, Now: now})
+	require.NoError(t, err)
+	require.Len(t, claimed, 4)
+	outcomes := make([]store.DeliveryOutcome, len(claimed))
+	for i, c := range claimed {
+		outcomes[i] = store.DeliveryOutcome{Lease: store.Lease{DeliveryID: c.Delivery.ID, LeaseToken: c.LeaseToken},
+			Status: herald.StatusDelivered, Attempt: herald.Attempt{StatusCode: 200, Duration: 40 * time.Millisecond}}
+	}
+	outcomes[3].Status, outcomes[3].Attempt.StatusCode, outcomes[3].RetryIn = herald.StatusPending, 503, time.Minute
+	_, err = e.store.DeliveryCompleteMany(t.Context(), &store.DeliveryCompleteManyParams{Outcomes: outcomes, Now: now})
+	require.NoError(t, err)
+
+	var s wire.StatsSeries
+	e.do("GET", "/v1/stats/series", nil).must(http.StatusOK, &s)
+	require.Equal(t, "1h", s.Window)
+	require.Len(t, s.Points, 60)
+	for _, p := range s.Points {
+		require.Zero(t, p.Attempts, "the minute under way is not in the series yet")
+		require.Nil(t, p.SuccessRate)
+	}
+
+	e.clock.Advance(time.Minute)
+	e.do("GET", "/v1/stats/series?window=1h", nil).must(http.StatusOK, &s)
+	last := s.Points[59]
+	require.Equal(t, now.Truncate(time.Minute), last.At)
+	require.Equal(t, int64(4), last.Attempts)
+	require.Equal(t, int64(3), last.Succeeded)
+	require.Equal(t, int64(1), last.Failed)
+	require.Equal(t, int64(1), last.Retries)
+	require.InDelta(t, 4.0/60, last.DeliveriesPerSecond, 1e-9)
+	require.NotNil(t, last.SuccessRate)
+	require.InDelta(t, 0.75, *last.SuccessRate, 1e-9)
+	require.NotNil(t, last.LatencyP50MS)
+	require.InDelta(t, 40, *last.LatencyP50MS, 15, "40 ms lies in the bucket [35, 50) ms")
+	require.NotNil(t, last.LatencyP95MS)
+
+	e.do("GET", "/v1/stats/series?window=24h", nil).must(http.StatusOK, &s)
+	require.Equal(t, "15m", s.Step)
+	require.Len(t, s.Points, 96)
+	var sum int64
+	for _, p := range s.Points {
+		sum += p.Attempts
+		require.InDelta(t, float64(p.Attempts)/900, p.DeliveriesPerSecond, 1e-9)
+	}
+	require.Equal(t, int64(4), sum)
+
+	e.do("GET", "/v1/stats/series?window=2h", nil).apiErr(http.StatusBadRequest, "invalid_window")
+	e.do("GET", "/v1/stats/series?from=x", nil).apiErr(http.StatusBadRequest, "unknown_parameter")
 }
 
 // TestStoreDown: a failing store gives 503 on /readyz and a generic 500

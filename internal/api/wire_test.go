@@ -56,6 +56,8 @@ func wireDocs() map[string]wireDoc {
 		"Delivery":              {typ: reflect.TypeFor[wire.Delivery](), at: "GET /v1/deliveries/{id} 200"},
 		"Attempt":               {typ: reflect.TypeFor[wire.Attempt](), at: schema("Attempt")},
 		"Stats":                 {typ: reflect.TypeFor[wire.Stats](), at: "GET /v1/stats 200"},
+		"StatsSeries":           {typ: reflect.TypeFor[wire.StatsSeries](), at: "GET /v1/stats/series 200"},
+		"StatsPoint":            {typ: reflect.TypeFor[wire.StatsPoint](), at: "#/components/schemas/StatsPoint"},
 		"APIKeyRequest":         {typ: reflect.TypeFor[wire.APIKeyRequest](), at: "POST /v1/api-keys request"},
 		// One type for both: key is left out but in the answer that made
 		// the key, which documents every field.

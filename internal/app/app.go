@@ -57,9 +57,9 @@ type App struct {
 	// API for every other path. Nil for a worker.
 	Handler    http.Handler
 	Dispatcher *dispatch.Dispatcher
-	// Purger deletes the history past Config.Retention; serve and worker
-	// run it beside the dispatcher. Nil when the retention is 0 (keep
-	// everything).
+	// Purger deletes the history past Config.Retention (none when it is
+	// 0, keep everything) and the activity series' minutes older than a
+	// day and an hour; serve and worker run it beside the dispatcher.
 	Purger *retention.Purger
 	// Metrics counts what this node does and reads the queue gauges.
 	Metrics *metrics.Metrics
@@ -193,16 +193,16 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 			OutcomeWritten: a.Metrics.OutcomeWritten,
 		},
 	})
-	if cfg.Retention > 0 {
-		a.Purger = retention.New(retention.Config{
-			Store:     st,
-			Clock:     deps.Clock,
-			Logger:    deps.Logger,
-			Retention: cfg.Retention,
-			Limit:     purgeLimit(cfg.DB),
-			Purged:    a.Metrics.Purged,
-		})
-	}
+	// With a retention of 0 the purger keeps every event and purges only
+	// the activity series' old minutes.
+	a.Purger = retention.New(retention.Config{
+		Store:     st,
+		Clock:     deps.Clock,
+		Logger:    deps.Logger,
+		Retention: cfg.Retention,
+		Limit:     purgeLimit(cfg.DB),
+		Purged:    a.Metrics.Purged,
+	})
 	return a, nil
 }
 

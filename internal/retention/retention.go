@@ -9,6 +9,11 @@
 // batches (one short transaction each) with a pause between two, so the
 // purge never holds the database long enough to show in ingest or claim
 // latency: it runs beside them, not ahead of them.
+//
+// Each pass first deletes the activity series' minutes older than a day
+// and an hour (store.ActivityPurge), a batch at a time with the same
+// pauses, so the charts' table stays small; this runs with a retention of
+// 0 (keep everything) too, which keeps every event but no old minute.
 package retention
 
 import (
@@ -38,9 +43,12 @@ type Config struct {
 	// Default clock.Real.
 	Clock  clock.Clock
 	Logger *slog.Logger
-	// Retention is how long ended history is kept; it must be positive
-	// (a retention of 0, keep everything, runs no purger).
+	// Retention is how long ended history is kept; 0 keeps every event
+	// (a pass then purges the activity series only).
 	Retention time.Duration
+	// ActivityKeep is how long the activity series' minutes are kept;
+	// default (and at least) store.MinActivityKeep.
+	ActivityKeep time.Duration
 	// Limit is how many events a batch looks at (store.PurgeLimit).
 	Limit int
 	// Interval is the time between two passes, on Clock.
@@ -76,6 +84,7 @@ func New(cfg Config) *Purger {
 		cfg.Pause = DefaultPause
 	}
 	cfg.Limit = store.PurgeLimit(cfg.Limit)
+	cfg.ActivityKeep = max(cfg.ActivityKeep, store.MinActivityKeep)
 	return &Purger{cfg: cfg}
 }
 
@@ -102,6 +111,12 @@ func (p *Purger) Run(ctx context.Context) error {
 // the purge (Busy), or when ctx ends. A pass that deleted something says
 // so in the log.
 func (p *Purger) Pass(ctx context.Context) (store.PurgeResult, error) {
+	if err := p.purgeActivity(ctx); err != nil && ctx.Err() == nil {
+		p.cfg.Logger.Warn("purge old activity", logkey.Error, err)
+	}
+	if p.cfg.Retention <= 0 {
+		return store.PurgeResult{Done: true}, nil
+	}
 	var (
 		total   store.PurgeResult
 		after   store.PurgeCursor
@@ -147,6 +162,28 @@ func (p *Purger) Pass(ctx context.Context) (store.PurgeResult, error) {
 		after = res.Next
 		if err := pause(ctx, max(p.cfg.Pause, took)); err != nil {
 			return total, err
+		}
+	}
+}
+
+// purgeActivity deletes the activity series' minutes older than
+// ActivityKeep, a batch at a time, pausing between batches as Pass does.
+func (p *Purger) purgeActivity(ctx context.Context) error {
+	for {
+		start := time.Now()
+		n, err := p.cfg.Store.ActivityPurge(ctx, &store.ActivityPurgeParams{
+			Keep:  p.cfg.ActivityKeep,
+			Limit: store.DefaultActivityPurgeLimit,
+			Now:   p.cfg.Clock.StoreNow(),
+		})
+		if err != nil {
+			return err
+		}
+		if n < store.DefaultActivityPurgeLimit {
+			return nil
+		}
+		if err := pause(ctx, max(p.cfg.Pause, time.Since(start))); err != nil {
+			return err
 		}
 	}
 }

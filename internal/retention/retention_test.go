@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/heraldhooks/herald"
 	"github.com/heraldhooks/herald/internal/clock"
 	"github.com/heraldhooks/herald/internal/retention"
 	"github.com/heraldhooks/herald/internal/store"
@@ -115,6 +116,53 @@ func TestPassPurgesInBatchesAndSaysSo(t *testing.T) {
 	require.Contains(t, f.log.String(), `msg="purged history past retention" events=5 deliveries=0 attempts=0 batches=3 retention=720h0m0s`)
 }
 
+// TestPassPurgesOldActivity: a pass deletes the activity series' minutes
+// older than 25 hours, with a retention of 0 too (every event kept).
+func TestPassPurgesOldActivity(t *testing.T) {
+	t.Parallel()
+	st, err := sqlitestore.Open(t.Context(), testdb.SQLitePath(t), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, st.Close()) })
+	require.NoError(t, st.Migrate(t.Context()))
+	c := clock.NewTest(start)
+	p := retention.New(retention.Config{Store: st, Clock: c, Pause: time.Nanosecond})
+
+	ep, err := st.EndpointCreate(t.Context(), &store.EndpointCreateParams{Now: start, Endpoint: &herald.Endpoint{
+		ConsumerID: "c", URL: "https://example.com/hook", EventTypes: []string{"*"}, Secret: "whsec_dGVzdA==",
+		Enabled: true, Timeout: 10 * time.Second, SignatureScheme: herald.SchemeStandard}})
+	require.NoError(t, err)
+	_, err = st.EventIngest(t.Context(), &store.EventIngestParams{Now: start, Events: []store.EventIngestItem{
+		{ConsumerID: ep.ConsumerID, EventType: "order.created", Payload: []byte(`{}`)}}})
+	require.NoError(t, err)
+	claimed, err := st.DeliveryClaim(t.Context(), &store.DeliveryClaimParams{Limit: 1, LeaseMargin: time.Minute, Now: start})
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	_, err = st.DeliveryCompleteMany(t.Context(), &store.DeliveryCompleteManyParams{Now: start, Outcomes: []store.DeliveryOutcome{{
+		Lease: store.Lease{DeliveryID: claimed[0].Delivery.ID, LeaseToken: claimed[0].LeaseToken}, Status: herald.StatusDelivered,
+		Attempt: herald.Attempt{StatusCode: 200, Duration: time.Millisecond}}}})
+	require.NoError(t, err)
+	attempts := func() int64 {
+		points, err := st.ActivitySeries(t.Context(), &store.ActivitySeriesParams{Window: 24 * time.Hour, Step: time.Hour, Now: start.Add(time.Hour)})
+		require.NoError(t, err)
+		var n int64
+		for _, pt := range points {
+			n += pt.Attempts
+		}
+		return n
+	}
+
+	c.Advance(24 * time.Hour)
+	_, err = p.Pass(t.Context())
+	require.NoError(t, err)
+	require.EqualValues(t, 1, attempts(), "a day old: kept")
+	c.Advance(2 * time.Hour)
+	_, err = p.Pass(t.Context())
+	require.NoError(t, err)
+	require.Zero(t, attempts(), "26 hours old: purged")
+	_, err = st.EventGet(t.Context(), claimed[0].Event.ID)
+	require.NoError(t, err, "a retention of 0 keeps every event")
+}
+
 func TestRunPassesEveryIntervalOnTheClock(t *testing.T) {
 	t.Parallel()
 	f := setup(t, nil)
@@ -146,6 +194,10 @@ type fakeStore struct {
 	mu             sync.Mutex
 	calls          int
 	EventPurgeFunc func(p *store.EventPurgeParams) (store.PurgeResult, error)
+}
+
+func (s *fakeStore) ActivityPurge(context.Context, *store.ActivityPurgeParams) (int, error) {
+	return 0, nil
 }
 
 func (s *fakeStore) EventPurge(_ context.Context, p *store.EventPurgeParams) (store.PurgeResult, error) {

@@ -203,7 +203,10 @@ type Store interface {
 	AttemptList(ctx context.Context, p *AttemptListParams) (*Page[*herald.Attempt], error)
 
 	// Stats counts deliveries by status and measures the due queue, of
-	// every consumer or of p.ConsumerID alone.
+	// every consumer or of p.ConsumerID alone. Counting by status costs
+	// every delivery kept; with p.QueueOnly it is left out, and what is
+	// left costs the due queue and the dead deliveries (an index range
+	// each), not the history.
 	Stats(ctx context.Context, p *StatsParams) (*Stats, error)
 
 	// APIKeyStore keeps the API keys made through /v1/api-keys (apikey.go).
@@ -221,6 +224,10 @@ type Store interface {
 	// OperatorSessionStore keeps operator dashboard sessions
 	// (operatorsession.go).
 	OperatorSessionStore
+
+	// ActivityStore keeps the per-minute activity series the outcome
+	// writes add to (activity.go).
+	ActivityStore
 }
 
 // Page is one page of a list. NextCursor is empty on the last page; passed
@@ -490,13 +497,20 @@ type AttemptListParams struct {
 // consumer whose deliveries alone are counted (empty: every consumer's).
 type StatsParams struct {
 	ConsumerID string
-	Now        time.Time
+	// QueueOnly leaves ByStatus out (nil): DueNow, OldestDueAge and
+	// DeadLetters only.
+	QueueOnly bool
+	Now       time.Time
 }
 
 // Stats describes the queue.
 type Stats struct {
-	// ByStatus counts deliveries in each status (every status is present).
+	// ByStatus counts deliveries in each status (every status is present),
+	// unless QueueOnly was asked.
 	ByStatus map[herald.Status]int64
+	// DeadLetters counts dead deliveries (ByStatus' dead, read on its own
+	// from the deliveries by status, so it walks no other status).
+	DeadLetters int64
 	// DueNow counts pending deliveries whose time has come.
 	DueNow int64
 	// OldestDueAge is how long the oldest due delivery has waited (0 if none).

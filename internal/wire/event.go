@@ -126,11 +126,45 @@ func (a *Attempt) Duration() time.Duration { return time.Duration(a.DurationMS) 
 // Stats answers GET /v1/stats.
 type Stats struct {
 	// Deliveries counts deliveries by status; every status is present.
-	Deliveries map[string]int64 `json:"deliveries"`
+	// Left out with ?counts=false, which spares the count of every
+	// delivery kept.
+	Deliveries map[string]int64 `json:"deliveries,omitempty"`
 	// DeadLetterDepth is the number of dead (replayable) deliveries.
 	DeadLetterDepth int64 `json:"dead_letter_depth"`
 	// DueNow counts pending deliveries whose time has come.
 	DueNow int64 `json:"due_now"`
 	// OldestDueAgeSeconds is how long the oldest due delivery has waited.
 	OldestDueAgeSeconds float64 `json:"oldest_due_age_seconds"`
+}
+
+// StatsSeries is the answer of GET /v1/stats/series: the activity of the
+// window before the minute under way, in points of Step each, oldest first.
+type StatsSeries struct {
+	// Window is "1h" or "24h"; Step "1m" or "15m".
+	Window string       `json:"window"`
+	Step   string       `json:"step"`
+	Points []StatsPoint `json:"points"`
+}
+
+// StatsPoint is the activity of one step, from At.
+type StatsPoint struct {
+	At time.Time `json:"at"`
+	// Attempts counts the HTTP attempts made, Succeeded those answered
+	// 2xx, Failed the others.
+	Attempts  int64 `json:"attempts"`
+	Succeeded int64 `json:"succeeded"`
+	Failed    int64 `json:"failed"`
+	// Retries counts the attempts that scheduled another; Exhausted those
+	// that sent their delivery dead.
+	Retries   int64 `json:"retries"`
+	Exhausted int64 `json:"exhausted"`
+	// DeliveriesPerSecond is Attempts over the step's seconds.
+	DeliveriesPerSecond float64 `json:"deliveries_per_second"`
+	// SuccessRate is Succeeded/Attempts; null without attempts, and so
+	// are the latencies.
+	SuccessRate *float64 `json:"success_rate"`
+	// LatencyP50MS and LatencyP95MS are the attempts' median and 95th
+	// percentile durations, read from a histogram (within its bucket).
+	LatencyP50MS *float64 `json:"latency_p50_ms"`
+	LatencyP95MS *float64 `json:"latency_p95_ms"`
 }

@@ -200,7 +200,19 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, p *store.DeliveryCompl
 				return err
 			}
 		}
-		return s.observe(ctx, tx, p, cfg, outcomes, endpoints, windows, now)
+		if err := s.observe(ctx, tx, p, cfg, outcomes, endpoints, windows, now); err != nil {
+			return err
+		}
+		// The batch's activity, one row write for the whole call, last.
+		var a store.Activity
+		for i := range p.Outcomes {
+			a.AddOutcome(&p.Outcomes[i], applied[i])
+		}
+		at := now
+		if at.IsZero() { // no endpoint was locked: none of the deliveries is left
+			at = idTime(p.Now)
+		}
+		return s.addActivity(ctx, tx, at, &a)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("complete deliveries: %w", err)

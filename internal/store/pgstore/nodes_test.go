@@ -591,3 +591,36 @@ func TestNodeLimits(t *testing.T) {
 		}
 	})
 }
+
+// TestActivityOfNodes: nodes write the activity of one minute to rows of
+// their own, and the series sums them.
+func TestActivityOfNodes(t *testing.T) {
+	t.Parallel()
+	nodes := openNodes(t, 2)
+	createEndpoint(t, nodes[0], "c1")
+	ingest(t, nodes[0], "c1", 4)
+	for i, s := range []*Store{nodes[0], nodes[1], nodes[0], nodes[1]} {
+		claimed, err := s.DeliveryClaim(t.Context(), &store.DeliveryClaimParams{Limit: 1, LeaseMargin: time.Minute, Now: t0})
+		require.NoError(t, err)
+		require.Len(t, claimed, 1)
+		o := delivered(claimed[0])
+		if i == 3 {
+			o = failed(claimed[0])
+		}
+		applied, err := s.DeliveryCompleteMany(t.Context(), &store.DeliveryCompleteManyParams{Outcomes: []store.DeliveryOutcome{o}, Now: t0})
+		require.NoError(t, err)
+		require.Equal(t, []bool{true}, applied)
+	}
+	var rows int
+	require.NoError(t, nodes[0].pool.QueryRow(t.Context(), `SELECT count(*) FROM activity_minutes`).Scan(&rows))
+	require.Equal(t, 2, rows, "one row per node in the minute")
+	for _, s := range nodes {
+		points, err := s.ActivitySeries(t.Context(), &store.ActivitySeriesParams{Window: time.Hour, Step: time.Minute, Now: t0.Add(time.Minute)})
+		require.NoError(t, err)
+		last := points[len(points)-1]
+		require.Equal(t, t0.Truncate(time.Minute), last.At)
+		require.Equal(t, int64(4), last.Attempts)
+		require.Equal(t, int64(3), last.Succeeded)
+		require.Equal(t, int64(1), last.Retries)
+	}
+}

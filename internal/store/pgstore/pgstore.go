@@ -51,6 +51,9 @@ type Store struct {
 	// groups lets overlapping EventIngest calls share transactions
 	// (groupcommit.go).
 	groups ingestGroups
+
+	// node names this store's rows of the activity series (activity.go).
+	node string
 }
 
 // Open connects to the database at url (a postgres:// URL or a key=value
@@ -90,7 +93,7 @@ func Open(ctx context.Context, url string, logger *slog.Logger, opts ...store.Op
 			"on them yourself")
 	}
 	s := &Store{pool: pool, logger: logger, channel: channelName(schema),
-		secrets: store.NewSecrets(store.NewOpenOptions(opts...).Secrets)}
+		secrets: store.NewSecrets(store.NewOpenOptions(opts...).Secrets), node: newNodeID()}
 	s.closing, s.stop = context.WithCancel(context.Background())
 	return s, nil
 }

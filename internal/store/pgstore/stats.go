@@ -30,27 +30,25 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 		dueArgs = append(dueArgs, p.ConsumerID)
 		consumer = " AND d.consumer_id = $2"
 	}
-	rows, err := s.pool.Query(ctx, byStatus, args...)
-	if err != nil {
+	if p.QueueOnly {
+		st.ByStatus = nil
+	} else if err := s.countByStatus(ctx, byStatus, args, st.ByStatus); err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
-	for rows.Next() {
-		var status string
-		var n int64
-		if err := rows.Scan(&status, &n); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("stats: %w", err)
-		}
-		st.ByStatus[herald.Status(status)] = n
+	// The dead ones are a range of deliveries_status_idx: no other status
+	// is read.
+	deadConsumer := ""
+	if p.ConsumerID != "" {
+		deadConsumer = " AND consumer_id = $1"
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM deliveries WHERE status = 'dead'"+deadConsumer, args...).
+		Scan(&st.DeadLetters); err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
 
 	var now time.Time
 	var oldest *time.Time
-	err = s.pool.QueryRow(ctx, `
+	err := s.pool.QueryRow(ctx, `
 		SELECT n.t, count(d.id), min(d.due_at)
 		FROM (SELECT coalesce($1::timestamptz, now()) AS t) AS n
 		LEFT JOIN deliveries d
@@ -63,4 +61,22 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 		st.OldestDueAge = now.Sub(*oldest)
 	}
 	return st, nil
+}
+
+// countByStatus runs query (status, count) into byStatus.
+func (s *Store) countByStatus(ctx context.Context, query string, args []any, byStatus map[herald.Status]int64) error {
+	rows, err := s.pool.Query(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var status string
+		var n int64
+		if err := rows.Scan(&status, &n); err != nil {
+			return err
+		}
+		byStatus[herald.Status(status)] = n
+	}
+	return rows.Err()
 }

@@ -41,8 +41,15 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, p *store.DeliveryCompl
 				return err
 			}
 		}
-		created, err = c.finish()
-		return err
+		if created, err = c.finish(); err != nil {
+			return err
+		}
+		// The batch's activity, one row write for the whole call.
+		var a store.Activity
+		for i := range p.Outcomes {
+			a.AddOutcome(&p.Outcomes[i], applied[i])
+		}
+		return addActivity(ctx, tx, t, &a)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("complete deliveries: %w", err)

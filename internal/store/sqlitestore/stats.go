@@ -36,22 +36,15 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 		args = append(args, p.ConsumerID)
 		consumer = ` AND consumer_id = ?`
 	}
-	rows, err := tx.QueryContext(ctx, byStatus, args...)
-	if err != nil {
+	if p.QueueOnly {
+		st.ByStatus = nil
+	} else if err := countByStatus(ctx, tx, byStatus, args, st.ByStatus); err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			status string
-			n      int64
-		)
-		if err := rows.Scan(&status, &n); err != nil {
-			return nil, fmt.Errorf("stats: %w", err)
-		}
-		st.ByStatus[herald.Status(status)] = n
-	}
-	if err := rows.Err(); err != nil {
+	// The dead ones are a range of deliveries_status: no other status is
+	// read.
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM deliveries INDEXED BY deliveries_status
+		WHERE status = 'dead'`+consumer, args...).Scan(&st.DeadLetters); err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
 
@@ -68,4 +61,24 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 		st.OldestDueAge = max(0, t.Sub(fromMicros(oldest.Int64)))
 	}
 	return st, nil
+}
+
+// countByStatus runs query (status, count) into byStatus.
+func countByStatus(ctx context.Context, tx *sql.Tx, query string, args []any, byStatus map[herald.Status]int64) error {
+	rows, err := tx.QueryContext(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			status string
+			n      int64
+		)
+		if err := rows.Scan(&status, &n); err != nil {
+			return err
+		}
+		byStatus[herald.Status(status)] = n
+	}
+	return rows.Err()
 }

@@ -65,6 +65,7 @@ func statsCases() []testCase {
 		{"EmptyStoreHasEveryStatus", testStatsEmpty},
 		{"CountsAndDueQueue", testStats},
 		{"FilteredToOneConsumer", testStatsOneConsumer},
+		{"QueueOnlyLeavesTheCountsOut", testStatsQueueOnly},
 	}
 }
 
@@ -82,6 +83,35 @@ func testStatsEmpty(t *testing.T, s store.Store) {
 	}
 	require.Zero(t, st.DueNow)
 	require.Zero(t, st.OldestDueAge)
+	require.Zero(t, st.DeadLetters)
+}
+
+// testStatsQueueOnly: QueueOnly answers the due queue and the dead
+// letters as the full call does, without the counts by status.
+func testStatsQueueOnly(t *testing.T, s store.Store) {
+	mine := createEndpoint(t, s, newEndpoint("mine"), at(0))
+	theirs := createEndpoint(t, s, newEndpoint("theirs"), at(0))
+	for _, ep := range []*herald.Endpoint{mine, theirs, theirs} {
+		ingestFor(t, s, at(0), ep)
+	}
+	for _, c := range claimAll(t, s, at(0)) {
+		finish(t, s, at(time.Second), c, herald.StatusDead)
+	}
+	ingestFor(t, s, at(0), mine)
+	ingestFor(t, s, at(time.Minute), theirs)
+	for consumer, want := range map[string]struct{ dead, due int64 }{"": {3, 2}, "mine": {1, 1}, "theirs": {2, 1}} {
+		full, err := s.Stats(t.Context(), &store.StatsParams{ConsumerID: consumer, Now: at(2 * time.Minute)})
+		require.NoError(t, err)
+		quick, err := s.Stats(t.Context(), &store.StatsParams{ConsumerID: consumer, QueueOnly: true, Now: at(2 * time.Minute)})
+		require.NoError(t, err)
+		require.Nil(t, quick.ByStatus)
+		require.Equal(t, want.dead, full.DeadLetters, "consumer %q", consumer)
+		require.Equal(t, full.ByStatus[herald.StatusDead], full.DeadLetters)
+		require.Equal(t, want.dead, quick.DeadLetters)
+		require.Equal(t, want.due, quick.DueNow)
+		require.Equal(t, full.DueNow, quick.DueNow)
+		require.Equal(t, full.OldestDueAge, quick.OldestDueAge)
+	}
 }
 
 // testStatsOneConsumer: with ConsumerID set, every figure counts that

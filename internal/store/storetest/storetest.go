@@ -76,6 +76,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"OperatorSession", operatorSessionCases()},
 		{"Purge", purgeCases()},
 		{"EventType", eventTypeCases()},
+		{"Activity", activityCases()},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

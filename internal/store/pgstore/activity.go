@@ -1,0 +1,140 @@
+package pgstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldhooks/herald/internal/store"
+)
+
+// activityCols are activity_minutes' counting columns, in the order of
+// activityValues.
+var activityCols = func() []string {
+	cols := []string{"attempts", "succeeded", "failed", "retries", "exhausted"}
+	for i := range store.LatencyBuckets {
+		cols = append(cols, fmt.Sprintf("lat%02d", i))
+	}
+	return cols
+}()
+
+// activityValues are a's counts in the order of activityCols.
+func activityValues(a *store.Activity) []any {
+	v := []any{a.Attempts, a.Succeeded, a.Failed, a.Retries, a.Exhausted}
+	for _, n := range a.Latency {
+		v = append(v, n)
+	}
+	return v
+}
+
+// activityDest are where a row of activityCols is read into a.
+func activityDest(a *store.Activity) []any {
+	d := []any{&a.Attempts, &a.Succeeded, &a.Failed, &a.Retries, &a.Exhausted}
+	for i := range a.Latency {
+		d = append(d, &a.Latency[i])
+	}
+	return d
+}
+
+// addActivitySQL adds a batch's counts to the row of its minute ($1) and
+// this node ($2). The row is this node's own, so only this node's
+// overlapping outcome writes ever wait for it.
+var addActivitySQL = func() string {
+	set := make([]string, len(activityCols))
+	params := make([]string, len(activityCols))
+	for i, c := range activityCols {
+		set[i] = c + " = a." + c + " + excluded." + c
+		params[i] = fmt.Sprintf("$%d::bigint", i+3)
+	}
+	return `INSERT INTO activity_minutes AS a (minute, node, ` + strings.Join(activityCols, ", ") + `)
+		VALUES ($1, $2, ` + strings.Join(params, ", ") + `)
+		ON CONFLICT (minute, node) DO UPDATE SET ` + strings.Join(set, ", ")
+}()
+
+// newNodeID names this store's rows of the activity series: random, so
+// every process (every open store) writes rows of its own.
+func newNodeID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// addActivity adds a to this node's row of the minute of t, in tx; it is
+// the last write of an outcome batch, so the row is held briefly. An
+// empty a writes nothing.
+func (s *Store) addActivity(ctx context.Context, tx pgx.Tx, t time.Time, a *store.Activity) error {
+	if a.Attempts == 0 {
+		return nil
+	}
+	args := append([]any{store.ActivityMinute(t), s.node}, activityValues(a)...)
+	if _, err := tx.Exec(ctx, addActivitySQL, args...); err != nil {
+		return fmt.Errorf("add activity: %w", err)
+	}
+	return nil
+}
+
+// ActivitySeries reads the minutes of the window (every node's rows) and
+// sums them into points, by the primary key.
+func (s *Store) ActivitySeries(ctx context.Context, p *store.ActivitySeriesParams) ([]store.ActivityPoint, error) {
+	if p.Step < time.Minute || p.Step%time.Minute != 0 || p.Window < p.Step || p.Window%p.Step != 0 {
+		return nil, fmt.Errorf("activity series: window %s in steps of %s: want whole minutes, a whole number of steps", p.Window, p.Step)
+	}
+	t := p.Now
+	if t.IsZero() {
+		if err := s.pool.QueryRow(ctx, `SELECT now()`).Scan(&t); err != nil {
+			return nil, fmt.Errorf("activity series: %w", err)
+		}
+	}
+	from, to := store.ActivitySpan(p, t)
+	rows, err := s.pool.Query(ctx, `SELECT minute, `+strings.Join(activityCols, ", ")+`
+		FROM activity_minutes WHERE minute >= $1 AND minute < $2`, from, to)
+	if err != nil {
+		return nil, fmt.Errorf("activity series: %w", err)
+	}
+	defer rows.Close()
+	var scanErr error
+	out := store.ActivityPoints(p, t, func(yield func(time.Time, *store.Activity)) {
+		for rows.Next() {
+			var (
+				minute time.Time
+				a      store.Activity
+			)
+			if err := rows.Scan(append([]any{&minute}, activityDest(&a)...)...); err != nil {
+				scanErr = err
+				return
+			}
+			yield(minute.UTC(), &a)
+		}
+	})
+	if scanErr != nil {
+		return nil, fmt.Errorf("activity series: %w", scanErr)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("activity series: %w", err)
+	}
+	return out, nil
+}
+
+// ActivityPurge deletes up to p.Limit minute rows older than p.Keep,
+// oldest first, through the primary key. Rows another transaction holds
+// (an outcome write of the oldest minute kept) are skipped.
+func (s *Store) ActivityPurge(ctx context.Context, p *store.ActivityPurgeParams) (int, error) {
+	keep := max(p.Keep, store.MinActivityKeep)
+	limit := p.Limit
+	if limit <= 0 {
+		limit = store.DefaultActivityPurgeLimit
+	}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM activity_minutes WHERE (minute, node) IN (
+		SELECT minute, node FROM activity_minutes
+		WHERE minute < date_trunc('minute', coalesce($1::timestamptz, now()) - $2::bigint * interval '1 microsecond')
+		ORDER BY minute LIMIT $3 FOR UPDATE SKIP LOCKED)`, nowArg(p.Now), micros(keep), limit)
+	if err != nil {
+		return 0, fmt.Errorf("purge activity: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
