@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/auth"
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/wire"
 )
@@ -181,7 +182,32 @@ func (s *Server) endpointDisable(w http.ResponseWriter, r *http.Request) error {
 			return badRequest("invalid_reason", "reason must be at most %d bytes without control characters", maxReasonLen)
 		}
 	}
-	return s.setEnabled(w, r, false, reason)
+	notify := s.notify != nil
+	var before *herald.Endpoint
+	if p, ok := auth.FromContext(r.Context()); notify && ok && p.IsOperator() {
+		// Only a change of an operator's is told: a consumer knows what
+		// it disabled itself.
+		ep, err := s.store.EndpointGet(r.Context(), r.PathValue("id"))
+		if err == nil && ep.Enabled {
+			before = ep
+		}
+	}
+	if err := s.setEnabled(w, r, false, reason); err != nil || before == nil {
+		return err
+	}
+	if reason == "" {
+		reason = "disabled by the operator"
+	} else {
+		reason = "disabled by the operator: " + reason
+	}
+	s.notify(herald.NewNotification(before.ConsumerID, herald.NotifyEndpointDisabled, herald.EndpointDisabledPayload{
+		EndpointID: before.ID,
+		ConsumerID: before.ConsumerID,
+		URL:        before.URL,
+		Reason:     reason,
+		DisabledAt: s.clock.Now().UTC(),
+	}))
+	return nil
 }
 
 func (s *Server) setEnabled(w http.ResponseWriter, r *http.Request, enabled bool, reason string) error {

@@ -47,6 +47,10 @@ const (
 	// AccessAnyKey is for every key, consumer keys alike: reads of what
 	// belongs to no consumer (the event type catalog).
 	AccessAnyKey
+	// AccessConsumerPath: the path's {consumer_id} names a consumer. A
+	// consumer key reaches its own only; another consumer answers 404
+	// not_found.
+	AccessConsumerPath
 	accessEnd
 )
 
@@ -69,6 +73,8 @@ func (a Access) String() string {
 		return "delivery owner"
 	case AccessAnyKey:
 		return "any key"
+	case AccessConsumerPath:
+		return "consumer path"
 	}
 	return fmt.Sprintf("undeclared (%d)", int(a))
 }
@@ -87,6 +93,9 @@ func checkRoute(rt Route) error {
 	owner := rt.Access == AccessEndpoint || rt.Access == AccessEvent || rt.Access == AccessDelivery
 	if owner != strings.Contains(rt.Path, "{id}") && rt.Access != AccessOperator {
 		return fmt.Errorf("api: route %s: a path with {id} needs the rule of its owner, and only such a path has one", name)
+	}
+	if rt.Access == AccessConsumerPath && !strings.Contains(rt.Path, "{consumer_id}") {
+		return fmt.Errorf("api: route %s: the consumer path rule needs {consumer_id} in the path", name)
 	}
 	return nil
 }
@@ -122,6 +131,8 @@ func (s *Server) authorize(r *http.Request, rule Access) (*http.Request, error) 
 		return consumerQuery(r, p)
 	case AccessConsumerBody:
 		return consumerBody(r, p)
+	case AccessConsumerPath:
+		return consumerPath(r, p)
 	case AccessEndpoint:
 		id := r.PathValue("id")
 		ep, err := s.store.EndpointGet(r.Context(), id)

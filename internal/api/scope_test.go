@@ -173,6 +173,12 @@ func scopeCalls() map[string]scopeCall {
 		"DELETE /v1/consumers/{consumer_id}/portal-sessions": {func(tn *tenant) string {
 			return "/v1/consumers/" + tn.consumer + "/portal-sessions"
 		}, none, http.StatusOK},
+		"GET /v1/consumers/{consumer_id}/notifications": {func(tn *tenant) string {
+			return "/v1/consumers/" + tn.consumer + "/notifications"
+		}, none, http.StatusOK},
+		"PUT /v1/consumers/{consumer_id}/notifications": {func(tn *tenant) string {
+			return "/v1/consumers/" + tn.consumer + "/notifications"
+		}, func(*tenant) any { return `{"email":"changed@example.com"}` }, http.StatusOK},
 	}
 }
 
@@ -292,11 +298,42 @@ func TestScopeOfEveryRoute(t *testing.T) {
 				noLeak(t, r, b, name)
 				require.Equal(t, c.status, call(testKey, b, c.path(b)).status, "the operator key may")
 
+			case api.AccessConsumerPath:
+				scopeConsumerPath(t, e, name, c, call, a, b)
+
 			default:
 				t.Fatalf("%s: the walk does not know scope rule %s", name, rt.Access)
 			}
 		})
 	}
+}
+
+// scopeConsumerPath walks a call about the consumer its path names: a
+// consumer key reaches its own, and another consumer answers 404 exactly
+// as a consumer that has nothing, changing nothing of it.
+func scopeConsumerPath(t *testing.T, e *env, name string, c scopeCall, call func(string, *tenant, string) *response, a, b *tenant) {
+	t.Helper()
+	notices := func(tn *tenant) string {
+		r := e.do("GET", "/v1/consumers/"+tn.consumer+"/notifications", nil)
+		require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+		return string(r.body)
+	}
+	e.do("PUT", "/v1/consumers/"+b.consumer+"/notifications", `{"email":"b-ops@example.com"}`).must(http.StatusOK, nil)
+	before := e.snapshot(b) + notices(b)
+	missing := strings.Replace(c.path(b), b.consumer, "cust_nobody", 1)
+	want := call(a.key.Key, b, missing).apiErr(http.StatusNotFound, "not_found")
+	r := call(a.key.Key, b, c.path(b))
+	msg := r.apiErr(http.StatusNotFound, "not_found")
+	require.Equal(t, strings.ReplaceAll(want, "cust_nobody", "X"), strings.ReplaceAll(msg, b.consumer, "X"),
+		"another consumer answers exactly as one with nothing")
+	require.NotContains(t, string(r.body), "b-ops@example.com")
+	require.Equal(t, before, e.snapshot(b)+notices(b), "%s with cust_b's consumer_id changed it", name)
+
+	// The owner's key may; so may the operator's, for any consumer.
+	r = call(a.key.Key, a, c.path(a))
+	require.Equal(t, c.status, r.status, "%s with the owner's key: %s", name, r.body)
+	noLeak(t, r, b, name)
+	require.Equal(t, c.status, call(testKey, b, c.path(b)).status, "the operator key may")
 }
 
 // scopeQuery walks a list (or count) filtered by consumer_id.

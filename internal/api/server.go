@@ -31,6 +31,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/heraldhooks/herald"
 	"github.com/heraldhooks/herald/internal/auth"
 	"github.com/heraldhooks/herald/internal/catalog"
 	"github.com/heraldhooks/herald/internal/clock"
@@ -87,6 +88,12 @@ type Config struct {
 	// elsewhere goes unenforced here. Writes made through this node apply
 	// to its next ingest.
 	CatalogRefresh time.Duration
+	// Notify, when set, receives a herald.endpoint.disabled notification
+	// when an operator key disables an enabled endpoint (POST
+	// /v1/endpoints/{id}/disable). Herald ingests no event for that (its
+	// herald.* events tell of what Herald does itself), but mails the
+	// endpoint's owner about it (--smtp-url). It must not block.
+	Notify func(herald.Notification)
 }
 
 // Server is the HTTP API. It is an http.Handler, safe for concurrent use.
@@ -99,6 +106,7 @@ type Server struct {
 	maxPayload   int
 	maxBatchBody int64
 	catalog      *catalog.Cache
+	notify       func(herald.Notification)
 	mux          *http.ServeMux
 }
 
@@ -111,6 +119,7 @@ func New(cfg Config) *Server {
 		allowPrivate: cfg.AllowPrivateNetworks,
 		maxPayload:   cfg.MaxPayloadBytes,
 		maxBatchBody: int64(cfg.MaxBatchBytes),
+		notify:       cfg.Notify,
 		mux:          http.NewServeMux(),
 	}
 	if s.clock == nil {
@@ -210,6 +219,8 @@ func (s *Server) routes() []Route {
 
 		{"POST", "/v1/consumers/{consumer_id}/portal-sessions", AccessOperator, s.portalSessionCreate},
 		{"DELETE", "/v1/consumers/{consumer_id}/portal-sessions", AccessOperator, s.portalSessionRevoke},
+		{"GET", "/v1/consumers/{consumer_id}/notifications", AccessConsumerPath, s.consumerNotificationsGet},
+		{"PUT", "/v1/consumers/{consumer_id}/notifications", AccessConsumerPath, s.consumerNotificationsPut},
 	}
 }
 

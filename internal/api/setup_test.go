@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/heraldhooks/herald"
 	"github.com/heraldhooks/herald/internal/api"
 	"github.com/heraldhooks/herald/internal/clock"
 	"github.com/heraldhooks/herald/internal/store"
@@ -42,6 +43,8 @@ type options struct {
 	wrap func(store.Store) store.Store
 	// logger, when set, receives the API's log.
 	logger *slog.Logger
+	// notify, when set, is the API's Notify.
+	notify func(herald.Notification)
 }
 
 // setup serves a fresh API over a fresh SQLite store.
@@ -71,6 +74,7 @@ func setup(t *testing.T, opts ...func(*options)) *env {
 		AllowPrivateNetworks: o.allowPrivate,
 		MaxPayloadBytes:      o.maxPayload,
 		MaxBatchBytes:        o.maxBatch,
+		Notify:               o.notify,
 	}))
 	t.Cleanup(srv.Close)
 	return &env{t: t, url: srv.URL, store: st, clock: clk, spec: doc}

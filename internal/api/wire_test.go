@@ -61,17 +61,19 @@ func wireDocs() map[string]wireDoc {
 		"APIKeyRequest":         {typ: reflect.TypeFor[wire.APIKeyRequest](), at: "POST /v1/api-keys request"},
 		// One type for both: key is left out but in the answer that made
 		// the key, which documents every field.
-		"APIKey":                 {typ: reflect.TypeFor[wire.APIKey](), at: "POST /v1/api-keys 201"},
-		"PortalSessionRequest":   {typ: reflect.TypeFor[wire.PortalSessionRequest](), at: "POST /v1/consumers/{consumer_id}/portal-sessions request"},
-		"PortalSession":          {typ: reflect.TypeFor[wire.PortalSession](), at: "POST /v1/consumers/{consumer_id}/portal-sessions 201"},
-		"PortalRevoked":          {typ: reflect.TypeFor[wire.PortalRevoked](), at: "DELETE /v1/consumers/{consumer_id}/portal-sessions 200"},
-		"List":                   {typ: reflect.TypeFor[wire.List[json.RawMessage]](), at: "GET /v1/endpoints 200"},
-		"Error":                  {typ: reflect.TypeFor[wire.Error](), at: schema("Error")},
-		"ErrorDetail":            {typ: reflect.TypeFor[wire.ErrorDetail](), at: schema("Error") + "/properties/error"},
-		"Status":                 {typ: reflect.TypeFor[wire.Status](), at: "GET /healthz 200"},
-		"EventTypeRequest":       {typ: reflect.TypeFor[wire.EventTypeRequest](), at: "POST /v1/event-types request"},
-		"EventTypeUpdateRequest": {typ: reflect.TypeFor[wire.EventTypeUpdateRequest](), at: "PATCH /v1/event-types/{name} request"},
-		"EventType":              {typ: reflect.TypeFor[wire.EventType](), at: "GET /v1/event-types/{name} 200"},
+		"APIKey":                       {typ: reflect.TypeFor[wire.APIKey](), at: "POST /v1/api-keys 201"},
+		"PortalSessionRequest":         {typ: reflect.TypeFor[wire.PortalSessionRequest](), at: "POST /v1/consumers/{consumer_id}/portal-sessions request"},
+		"PortalSession":                {typ: reflect.TypeFor[wire.PortalSession](), at: "POST /v1/consumers/{consumer_id}/portal-sessions 201"},
+		"PortalRevoked":                {typ: reflect.TypeFor[wire.PortalRevoked](), at: "DELETE /v1/consumers/{consumer_id}/portal-sessions 200"},
+		"ConsumerNotificationsRequest": {typ: reflect.TypeFor[wire.ConsumerNotificationsRequest](), at: "PUT /v1/consumers/{consumer_id}/notifications request"},
+		"ConsumerNotifications":        {typ: reflect.TypeFor[wire.ConsumerNotifications](), at: "GET /v1/consumers/{consumer_id}/notifications 200"},
+		"List":                         {typ: reflect.TypeFor[wire.List[json.RawMessage]](), at: "GET /v1/endpoints 200"},
+		"Error":                        {typ: reflect.TypeFor[wire.Error](), at: schema("Error")},
+		"ErrorDetail":                  {typ: reflect.TypeFor[wire.ErrorDetail](), at: schema("Error") + "/properties/error"},
+		"Status":                       {typ: reflect.TypeFor[wire.Status](), at: "GET /healthz 200"},
+		"EventTypeRequest":             {typ: reflect.TypeFor[wire.EventTypeRequest](), at: "POST /v1/event-types request"},
+		"EventTypeUpdateRequest":       {typ: reflect.TypeFor[wire.EventTypeUpdateRequest](), at: "PATCH /v1/event-types/{name} request"},
+		"EventType":                    {typ: reflect.TypeFor[wire.EventType](), at: "GET /v1/event-types/{name} 200"},
 	}
 }
 

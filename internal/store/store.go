@@ -228,6 +228,10 @@ type Store interface {
 	// ActivityStore keeps the per-minute activity series the outcome
 	// writes add to (activity.go).
 	ActivityStore
+
+	// NoticeStore keeps the consumers' notification addresses and when
+	// each endpoint was last mailed about (notice.go).
+	NoticeStore
 }
 
 // Page is one page of a list. NextCursor is empty on the last page; passed
@@ -433,6 +437,12 @@ type DeliveryOutcome struct {
 type DeliveryCompleteManyParams struct {
 	Outcomes []DeliveryOutcome
 	Now      time.Time
+	// Notify, when set, is called once the call has committed with each
+	// notification it ingested, in order (the same moments as the
+	// herald.* events, whether or not an endpoint subscribes to them). A
+	// call that fails calls it for none. It must not block: it runs on
+	// the caller's goroutine, on the path of every outcome write.
+	Notify func(herald.Notification)
 }
 
 // DeliveryReleaseParams hands leases back.

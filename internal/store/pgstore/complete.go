@@ -164,7 +164,9 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, p *store.DeliveryCompl
 			cfg.WindowRatio, int64(cfg.WindowMinAttempts))
 	}
 
+	var emitted []herald.Notification
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		emitted = nil
 		results := tx.SendBatch(ctx, batch)
 		endpoints, now, err := readLockedEndpoints(results)
 		if err != nil {
@@ -200,7 +202,7 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, p *store.DeliveryCompl
 				return err
 			}
 		}
-		if err := s.observe(ctx, tx, p, cfg, outcomes, endpoints, windows, now); err != nil {
+		if emitted, err = s.observe(ctx, tx, p, cfg, outcomes, endpoints, windows, now); err != nil {
 			return err
 		}
 		// The batch's activity, one row write for the whole call, last.
@@ -216,6 +218,11 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, p *store.DeliveryCompl
 	})
 	if err != nil {
 		return nil, fmt.Errorf("complete deliveries: %w", err)
+	}
+	if p.Notify != nil {
+		for _, n := range emitted {
+			p.Notify(n)
+		}
 	}
 	return applied, nil
 }
@@ -344,19 +351,21 @@ func readWindows(results pgx.BatchResults) (map[string]breaker.Window, error) {
 
 // observe puts the applied outcomes through the breaker, in order, and
 // writes what follows: the endpoints' health, the endpoints to disable and
-// the notifications.
+// the notifications, which it returns.
 func (s *Store) observe(ctx context.Context, tx pgx.Tx, p *store.DeliveryCompleteManyParams, cfg breaker.Config,
 	outcomes []appliedOutcome, endpoints map[string]*herald.Endpoint, windows map[string]breaker.Window, now time.Time,
-) error {
+) ([]herald.Notification, error) {
 	var (
 		changed  []*herald.Endpoint
 		touched  = map[string]bool{}
 		disabled = map[string]string{} // endpoint id -> reason
 		order    []string              // endpoints to disable, in order
 		notes    []store.EventIngestItem
+		emitted  []herald.Notification
 	)
 	note := func(n herald.Notification) {
 		notes = append(notes, store.EventIngestItem{ConsumerID: n.ConsumerID, EventType: n.EventType, Payload: n.Payload})
+		emitted = append(emitted, n)
 	}
 	for i := range outcomes {
 		a := &outcomes[i]
@@ -455,20 +464,20 @@ func (s *Store) observe(ctx context.Context, tx pgx.Tx, p *store.DeliveryComplet
 			ids[i], healths[i], blocked[i] = ep.ID, string(h), until
 		}
 		if _, err := tx.Exec(ctx, writeHealthSQL, ids, healths, blocked); err != nil {
-			return fmt.Errorf("write health: %w", err)
+			return nil, fmt.Errorf("write health: %w", err)
 		}
 	}
 	for _, id := range order {
 		if _, err := s.disableEndpoint(ctx, tx, id, disabled[id], "", p.Now); err != nil {
-			return fmt.Errorf("disable endpoint %s: %w", id, err)
+			return nil, fmt.Errorf("disable endpoint %s: %w", id, err)
 		}
 	}
 	if len(notes) > 0 {
 		if _, err := s.ingest(ctx, tx, notes, p.Now); err != nil {
-			return fmt.Errorf("ingest notifications: %w", err)
+			return nil, fmt.Errorf("ingest notifications: %w", err)
 		}
 	}
-	return nil
+	return emitted, nil
 }
 
 // DeliveryRelease hands leases back: each delivery still delivering under

@@ -33,6 +33,7 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, p *store.DeliveryCompl
 		return nil, fmt.Errorf("complete deliveries: %w", err)
 	}
 	created := false
+	var emitted []herald.Notification
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		c := newCompleter(ctx, tx, st, t)
 		var err error
@@ -44,6 +45,7 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, p *store.DeliveryCompl
 		if created, err = c.finish(); err != nil {
 			return err
 		}
+		emitted = c.emitted
 		// The batch's activity, one row write for the whole call.
 		var a store.Activity
 		for i := range p.Outcomes {
@@ -53,6 +55,11 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, p *store.DeliveryCompl
 	})
 	if err != nil {
 		return nil, fmt.Errorf("complete deliveries: %w", err)
+	}
+	if p.Notify != nil {
+		for _, n := range emitted {
+			p.Notify(n)
+		}
 	}
 	soon := false
 	for i := range p.Outcomes {
@@ -108,6 +115,7 @@ type completer struct {
 	disable      map[string]string
 	disableOrder []string
 	notes        []store.EventIngestItem
+	emitted      []herald.Notification
 }
 
 func newCompleter(ctx context.Context, tx *sql.Tx, st *statements, t time.Time) *completer {
@@ -290,6 +298,7 @@ func (c *completer) endpoint(id string) (*herald.Endpoint, error) {
 func (c *completer) notify(ep *herald.Endpoint, eventType string, payload any) {
 	n := herald.NewNotification(ep.ConsumerID, eventType, payload)
 	c.notes = append(c.notes, store.EventIngestItem{ConsumerID: n.ConsumerID, EventType: n.EventType, Payload: n.Payload})
+	c.emitted = append(c.emitted, n)
 }
 
 // finish writes the health of every endpoint the outcomes touched,

@@ -77,6 +77,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Purge", purgeCases()},
 		{"EventType", eventTypeCases()},
 		{"Activity", activityCases()},
+		{"Notice", noticeCases()},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
