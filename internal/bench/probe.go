@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -51,10 +52,19 @@ type tableStats struct {
 
 // openProbe connects to db (postgres://... or a SQLite path, with or
 // without sqlite://), the SQLite file read-only.
+// errNoPostgres: the run's database is not PostgreSQL, so there are no
+// backends to read.
+var errNoPostgres = errors.New("not on PostgreSQL")
+
+// isPostgres reports whether db names a PostgreSQL database.
+func isPostgres(db string) bool {
+	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
+}
+
 func openProbe(ctx context.Context, db string) (*probe, error) {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	if strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://") {
+	if isPostgres(db) {
 		cfg, err := pgx.ParseConfig(db)
 		if err != nil {
 			return nil, fmt.Errorf("read the database: %w", err)

@@ -220,6 +220,15 @@ type HeraldResources struct {
 	// PeakRSSBytes is the most resident memory the process held (VmHWM),
 	// over its whole life.
 	PeakRSSBytes *int64 `json:"peak_rss_bytes"`
+	// PostgresCPUSeconds is, on PostgreSQL, the CPU time of the backends
+	// of Herald's database over the same time (read from /proc, as for
+	// --idle); PostgresError says why it could not be read.
+	PostgresCPUSeconds *float64 `json:"postgres_cpu_seconds,omitempty"`
+	PostgresError      string   `json:"postgres_error,omitempty"`
+	// CPUMSPerDelivery is Herald's CPU time, and on PostgreSQL its
+	// database's too, over the deliveries, in milliseconds: what one
+	// delivery costs the machine, ingest to outcome.
+	CPUMSPerDelivery *float64 `json:"cpu_ms_per_delivery,omitempty"`
 }
 
 // The notes every report carries.
@@ -359,6 +368,22 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 	}
 	row("herald CPU", cpu, cpuDetail)
+	if h.PostgresCPUSeconds != nil {
+		detail := ""
+		if wall := r.Deliveries.WindowSeconds; wall > 0 {
+			detail = "the database's backends, about " + num(*h.PostgresCPUSeconds/wall) + " cores busy"
+		}
+		row("postgres CPU", secs(*h.PostgresCPUSeconds)+" s", detail)
+	} else if h.PostgresError != "" {
+		row("postgres CPU", "unknown", h.PostgresError)
+	}
+	if h.CPUMSPerDelivery != nil {
+		who := "Herald's"
+		if h.PostgresCPUSeconds != nil {
+			who = "Herald's and its database's"
+		}
+		row("CPU per delivery", ms(*h.CPUMSPerDelivery), who+" CPU time over the deliveries")
+	}
 	rss := "unknown"
 	if h.PeakRSSBytes != nil {
 		rss = fmt.Sprintf("%.1f MiB", float64(*h.PeakRSSBytes)/(1<<20))

@@ -145,7 +145,7 @@ func (r *run) start(ctx context.Context) error {
 		return fmt.Errorf("--server: %w", err)
 	}
 	r.api, r.base = api, api.BaseURL()
-	if r.child != nil && (o.Soak > 0 || o.Idle > 0) {
+	if r.child != nil && (o.Soak > 0 || o.Idle > 0 || isPostgres(r.child.dsn)) {
 		p, err := openProbe(ctx, r.child.dsn)
 		if err != nil {
 			return err
@@ -285,6 +285,11 @@ func (r *run) measure(ctx context.Context) (*Report, error) {
 	attempts0, haveAttempts := r.scrapeAttempts(ctx)
 	cpu0, cpuErr := r.childCPU()
 	self0, selfErr := procCPU("self")
+	var pg0 pgUsage
+	pgErr := errNoPostgres
+	if r.probe != nil && r.probe.pg != nil {
+		pg0, pgErr = r.probe.pgUsage(ctx)
+	}
 
 	start := time.Now()
 	var soaker *soaker
@@ -299,6 +304,10 @@ func (r *run) measure(ctx context.Context) (*Report, error) {
 	stopProgress()
 
 	cpu1, cpuErr1 := r.childCPU()
+	var pg1 pgUsage
+	if pgErr == nil {
+		pg1, pgErr = r.probe.pgUsage(ctx)
+	}
 	var rss int64
 	var rssErr error
 	if r.child != nil {
@@ -375,6 +384,18 @@ func (r *run) measure(ctx context.Context) (*Report, error) {
 		if cpu > 0 {
 			rep.Herald.DeliveriesPerCPUSecond = ptr(float64(counts.Delivered) / cpu)
 		}
+	}
+	if pgErr == nil {
+		rep.Herald.PostgresCPUSeconds = ptr(pg1.cpuSince(pg0).Seconds())
+	} else if !errors.Is(pgErr, errNoPostgres) {
+		rep.Herald.PostgresError = pgErr.Error()
+	}
+	if h := &rep.Herald; h.CPUSeconds != nil && counts.Delivered > 0 {
+		total := *h.CPUSeconds
+		if h.PostgresCPUSeconds != nil {
+			total += *h.PostgresCPUSeconds
+		}
+		h.CPUMSPerDelivery = ptr(1000 * total / float64(counts.Delivered))
 	}
 	if r.child != nil && rssErr == nil {
 		rep.Herald.PeakRSSBytes = ptr(rss)

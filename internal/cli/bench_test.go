@@ -70,7 +70,30 @@ func TestBenchSpawnsHeraldAndCountsEveryDelivery(t *testing.T) {
 	require.NotNil(t, rep.Herald.CPUSeconds, "CPU time of the spawned herald")
 	require.NotNil(t, rep.Herald.PeakRSSBytes)
 	require.Positive(t, *rep.Herald.PeakRSSBytes)
+	require.NotNil(t, rep.Herald.CPUMSPerDelivery, "Herald's CPU over its deliveries")
+	require.InDelta(t, 1000*(*rep.Herald.CPUSeconds)/200, *rep.Herald.CPUMSPerDelivery, 1e-9)
+	require.Nil(t, rep.Herald.PostgresCPUSeconds, "SQLite has no backends")
 	require.Empty(t, r.err, "-q prints no progress")
+
+	t.Run("PostgreSQL", func(t *testing.T) {
+		// On PostgreSQL the database's backends count too: CPU per
+		// delivery is Herald's and theirs.
+		r := benchRun(t, nil, "--db", testdb.PostgresURL(t), "--events", "200", "--endpoints", "5", "--herald-binary", bin, "--json", "-q")
+		require.NoError(t, r.e, "stdout: %s\nstderr: %s", r.out, r.err)
+		var rep bench.Report
+		require.NoError(t, json.Unmarshal([]byte(r.out), &rep), "stdout: %s", r.out)
+		require.Equal(t, int64(200), rep.Deliveries.Delivered)
+		require.Empty(t, rep.Herald.PostgresError)
+		require.NotNil(t, rep.Herald.PostgresCPUSeconds, "CPU of Herald's database")
+		require.Positive(t, *rep.Herald.PostgresCPUSeconds, "200 events cost the database something")
+		require.NotNil(t, rep.Herald.CPUMSPerDelivery)
+		require.InDelta(t, 1000*(*rep.Herald.CPUSeconds+*rep.Herald.PostgresCPUSeconds)/200, *rep.Herald.CPUMSPerDelivery, 1e-9)
+
+		r = benchRun(t, nil, "--db", testdb.PostgresURL(t), "--events", "20", "--endpoints", "1", "--herald-binary", bin)
+		require.NoError(t, r.e, "stdout: %s\nstderr: %s", r.out, r.err)
+		require.Regexp(t, `(?m)^postgres CPU\s+\S+ s\s+the database's backends, about \S+ cores busy$`, r.out)
+		require.Regexp(t, `(?m)^CPU per delivery\s+\S+ ms\s+Herald's and its database's CPU time over the deliveries$`, r.out)
+	})
 }
 
 // TestBenchIdleEndpointsAndSoak spawns Herald on SQLite with 50 idle
