@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -204,6 +205,60 @@ func TestStats(t *testing.T) {
 		require.Equal(t, int64(1), s.DeadLetterDepth)
 		require.Equal(t, int64(2), s.DueNow)
 	})
+}
+
+// TestStatsSeries: herald stats --series prints the activity of the last
+// hour a line a minute, or of the last day a line per 15 minutes.
+func TestStatsSeries(t *testing.T) {
+	t.Parallel()
+	e := setupAPI(t)
+	e.createEndpoint("--consumer", "c1")
+	e.send("c1", "order.created", `{}`)
+	e.send("c1", "order.created", `{}`)
+	// Written two minutes ago, so that the minute is whole.
+	at := time.Now().Add(-2 * time.Minute)
+	claimed, err := e.store.DeliveryClaim(t.Context(), &store.DeliveryClaimParams{Limit: 10, LeaseMargin: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, claimed, 2)
+	outcomes := []store.DeliveryOutcome{delivered(claimed[0]), dead(claimed[1])}
+	for i, c := range claimed {
+		outcomes[i].Lease = store.Lease{DeliveryID: c.Delivery.ID, LeaseToken: c.LeaseToken}
+		outcomes[i].Attempt.Duration = 30 * time.Millisecond
+	}
+	_, err = e.store.DeliveryCompleteMany(t.Context(), &store.DeliveryCompleteManyParams{Outcomes: outcomes, Now: at})
+	require.NoError(t, err)
+
+	out := e.run("stats", "--series", "1h")
+	ls := lines(out)
+	require.Len(t, ls, 61, "a header and 60 minutes")
+	require.Regexp(t, `^FROM\s+ATTEMPTS\s+2XX\s+FAILED\s+RETRIES\s+DEAD\s+PER SEC\s+SUCCESS\s+P50\s+P95$`, ls[0])
+	var busy []string
+	for _, l := range ls[1:] {
+		if f := strings.Fields(l); f[2] != "0" {
+			busy = f[2:]
+		}
+	}
+	require.Equal(t, []string{"2", "1", "1", "0", "1", "0.03", "50.0%"}, busy[:7], "the minute of the two attempts")
+	require.Regexp(t, `^[23][0-9]\.[0-9]ms$`, busy[7])
+
+	var s struct {
+		Window string `json:"window"`
+		Step   string `json:"step"`
+		Points []struct {
+			Attempts int64 `json:"attempts"`
+		} `json:"points"`
+	}
+	e.runJSON(&s, "stats", "--series", "24h")
+	require.Equal(t, "24h", s.Window)
+	require.Equal(t, "15m", s.Step)
+	require.Len(t, s.Points, 96)
+	var sum int64
+	for _, p := range s.Points {
+		sum += p.Attempts
+	}
+	require.Equal(t, int64(2), sum)
+
+	require.ErrorContains(t, e.fail("stats", "--series", "7d"), "--series must be 1h or 24h")
 }
 
 func TestClientErrors(t *testing.T) {

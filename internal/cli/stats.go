@@ -16,12 +16,26 @@ import (
 func statsCmd(stdio IO) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "stats",
-		Short: "Show deliveries by status and the depth of the queues",
-		Args:  cobra.NoArgs,
+		Short: "Show deliveries by status and the depth of the queues, or the activity of the last hour or day",
+		Long: `Show deliveries by status and the depth of the queues (GET /v1/stats).
+
+With --series 1h or --series 24h, show instead the activity of the last hour
+(a line a minute) or day (a line per 15 minutes), oldest first: attempts,
+those answered 2xx and not, retries scheduled, deliveries gone dead,
+attempts per second, success rate and attempt latency p50 and p95
+(GET /v1/stats/series, operator keys only).`,
+		Args: cobra.NoArgs,
 	}
 	r := remoteFlags(cmd.Flags(), stdio)
+	series := cmd.Flags().String("series", "", "show the activity of the last 1h or 24h instead")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if *series != "" && *series != "1h" && *series != "24h" {
+			return fmt.Errorf("--series must be 1h or 24h, not %q", *series)
+		}
 		return r.run(cmd, func(ctx context.Context, c *client.Client) error {
+			if *series != "" {
+				return printSeries(ctx, r, c, *series)
+			}
 			s, err := c.Stats(ctx)
 			if err != nil {
 				return err
@@ -49,4 +63,34 @@ func statsCmd(stdio IO) *cobra.Command {
 		})
 	}
 	return cmd
+}
+
+// printSeries prints the activity of the last window, a line a point.
+func printSeries(ctx context.Context, r *remote, c *client.Client, window string) error {
+	s, err := c.StatsSeries(ctx, window)
+	if err != nil {
+		return err
+	}
+	if r.json {
+		return printRaw(r.stdio.Out, s.Raw)
+	}
+	t := newTable(r.stdio.Out)
+	t.row("FROM", "ATTEMPTS", "2XX", "FAILED", "RETRIES", "DEAD", "PER SEC", "SUCCESS", "P50", "P95")
+	opt := func(v *float64, format string) string {
+		if v == nil {
+			return "-"
+		}
+		return fmt.Sprintf(format, *v)
+	}
+	for _, p := range s.Points {
+		success := "-"
+		if p.SuccessRate != nil {
+			success = fmt.Sprintf("%.1f%%", *p.SuccessRate*100)
+		}
+		t.row(shortTime(p.At), strconv.FormatInt(p.Attempts, 10), strconv.FormatInt(p.Succeeded, 10),
+			strconv.FormatInt(p.Failed, 10), strconv.FormatInt(p.Retries, 10), strconv.FormatInt(p.Exhausted, 10),
+			strconv.FormatFloat(p.DeliveriesPerSecond, 'f', 2, 64), success,
+			opt(p.LatencyP50MS, "%.1fms"), opt(p.LatencyP95MS, "%.1fms"))
+	}
+	return t.flush()
 }

@@ -56,6 +56,16 @@ func (c *Client) deliveryCall(ctx context.Context, method, id, suffix string) (*
 	return &d, nil
 }
 
+// StatsSeries fetches the activity of the last hour ("1h", 60 points of a
+// minute) or day ("24h", 96 points of 15 minutes): GET /v1/stats/series.
+func (c *Client) StatsSeries(ctx context.Context, window string) (*StatsSeries, error) {
+	var s StatsSeries
+	if err := c.call(ctx, http.MethodGet, "/v1/stats/series", url.Values{"window": {window}}, nil, &s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
 // Stats fetches delivery counts and queue depths.
 func (c *Client) Stats(ctx context.Context) (*Stats, error) {
 	var s Stats

@@ -191,3 +191,12 @@ type Stats struct {
 }
 
 func (s *Stats) setRaw(b json.RawMessage) { s.Raw = b }
+
+// StatsSeries answers GET /v1/stats/series.
+type StatsSeries struct {
+	wire.StatsSeries
+	// Raw is the answer's JSON as the server sent it.
+	Raw json.RawMessage `json:"-"`
+}
+
+func (s *StatsSeries) setRaw(b json.RawMessage) { s.Raw = b }

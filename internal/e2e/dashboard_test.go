@@ -87,6 +87,8 @@ func TestDashboardInABrowser(t *testing.T) {
 		e.waitStatus(id, "dead")
 	}
 	e.settle()
+	// The overview's activity ends with the last whole minute.
+	e.tick(time.Minute)
 
 	ctx := newBrowser(t)
 	base := e.api.URL
@@ -111,6 +113,12 @@ func TestDashboardInABrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#due-now")),
 	)
 	require.Equal(t, "3", text("#dead-depth"), "the overview counts the three dead deliveries")
+	// The three attempts, each answered 500 and each its delivery's last,
+	// in the figures of now and drawn in the last hour's charts.
+	require.Equal(t, "0.00 %", text("#success-now"))
+	require.Equal(t, "100 %", text("#exhausted-now"))
+	do(chromedp.WaitVisible(chromedp.CSS("#chart-hour-rate polyline.rate")),
+		chromedp.WaitVisible(chromedp.CSS("#chart-day-retries polyline.exhausted")))
 	screenshot(t, ctx, "ui-overview.png")
 
 	// Finding the dead delivery and replaying it.

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/heraldhooks/herald/internal/api"
 	"github.com/heraldhooks/herald/internal/wire"
@@ -31,16 +32,53 @@ func (u *UI) routes() {
 
 // overviewData is the overview page's.
 type overviewData struct {
+	// Stats are the queue's figures of now (GET /v1/stats?counts=false:
+	// the due queue and the dead letters, not a count of every delivery).
 	Stats wire.Stats
+	// Recent sums the last minutes of the hour's series.
+	Recent recent
+	// Windows are the last hour and the last day, each with its charts
+	// and its numbers.
+	Windows []overviewWindow
 }
 
-// overview serves GET /ui/: the figures of GET /v1/stats, read from the
-// database, so every node shows the same.
+// overviewWindow is one window's charts and their numbers.
+type overviewWindow struct {
+	ID, Title string
+	Charts    []chart
+	Rows      []seriesRow
+}
+
+// recentMinutes is how many of the last minutes the figures of now sum.
+const recentMinutes = 5
+
+// overview serves GET /ui/: the queue's figures of now and the activity of
+// the last hour and the last day, drawn as charts, all read from the
+// database (GET /v1/stats?counts=false and GET /v1/stats/series), so every
+// node shows the same. Its cost is the due queue, the dead letters and a
+// day of minutes, never the history kept.
 func (u *UI) overview(w http.ResponseWriter, r *http.Request, s *uiSession) {
-	var d overviewData
-	if err := u.call(r.Context(), s, http.MethodGet, "/v1/stats", nil, &d.Stats); err != nil {
-		u.callFailed(w, r, s, err)
-		return
+	var (
+		d         overviewData
+		hour, day wire.StatsSeries
+	)
+	for _, c := range []struct {
+		path string
+		out  any
+	}{
+		{"/v1/stats?counts=false", &d.Stats},
+		{"/v1/stats/series?window=1h", &hour},
+		{"/v1/stats/series?window=24h", &day},
+	} {
+		if err := u.call(r.Context(), s, http.MethodGet, c.path, nil, c.out); err != nil {
+			u.callFailed(w, r, s, err)
+			return
+		}
+	}
+	d.Recent = recentOf(&hour, recentMinutes, time.Minute)
+	d.Windows = []overviewWindow{
+		{ID: "hour", Title: "Last hour, per minute", Charts: seriesCharts("hour", &hour), Rows: seriesRows(&hour)},
+		{ID: "day", Title: "Last day, per 15 minutes", Charts: seriesCharts("day", &day), Rows: seriesRows(&day)},
 	}
 	u.render(w, r, s, http.StatusOK, "overview", "Overview", "overview", d)
 }
