@@ -26,10 +26,10 @@ type EventTypeEntry struct {
 	UpdatedAt time.Time
 }
 
-// NotificationTypes lists Herald's own notification types as catalog
-// entries, in name order: each with a description and an example payload,
-// so that a customer choosing what to subscribe to sees them beside the
-// operator's types.
+// NotificationTypes lists Herald's own event types (its notifications and
+// herald.test) as catalog entries, in name order: each with a description
+// and an example payload, so that a customer choosing what to subscribe to
+// sees them beside the operator's types.
 func NotificationTypes() []EventTypeEntry {
 	since := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	example := func(payload any) json.RawMessage {
@@ -59,6 +59,11 @@ func NotificationTypes() []EventTypeEntry {
 			Description: "One of your endpoints that was failing delivered again.",
 			Example: example(EndpointRecoveredPayload{EndpointID: "ep_01", ConsumerID: "cust_42",
 				URL: "https://example.com/hooks", FailedAttempts: 3, FailingSince: since, RecoveredAt: since.Add(time.Hour)}),
+		},
+		{
+			Name:        TestEventType,
+			Description: "A test event, sent to one endpoint when you ask for it (the portal's \"Send test event\" or POST /v1/endpoints/{id}/test), whatever the endpoint subscribes to.",
+			Example:     example(NewTestEventPayload("cust_42", "ep_01")),
 		},
 	}
 	for i := range out {

@@ -16,6 +16,11 @@ const (
 	NotifyEndpointDisabled  = "herald.endpoint.disabled"
 	NotifyEndpointRecovered = "herald.endpoint.recovered"
 	NotifyDeliveryDead      = "herald.delivery.dead"
+	// TestEventType is the type of a test event, which Herald sends to one
+	// endpoint when asked (POST /v1/endpoints/{id}/test), whatever the
+	// endpoint's filter, so a receiver can be tried without waiting for a
+	// real event.
+	TestEventType = "herald.test"
 	// NotifyPrefix starts every notification type.
 	NotifyPrefix = "herald."
 )
@@ -59,6 +64,22 @@ type EndpointRecoveredPayload struct {
 	FailedAttempts int       `json:"failed_attempts"`
 	FailingSince   time.Time `json:"failing_since"`
 	RecoveredAt    time.Time `json:"recovered_at"`
+}
+
+// TestEventPayload is the payload of herald.test.
+type TestEventPayload struct {
+	Message    string `json:"message"`
+	EndpointID string `json:"endpoint_id"`
+	ConsumerID string `json:"consumer_id"`
+}
+
+// NewTestEventPayload is the payload of a test event for the endpoint id of
+// consumer.
+func NewTestEventPayload(consumer, id string) TestEventPayload {
+	return TestEventPayload{
+		Message:    "This is a test event from Herald. Verify its signature, answer 2xx, and it shows as delivered.",
+		EndpointID: id, ConsumerID: consumer,
+	}
 }
 
 // DeliveryDeadPayload is the payload of herald.delivery.dead.

@@ -11,11 +11,11 @@ import (
 )
 
 // deliveryList serves
-// GET /v1/deliveries?status=&endpoint_id=&consumer_id=&event_id=, newest
-// first.
+// GET /v1/deliveries?status=&endpoint_id=&consumer_id=&event_id=&event_type=,
+// newest first.
 func (s *Server) deliveryList(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	if err := checkQuery(q, "status", "endpoint_id", "consumer_id", "event_id", "limit", "cursor"); err != nil {
+	if err := checkQuery(q, "status", "endpoint_id", "consumer_id", "event_id", "event_type", "limit", "cursor"); err != nil {
 		return err
 	}
 	limit, cursor, err := pageParams(q)
@@ -31,6 +31,7 @@ func (s *Server) deliveryList(w http.ResponseWriter, r *http.Request) error {
 		EndpointID: q.Get("endpoint_id"),
 		ConsumerID: q.Get("consumer_id"),
 		EventID:    q.Get("event_id"),
+		EventType:  q.Get("event_type"),
 		Cursor:     cursor,
 		Limit:      limit,
 	})

@@ -185,6 +185,7 @@ func (s *Server) routes() []Route {
 		{"POST", "/v1/endpoints/{id}/enable", AccessEndpoint, s.endpointEnable},
 		{"POST", "/v1/endpoints/{id}/disable", AccessEndpoint, s.endpointDisable},
 		{"POST", "/v1/endpoints/{id}/replay", AccessEndpoint, s.endpointReplay},
+		{"POST", "/v1/endpoints/{id}/test", AccessEndpoint, s.endpointTest},
 
 		// Events come from the operator's application, not from its
 		// customers: a consumer key reads and replays its events only.

@@ -29,7 +29,7 @@ func endpointsCmd(stdio IO) *cobra.Command {
 	r := remoteFlags(cmd.PersistentFlags(), stdio)
 	cmd.AddCommand(
 		endpointCreateCmd(r), endpointListCmd(r), endpointGetCmd(r), endpointUpdateCmd(r),
-		endpointDeleteCmd(r), endpointRotateSecretCmd(r), endpointEnableCmd(r, true),
+		endpointDeleteCmd(r), endpointRotateSecretCmd(r), endpointTestCmd(r), endpointEnableCmd(r, true),
 		endpointEnableCmd(r, false), endpointReplayCmd(r),
 	)
 	return cmd
@@ -397,6 +397,31 @@ func endpointRotateSecretCmd(r *remote) *cobra.Command {
 				b.line("id", ep.ID)
 				signingLines(b, ep)
 				return b.flush()
+			})
+		},
+	}
+}
+
+func endpointTestCmd(r *remote) *cobra.Command {
+	return &cobra.Command{
+		Use:   "test ID",
+		Short: "Send a test event (herald.test) to this endpoint only, whatever it subscribes to",
+		Args:  oneID("endpoint"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return r.run(cmd, func(ctx context.Context, c *client.Client) error {
+				res, err := c.EndpointTest(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				if r.json {
+					return printRaw(r.stdio.Out, res.Raw)
+				}
+				if len(res.Deliveries) != 1 {
+					return fmt.Errorf("test event %s: the answer names %d deliveries, not 1", res.ID, len(res.Deliveries))
+				}
+				_, err = fmt.Fprintf(r.stdio.Out, "sent test event %s: delivery %s to endpoint %s\n",
+					res.ID, res.Deliveries[0].ID, res.Deliveries[0].EndpointID)
+				return err
 			})
 		},
 	}

@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -275,6 +276,23 @@ func TestEndpointsLifecycle(t *testing.T) {
 		e.runJSON(&after, "endpoints", "get", id)
 		require.Equal(t, secret, after.Secret)
 		require.NotNil(t, after.PreviousSecretExpiresAt)
+	})
+	t.Run("Test", func(t *testing.T) {
+		t.Parallel()
+		e := setupAPI(t)
+		id := e.createEndpoint()
+		out := e.run("endpoints", "test", id)
+		m := regexp.MustCompile(`^sent test event (evt_\w+): delivery (dlv_\w+) to endpoint (ep_\w+)\n$`).FindStringSubmatch(out)
+		require.NotNil(t, m, out)
+		require.Equal(t, id, m[3])
+		var ev struct {
+			EventType string `json:"event_type"`
+		}
+		e.runJSON(&ev, "events", "get", m[1])
+		require.Equal(t, "herald.test", ev.EventType)
+		e.run("endpoints", "disable", id)
+		err := e.fail("endpoints", "test", id)
+		require.True(t, strings.HasPrefix(err.Error(), "conflict: "), err.Error())
 	})
 	t.Run("DisableAndEnable", func(t *testing.T) {
 		t.Parallel()

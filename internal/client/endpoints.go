@@ -96,6 +96,21 @@ func (c *Client) EndpointDisable(ctx context.Context, id, reason string) (*Endpo
 	return c.endpointCall(ctx, http.MethodPost, id, "/disable", body)
 }
 
+// EndpointTest sends a test event (type herald.test) to the endpoint
+// only (POST /v1/endpoints/{id}/test); the answer names the event and its
+// one delivery.
+func (c *Client) EndpointTest(ctx context.Context, id string) (*IngestResult, error) {
+	pid, err := pathID(id)
+	if err != nil {
+		return nil, err
+	}
+	var out IngestResult
+	if err := c.call(ctx, http.MethodPost, "/v1/endpoints/"+pid+"/test", nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // EndpointReplay brings the endpoint's terminal deliveries that match p
 // back to pending (with p.DryRun, only counts them).
 func (c *Client) EndpointReplay(ctx context.Context, id string, p *ReplayParams) (*Replayed, error) {

@@ -308,6 +308,11 @@ type EventIngestItem struct {
 	EventType      string
 	Payload        []byte
 	IdempotencyKey string // optional; unique per consumer
+	// EndpointID, when set, sends the event to that endpoint only, whatever
+	// its filter: a test event (POST /v1/endpoints/{id}/test). The endpoint
+	// must be an enabled endpoint of ConsumerID; otherwise the event is
+	// written with no delivery.
+	EndpointID string
 }
 
 // EventIngestResult is the answer for one ingested event.
@@ -457,8 +462,11 @@ type DeliveryListParams struct {
 	EndpointID string
 	ConsumerID string
 	EventID    string
-	Cursor     string
-	Limit      int
+	// EventType, when set, keeps the deliveries of events of this exact
+	// type.
+	EventType string
+	Cursor    string
+	Limit     int
 }
 
 // DeliveryReplayParams names one delivery to replay.

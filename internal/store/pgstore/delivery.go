@@ -55,6 +55,9 @@ func (s *Store) DeliveryList(ctx context.Context, p *store.DeliveryListParams) (
 	if p.EventID != "" {
 		add("event_id =", p.EventID)
 	}
+	if p.EventType != "" {
+		add("event_type =", p.EventType)
+	}
 	if p.Cursor != "" {
 		add("id <", p.Cursor)
 	}

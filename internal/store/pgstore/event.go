@@ -123,7 +123,7 @@ func (s *Store) ingest(ctx context.Context, tx pgx.Tx, events []store.EventInges
 		}
 		fresh = append(fresh, u)
 		for _, ep := range endpoints[u.item.ConsumerID] {
-			if herald.MatchAny(ep.eventTypes, u.item.EventType) {
+			if targets(u.item, ep) {
 				nDeliveries++
 			}
 		}
@@ -137,7 +137,7 @@ func (s *Store) ingest(ctx context.Context, tx pgx.Tx, events []store.EventInges
 		}
 		refs := []store.DeliveryRef{}
 		for _, ep := range endpoints[u.item.ConsumerID] {
-			if !herald.MatchAny(ep.eventTypes, u.item.EventType) {
+			if !targets(u.item, ep) {
 				continue
 			}
 			ref := store.DeliveryRef{ID: dlvIDs[len(d.ids)], EndpointID: ep.id}
@@ -181,6 +181,15 @@ func (s *Store) ingest(ctx context.Context, tx pgx.Tx, events []store.EventInges
 		}
 	}
 	return results, nil
+}
+
+// targets reports whether item goes to ep: the one endpoint item names,
+// or each whose filter matches.
+func targets(item *store.EventIngestItem, ep matcher) bool {
+	if item.EndpointID != "" {
+		return ep.id == item.EndpointID
+	}
+	return herald.MatchAny(ep.eventTypes, item.EventType)
 }
 
 // enabledEndpoints reads, once per call, the enabled endpoints of every

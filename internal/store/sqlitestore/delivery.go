@@ -93,6 +93,9 @@ func (s *Store) DeliveryList(ctx context.Context, p *store.DeliveryListParams) (
 	if p.EventID != "" {
 		w.add("event_id = ?", p.EventID)
 	}
+	if p.EventType != "" {
+		w.add("event_type = ?", p.EventType)
+	}
 	if p.Cursor != "" {
 		w.add("id < ?", p.Cursor)
 	}

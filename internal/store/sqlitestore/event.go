@@ -130,7 +130,7 @@ func ingest(ctx context.Context, tx *sql.Tx, st *statements, items []store.Event
 		}
 		refs := []store.DeliveryRef{}
 		for _, ep := range eps {
-			if !herald.MatchAny(ep.eventTypes, ev.EventType) {
+			if !goesTo(item, ep.id, ep.eventTypes) {
 				continue
 			}
 			id := herald.NewID(herald.PrefixDelivery, t)
@@ -151,6 +151,15 @@ func ingest(ctx context.Context, tx *sql.Tx, st *statements, items []store.Event
 		return nil, false, err
 	}
 	return results, created, nil
+}
+
+// goesTo reports whether item goes to the endpoint id with filter
+// eventTypes: the one endpoint item names, or each whose filter matches.
+func goesTo(item store.EventIngestItem, id string, eventTypes []string) bool {
+	if item.EndpointID != "" {
+		return id == item.EndpointID
+	}
+	return herald.MatchAny(eventTypes, item.EventType)
 }
 
 // seqCounter hands out delivery seq numbers inside one write transaction:

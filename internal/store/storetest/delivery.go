@@ -79,6 +79,9 @@ func testDeliveryListFilters(t *testing.T, s store.Store) {
 		{"status and endpoint", store.DeliveryListParams{Status: herald.StatusDelivered, EndpointID: a1.ID}, []string{e1a1}},
 		{"status and consumer", store.DeliveryListParams{Status: herald.StatusDead, ConsumerID: "a"}, nil},
 		{"consumer and event", store.DeliveryListParams{ConsumerID: "b", EventID: ev1.Event.ID}, nil},
+		{"event type", store.DeliveryListParams{EventType: "order.created"}, []string{e3b1, e1a1, e1a2}},
+		{"event type and consumer", store.DeliveryListParams{EventType: "order.created", ConsumerID: "a"}, []string{e1a1, e1a2}},
+		{"event type is exact", store.DeliveryListParams{EventType: "order.*"}, nil},
 		{"unknown endpoint", store.DeliveryListParams{EndpointID: "ep_00000000000000000000000000"}, nil},
 	}
 	for _, tc := range cases {

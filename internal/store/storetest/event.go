@@ -16,6 +16,7 @@ func eventCases() []testCase {
 	return []testCase{
 		{"IngestFansOutToMatchingEnabledEndpoints", testIngestFanOut},
 		{"IngestWithoutEndpointsKeepsEvent", testIngestNoEndpoints},
+		{"IngestToOneEndpointOnly", testIngestToOneEndpoint},
 		{"IngestIdempotencyKeyPerConsumer", testIngestIdempotency},
 		{"IngestDuplicateKeysInOneBatch", testIngestBatchDuplicates},
 		{"IngestConcurrentDuplicatesMakeOneEvent", testIngestConcurrentDuplicates},
@@ -25,6 +26,47 @@ func eventCases() []testCase {
 		{"GetUnknownIsNotFound", testEventGetUnknown},
 		{"ListFiltersAndPaginates", testEventList},
 	}
+}
+
+// testIngestToOneEndpoint: an item that names an endpoint (a test event)
+// gets one delivery, to that endpoint, whatever its filter, and none to the
+// consumer's other endpoints; an endpoint that is disabled or another
+// consumer's gets none.
+func testIngestToOneEndpoint(t *testing.T, s store.Store) {
+	target := createEndpoint(t, s, newEndpoint("c", "order.*"), at(0))
+	createEndpoint(t, s, newEndpoint("c", "*"), at(0))
+	createEndpoint(t, s, newEndpoint("c", "herald.*"), at(0))
+	disabled := createEndpoint(t, s, newEndpoint("c", "*"), at(0))
+	disableEndpoint(t, s, disabled.ID, at(0))
+	other := createEndpoint(t, s, newEndpoint("someone_else", "*"), at(0))
+
+	res := ingest(t, s, at(time.Minute), store.EventIngestItem{
+		ConsumerID: "c", EventType: "herald.test", Payload: []byte(`{"test":true}`), EndpointID: target.ID,
+	})[0]
+	require.Len(t, res.Deliveries, 1)
+	require.Equal(t, target.ID, res.Deliveries[0].EndpointID)
+	d := getDelivery(t, s, res.Deliveries[0].ID)
+	require.Equal(t, target.ID, d.EndpointID)
+	require.Equal(t, "herald.test", d.EventType)
+	require.Equal(t, herald.StatusPending, d.Status)
+
+	for _, id := range []string{disabled.ID, other.ID} {
+		res := ingest(t, s, at(2*time.Minute), store.EventIngestItem{
+			ConsumerID: "c", EventType: "herald.test", Payload: []byte(`{}`), EndpointID: id,
+		})[0]
+		require.Empty(t, res.Deliveries, "endpoint %s", id)
+		ev, err := s.EventGet(t.Context(), res.Event.ID)
+		require.NoError(t, err)
+		require.Equal(t, "herald.test", ev.EventType)
+	}
+
+	// Beside an ordinary event in the same call, each goes its own way.
+	both := ingest(t, s, at(3*time.Minute),
+		store.EventIngestItem{ConsumerID: "c", EventType: "herald.test", Payload: []byte(`{}`), EndpointID: target.ID},
+		store.EventIngestItem{ConsumerID: "c", EventType: "order.created", Payload: []byte(`{}`)},
+	)
+	require.Len(t, both[0].Deliveries, 1)
+	require.Len(t, both[1].Deliveries, 2, "order.* and *")
 }
 
 func testIngestFanOut(t *testing.T, s store.Store) {

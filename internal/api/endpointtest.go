@@ -1,0 +1,58 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/store"
+	"github.com/heraldhooks/herald/internal/wire"
+)
+
+// endpointTest serves POST /v1/endpoints/{id}/test (body absent or {}): an
+// event of the built-in type herald.test, with a small example payload, is
+// written for the endpoint's consumer with one delivery, to this endpoint
+// only and whatever its filter; the consumer's other endpoints get
+// nothing. It answers 202 shaped as POST /v1/events does. A consumer key
+// may test its own endpoints (the route's owner rule), so a customer can
+// try a receiver from the portal; a disabled endpoint answers 409, as its
+// delivery would only go dead.
+func (s *Server) endpointTest(w http.ResponseWriter, r *http.Request) error {
+	var req wire.EmptyRequest
+	if _, err := decodeBody(w, r, maxSmallBody, true, &req); err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	ep, err := s.getEndpoint(r, id)
+	if err != nil {
+		return err
+	}
+	if !ep.Enabled {
+		return &apiError{http.StatusConflict, "conflict",
+			fmt.Sprintf("endpoint %s is disabled; enable it to send it a test event", id)}
+	}
+	payload, err := json.Marshal(herald.NewTestEventPayload(ep.ConsumerID, ep.ID))
+	if err != nil {
+		return fmt.Errorf("test endpoint: %w", err)
+	}
+	results, err := s.store.EventIngest(r.Context(), &store.EventIngestParams{
+		Events: []store.EventIngestItem{{
+			ConsumerID: ep.ConsumerID, EventType: herald.TestEventType, Payload: payload, EndpointID: ep.ID,
+		}},
+		Now: s.storeNow(),
+	})
+	if err != nil {
+		return fmt.Errorf("test endpoint: %w", err)
+	}
+	if len(results) != 1 {
+		return fmt.Errorf("test endpoint: store answered %d results for 1 event", len(results))
+	}
+	if len(results[0].Deliveries) != 1 {
+		// Disabled or deleted between the read and the ingest.
+		return &apiError{http.StatusConflict, "conflict",
+			fmt.Sprintf("endpoint %s was disabled or deleted meanwhile; the test event %s has no delivery", id, results[0].Event.ID)}
+	}
+	writeJSON(w, http.StatusAccepted, toIngestJSON(&results[0]))
+	return nil
+}
