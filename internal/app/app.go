@@ -163,8 +163,9 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 			AllowPrivateNetworks: cfg.AllowPrivateNetworks,
 			MaxPayloadBytes:      cfg.MaxPayloadBytes,
 		})
-		portal := web.NewPortal(web.PortalConfig{Store: st, Clock: deps.Clock, Logger: deps.Logger})
 		assets := web.NewAssets()
+		portal := web.NewPortal(web.PortalConfig{Store: st, API: apiHandler, Assets: assets, Clock: deps.Clock,
+			Logger: deps.Logger, FrameAncestors: cfg.PortalFrameAncestors})
 		ui := web.NewUI(web.UIConfig{API: apiHandler, Sessions: st, Assets: assets, Clock: deps.Clock, Logger: deps.Logger})
 		a.Handler = withPages(assets, ui, portal, withMetrics(apiHandler, a.Metrics.Handler()))
 	}

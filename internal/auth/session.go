@@ -95,20 +95,25 @@ type SessionsConfig struct {
 	Clock clock.Clock
 	// TTL is how long a session lasts. Default DefaultSessionTTL.
 	TTL time.Duration
+	// Framed says the operator lets other sites show the portal in a
+	// frame (--portal-frame-ancestors): a link opened inside a frame then
+	// gets a cookie that a browser sends from that frame (InFrame).
+	Framed bool
 }
 
 // Sessions opens portal links and reads portal sessions. Safe for
 // concurrent use; it keeps no state, so every node sees a revocation at
 // once.
 type Sessions struct {
-	store store.PortalSessionStore
-	clock clock.Clock
-	ttl   time.Duration
+	store  store.PortalSessionStore
+	clock  clock.Clock
+	ttl    time.Duration
+	framed bool
 }
 
 // NewSessions returns Sessions for cfg.
 func NewSessions(cfg SessionsConfig) *Sessions {
-	s := &Sessions{store: cfg.Store, clock: cfg.Clock, ttl: cfg.TTL}
+	s := &Sessions{store: cfg.Store, clock: cfg.Clock, ttl: cfg.TTL, framed: cfg.Framed}
 	if s.clock == nil {
 		s.clock = clock.Real{}
 	}
@@ -133,7 +138,7 @@ func (s *Sessions) Open(w http.ResponseWriter, r *http.Request, link string) (*S
 	if err != nil {
 		return nil, err
 	}
-	http.SetCookie(w, &http.Cookie{
+	c := &http.Cookie{
 		Name:     SessionCookie,
 		Value:    token,
 		Path:     SessionPath,
@@ -141,8 +146,35 @@ func (s *Sessions) Open(w http.ResponseWriter, r *http.Request, link string) (*S
 		HttpOnly: true,
 		Secure:   r.TLS != nil,
 		SameSite: http.SameSiteStrictMode,
-	})
+	}
+	s.AdjustCookie(r, c)
+	http.SetCookie(w, c)
 	return toSession(ps, token), nil
+}
+
+// InFrame reports whether the browser loads r into a frame
+// (Sec-Fetch-Dest: iframe or frame, which every current browser sends on
+// a navigation).
+func InFrame(r *http.Request) bool {
+	d := r.Header.Get("Sec-Fetch-Dest")
+	return d == "iframe" || d == "frame"
+}
+
+// AdjustCookie makes c, a portal cookie, one a framed portal can keep: when
+// framing is allowed and r comes from a frame, SameSite=None (a frame
+// inside another site is a cross-site context, where Strict and Lax
+// cookies are not sent), Secure (which None requires; browsers accept it
+// from http://localhost too) and Partitioned (CHIPS: the browser keeps the
+// cookie for this portal inside that one top-level site only, and sends it
+// even where it blocks third-party cookies). Otherwise c stays as it is:
+// SameSite=Strict, the portal opened as a page of its own.
+func (s *Sessions) AdjustCookie(r *http.Request, c *http.Cookie) {
+	if !s.framed || !InFrame(r) {
+		return
+	}
+	c.SameSite = http.SameSiteNoneMode
+	c.Secure = true
+	c.Partitioned = true
 }
 
 // toSession is the Session of a stored row whose token is token.
@@ -180,10 +212,12 @@ func (s *Sessions) End(w http.ResponseWriter, r *http.Request, sess *Session) er
 		!errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("end portal session: %w", err)
 	}
-	http.SetCookie(w, &http.Cookie{
+	c := &http.Cookie{
 		Name: SessionCookie, Value: "", Path: SessionPath, MaxAge: -1,
 		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode,
-	})
+	}
+	s.AdjustCookie(r, c)
+	http.SetCookie(w, c)
 	return nil
 }
 

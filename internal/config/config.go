@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"strings"
 	"time"
 
@@ -61,6 +62,10 @@ type Config struct {
 	// this is deleted with its deliveries and attempts, and dead deliveries
 	// stay in the dead-letter queue until then. 0 keeps everything.
 	Retention time.Duration
+	// PortalFrameAncestors are the origins (scheme://host[:port], such as
+	// https://app.example.com) that may show /portal/ in a frame of their
+	// own pages. Empty: no site may frame the portal.
+	PortalFrameAncestors []string
 }
 
 // Default returns the configuration used when nothing is set.
@@ -155,12 +160,32 @@ func (c *Config) Validate(needAddr bool) error {
 	if c.Retention < 0 {
 		errs = append(errs, fmt.Errorf("retention: %s is negative (0 keeps everything)", c.Retention))
 	}
+	for _, o := range c.PortalFrameAncestors {
+		if err := checkOrigin(o); err != nil {
+			errs = append(errs, fmt.Errorf("portal-frame-ancestors: %w", err))
+		}
+	}
 	if c.EncryptionKey != "" {
 		if _, err := keyring.Parse(c.EncryptionKey); err != nil {
 			errs = append(errs, fmt.Errorf("encryption-key: %w", err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkOrigin accepts an origin a frame-ancestors list may name: http or
+// https, a host, an optional port, and nothing else (no path, query,
+// wildcard, or the characters that would end a CSP directive).
+func checkOrigin(o string) error {
+	if strings.ContainsAny(o, " ;,'\"*") {
+		return fmt.Errorf("%q is not an origin such as https://app.example.com", o)
+	}
+	u, err := url.Parse(o)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+		return fmt.Errorf("%q is not an origin such as https://app.example.com", o)
+	}
+	return nil
 }
 
 // ParseLevel reads a log level name.
@@ -218,6 +243,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("poll_interval", c.PollInterval),
 		slog.Duration("lease_margin", c.LeaseMargin),
 		slog.Duration("retention", c.Retention),
+		slog.Any("portal_frame_ancestors", c.PortalFrameAncestors),
 		slog.String("metrics_addr", c.MetricsAddr),
 		slog.String("pprof_addr", c.PprofAddr),
 	)

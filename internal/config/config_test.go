@@ -146,3 +146,15 @@ func TestEncryptionKeyIsCheckedAndNeverLogged(t *testing.T) {
 	require.NotContains(t, buf.String(), k2)
 	require.Contains(t, buf.String(), "(invalid, hidden)")
 }
+
+func TestPortalFrameAncestors(t *testing.T) {
+	t.Parallel()
+	c := config.Default()
+	c.PortalFrameAncestors = []string{"https://app.example.com", "http://localhost:3000", "https://admin.example.com/"}
+	require.NoError(t, c.Validate(true))
+	for _, bad := range []string{"app.example.com", "https://app.example.com/path", "https://*.example.com",
+		"https://a.example.com; script-src *", "'self'", "javascript:alert(1)", "https://u:p@a.example.com", ""} {
+		c.PortalFrameAncestors = []string{bad}
+		require.ErrorContains(t, c.Validate(true), "portal-frame-ancestors: ", bad)
+	}
+}

@@ -52,8 +52,25 @@ const StaticPrefix = "/ui/static/"
 
 // CSP is the Content-Security-Policy of every page: nothing from any other
 // host, no inline script or style, no framing, forms posting only here.
-const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
-	"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+const CSP = cspBase + "frame-ancestors 'none'; base-uri 'none'"
+
+// cspBase is CSP up to its frame-ancestors.
+const cspBase = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	"connect-src 'self'; form-action 'self'; "
+
+// SetFramedPageHeaders is SetPageHeaders for a page that the origins
+// ancestors (a CSP source list, such as "https://app.example.com") may
+// show in a frame: its CSP's frame-ancestors names them, and it sends no
+// X-Frame-Options (which cannot name an origin; browsers that read CSP
+// ignore it anyway). An empty ancestors is SetPageHeaders.
+func SetFramedPageHeaders(h http.Header, ancestors string) {
+	SetPageHeaders(h)
+	if ancestors == "" {
+		return
+	}
+	h.Set("Content-Security-Policy", cspBase+"frame-ancestors "+ancestors+"; base-uri 'none'")
+	h.Del("X-Frame-Options")
+}
 
 // SetPageHeaders sets the headers every page is served with: the CSP, no
 // framing, no sniffing, no Referer to other sites (a portal link's token
@@ -168,6 +185,11 @@ type Page struct {
 	Flash *Flash
 	// Data is the page's own.
 	Data any
+	// Class is the body's class: "portal" gives the portal its own look.
+	Class string
+	// FrameAncestors, when set, lets those origins frame the page
+	// (SetFramedPageHeaders); empty, no one may.
+	FrameAncestors string
 }
 
 // Pager links the pages of a keyset-paged list: First when not on the
@@ -239,11 +261,11 @@ func (l *Layout) Render(w http.ResponseWriter, status int, page string, p *Page)
 	var buf bytes.Buffer
 	if err := t.ExecuteTemplate(&buf, "layout", p); err != nil {
 		l.log.Error("could not render a page", "page", page, logkey.Error, err)
-		SetPageHeaders(w.Header())
+		SetFramedPageHeaders(w.Header(), p.FrameAncestors)
 		http.Error(w, "The page could not be shown; see the server log.", http.StatusInternalServerError)
 		return
 	}
-	SetPageHeaders(w.Header())
+	SetFramedPageHeaders(w.Header(), p.FrameAncestors)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
@@ -295,23 +317,42 @@ const flashCookie = "herald_flash"
 // "/portal"). The text is shown escaped, so a forged cookie can only show
 // words, never markup.
 func SetFlash(w http.ResponseWriter, r *http.Request, cookiePath string, f Flash) {
+	setFlash(w, r, cookiePath, f, nil)
+}
+
+// setFlash is SetFlash with the cookie passed through adjust (when not
+// nil) before it is set: the framed portal's cookies are partitioned.
+func setFlash(w http.ResponseWriter, r *http.Request, cookiePath string, f Flash, adjust func(*http.Request, *http.Cookie)) {
 	b, _ := json.Marshal(f) // a struct of two strings always encodes
-	http.SetCookie(w, &http.Cookie{
+	c := &http.Cookie{
 		Name: flashCookie, Value: base64.RawURLEncoding.EncodeToString(b), Path: cookiePath,
 		MaxAge: 60, HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode,
-	})
+	}
+	if adjust != nil {
+		adjust(r, c)
+	}
+	http.SetCookie(w, c)
 }
 
 // TakeFlash returns the Flash SetFlash kept, or nil, and clears it.
 func TakeFlash(w http.ResponseWriter, r *http.Request, cookiePath string) *Flash {
+	return takeFlash(w, r, cookiePath, nil)
+}
+
+// takeFlash is TakeFlash with the clearing cookie passed through adjust.
+func takeFlash(w http.ResponseWriter, r *http.Request, cookiePath string, adjust func(*http.Request, *http.Cookie)) *Flash {
 	c, err := r.Cookie(flashCookie)
 	if err != nil {
 		return nil
 	}
-	http.SetCookie(w, &http.Cookie{
+	clear := &http.Cookie{
 		Name: flashCookie, Value: "", Path: cookiePath, MaxAge: -1,
 		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode,
-	})
+	}
+	if adjust != nil {
+		adjust(r, clear)
+	}
+	http.SetCookie(w, clear)
 	b, err := base64.RawURLEncoding.DecodeString(c.Value)
 	if err != nil {
 		return nil

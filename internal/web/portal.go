@@ -1,166 +1,227 @@
-// Package web serves Herald's pages: /portal/, the consumer portal entered
-// through a one-time link (API.md, "Portal sessions"). Pages are rendered
-// on the server with html/template, ask nothing of any other host, and are
-// sent with a strict Content-Security-Policy. A request with a live portal
-// session is a consumer Principal (internal/auth), the same one a consumer
-// API key gives, so the portal's pages reach one consumer's data through
-// the same scope seam as the API.
+// Package web serves Herald's pages: /ui/, the operator dashboard, and
+// /portal/, the consumer portal entered through a one-time link (API.md,
+// "Portal sessions"). Pages are rendered on the server with html/template,
+// ask nothing of any other host, and are sent with a strict
+// Content-Security-Policy. A request with a live portal session is a
+// consumer Principal (internal/auth), the same one a consumer API key
+// gives, and every page reads and acts through /v1 calls made as that
+// principal (api.Server.Call), so the portal reaches one consumer's data
+// through the same scope seam as the API: another consumer's endpoint,
+// event or delivery answers the portal's 404 page, as the API answers 404.
 package web
 
 import (
+	"context"
 	"errors"
-	"html/template"
 	"log/slog"
 	"net/http"
 	"strings"
 
+	"github.com/heraldhooks/herald/internal/api"
 	"github.com/heraldhooks/herald/internal/auth"
 	"github.com/heraldhooks/herald/internal/clock"
 	"github.com/heraldhooks/herald/internal/logkey"
 	"github.com/heraldhooks/herald/internal/store"
 )
 
+// PortalPath is the portal's root and its cookies' path.
+const PortalPath = auth.SessionPath
+
 // PortalConfig wires the portal.
 type PortalConfig struct {
 	// Store keeps portal links and sessions; required.
 	Store store.PortalSessionStore
+	// API answers the /v1 calls the pages make; required.
+	API *api.Server
+	// Assets and Layout render the pages. Default: new ones.
+	Assets *Assets
+	Layout *Layout
 	// Clock gives the time handed to the store. Default clock.Real.
 	Clock clock.Clock
-	// Logger hears of store failures. Default: discard.
+	// Logger hears of failures. Default: discard.
 	Logger *slog.Logger
+	// FrameAncestors are the origins (https://app.example.com) that may
+	// show the portal in a frame (--portal-frame-ancestors). Empty: no
+	// site may frame it (frame-ancestors 'none').
+	FrameAncestors []string
 }
 
 // Portal is the /portal/ handler. Safe for concurrent use.
 type Portal struct {
-	sessions *auth.Sessions
-	log      *slog.Logger
-	mux      *http.ServeMux
+	api       *api.Server
+	sessions  *auth.Sessions
+	layout    *Layout
+	log       *slog.Logger
+	ancestors string
+	mux       *http.ServeMux
 }
 
-// NewPortal returns the /portal/ handler: GET /portal/<token> opens a link,
-// GET /portal/ is the signed-in page, POST /portal/session/end signs out.
+// NewPortal returns the /portal/ handler: GET /portal/<token> opens a link;
+// the signed-in pages are the consumer's endpoints (/portal/, the home),
+// an endpoint's page and its forms, the message log
+// (/portal/deliveries), a delivery's and an event's page; POST
+// /portal/session/end signs out.
 func NewPortal(cfg PortalConfig) *Portal {
 	p := &Portal{
-		sessions: auth.NewSessions(auth.SessionsConfig{Store: cfg.Store, Clock: cfg.Clock}),
-		log:      cfg.Logger,
-		mux:      http.NewServeMux(),
+		api: cfg.API,
+		sessions: auth.NewSessions(auth.SessionsConfig{
+			Store: cfg.Store, Clock: cfg.Clock, Framed: len(cfg.FrameAncestors) > 0,
+		}),
+		layout:    cfg.Layout,
+		log:       cfg.Logger,
+		ancestors: strings.Join(cfg.FrameAncestors, " "),
+		mux:       http.NewServeMux(),
 	}
 	if p.log == nil {
 		p.log = slog.New(slog.DiscardHandler)
 	}
-	signedIn := func(h http.HandlerFunc) http.Handler { return p.sessions.Middleware(h, p.refuse) }
-	p.mux.Handle("GET /portal/{$}", signedIn(p.home))
-	p.mux.Handle("POST /portal/session/end", signedIn(p.signOut))
+	if p.layout == nil {
+		assets := cfg.Assets
+		if assets == nil {
+			assets = NewAssets()
+		}
+		p.layout = NewLayout(assets, p.log)
+	}
+	p.mux.Handle("GET /portal/{$}", p.signedIn(p.endpoints))
+	p.mux.Handle("POST /portal/session/end", p.signedIn(p.signOut))
+	p.routes()
 	p.mux.HandleFunc("GET /portal/{token}", p.open)
 	p.mux.HandleFunc("/portal", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/portal/", http.StatusSeeOther)
 	})
-	p.mux.HandleFunc("/portal/", func(w http.ResponseWriter, r *http.Request) {
-		p.page(w, http.StatusNotFound, "Not found", "There is no such page in the portal.")
-	})
+	p.mux.Handle("/portal/", p.signedIn(func(w http.ResponseWriter, r *http.Request, s *auth.Session) {
+		p.message(w, r, s, http.StatusNotFound, "Not found", "There is no such page in the portal.")
+	}))
 	return p
 }
 
-// ServeHTTP serves /portal and everything under it, with headers that keep
-// the pages from being framed, cached or leaking their address (a link's
-// token) in a Referer.
-func (p *Portal) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h := w.Header()
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("X-Frame-Options", "DENY")
-	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("Cache-Control", "no-store")
-	p.mux.ServeHTTP(w, r)
+// ServeHTTP serves /portal and everything under it.
+func (p *Portal) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.mux.ServeHTTP(w, r) }
+
+// IsPortalPath reports whether the portal serves path.
+func IsPortalPath(path string) bool {
+	return path == PortalPath || strings.HasPrefix(path, PortalPath+"/")
+}
+
+// portalHandler serves a signed-in request.
+type portalHandler func(w http.ResponseWriter, r *http.Request, s *auth.Session)
+
+// signedIn serves h only with a live session (and, for a request that
+// changes state, its CSRF token from this site: auth.Sessions.Middleware).
+func (p *Portal) signedIn(h portalHandler) http.Handler {
+	return p.sessions.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := auth.SessionFromContext(r.Context())
+		h(w, r, s)
+	}), p.refuse)
 }
 
 // open serves GET /portal/<token>: the link becomes a session (cookie set,
-// 303 to /portal/) once (HEAD answers 200 and leaves the link as it is); a used or expired link answers 410 and an unknown
-// one 404, each a page that says so, and never a session.
+// 303 to /portal/) once (HEAD answers 200 and leaves the link as it is); a
+// used or expired link answers 410 and an unknown one 404, each a page that
+// says so, and never a session.
 func (p *Portal) open(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodHead {
 		// A HEAD (a link checker, a preview) must not spend the link.
+		SetFramedPageHeaders(w.Header(), p.ancestors)
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		return
 	}
-	token := r.PathValue("token")
-	_, err := p.sessions.Open(w, r, token)
+	_, err := p.sessions.Open(w, r, r.PathValue("token"))
 	switch {
 	case err == nil:
+		SetFramedPageHeaders(w.Header(), p.ancestors)
 		http.Redirect(w, r, "/portal/", http.StatusSeeOther)
 	case errors.Is(err, store.ErrPortalLinkUsed):
-		p.page(w, http.StatusGone, "Link already used",
+		p.message(w, r, nil, http.StatusGone, "Link already used",
 			"This portal link was used already; a link opens once. Ask for a new link to sign in again.")
 	case errors.Is(err, store.ErrPortalLinkExpired):
-		p.page(w, http.StatusGone, "Link expired",
+		p.message(w, r, nil, http.StatusGone, "Link expired",
 			"This portal link has expired. Ask for a new link to sign in.")
 	case errors.Is(err, store.ErrNotFound):
-		p.page(w, http.StatusNotFound, "Link not valid",
+		p.message(w, r, nil, http.StatusNotFound, "Link not valid",
 			"This portal link is not valid: it was revoked or never existed. Ask for a new link to sign in.")
 	default:
 		p.log.Error("could not open a portal link", logkey.Error, err)
-		p.page(w, http.StatusInternalServerError, "Try again",
+		p.message(w, r, nil, http.StatusInternalServerError, "Try again",
 			"The portal could not open this link just now. Try again shortly.")
-	}
-}
-
-// home serves GET /portal/: for now, who is signed in and a way out.
-func (p *Portal) home(w http.ResponseWriter, r *http.Request) {
-	sess, _ := auth.SessionFromContext(r.Context())
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := homePage.Execute(w, sess); err != nil {
-		p.log.Error("could not render the portal page", logkey.Error, err)
 	}
 }
 
 // signOut serves POST /portal/session/end: the session ends and its cookie
 // is cleared.
-func (p *Portal) signOut(w http.ResponseWriter, r *http.Request) {
-	sess, _ := auth.SessionFromContext(r.Context())
-	if err := p.sessions.End(w, r, sess); err != nil {
+func (p *Portal) signOut(w http.ResponseWriter, r *http.Request, s *auth.Session) {
+	if err := p.sessions.End(w, r, s); err != nil {
 		p.log.Error("could not end a portal session", logkey.Error, err)
-		p.page(w, http.StatusInternalServerError, "Try again", "The portal could not sign you out just now. Try again shortly.")
+		p.message(w, r, s, http.StatusInternalServerError, "Try again", "The portal could not sign you out just now. Try again shortly.")
 		return
 	}
-	p.page(w, http.StatusOK, "Signed out", "You are signed out of the portal.")
+	p.message(w, r, nil, http.StatusOK, "Signed out", "You are signed out of the portal.")
 }
 
 // refuse answers a request the session middleware turned away.
-func (p *Portal) refuse(w http.ResponseWriter, _ *http.Request, f auth.Refusal) {
+func (p *Portal) refuse(w http.ResponseWriter, r *http.Request, f auth.Refusal) {
 	title := "Not allowed"
 	if f.Status == http.StatusUnauthorized {
 		title = "Not signed in"
 	}
-	p.page(w, f.Status, title, f.Reason)
+	p.message(w, r, nil, f.Status, title, f.Reason)
 }
 
-// page answers a small page with a title and one sentence.
-func (p *Portal) page(w http.ResponseWriter, status int, title, text string) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.WriteHeader(status)
-	if err := messagePage.Execute(w, struct{ Title, Text string }{title, text}); err != nil {
-		p.log.Error("could not render a portal page", logkey.Error, err)
+// portalNav is the portal's navigation: the consumer's own things only.
+// A consumer's settings page (notification addresses) is to come after
+// the message log.
+var portalNav = []NavItem{
+	{Key: "endpoints", Label: "Endpoints", Href: "/portal/"},
+	{Key: "log", Label: "Message log", Href: "/portal/deliveries"},
+}
+
+// render answers a portal page; s is nil when no one is signed in.
+func (p *Portal) render(w http.ResponseWriter, r *http.Request, s *auth.Session, status int, page, title, current string, data any) {
+	pg := &Page{Site: "Webhooks portal", Home: "/portal/", Title: title, Current: current, Data: data,
+		Class: "portal", FrameAncestors: p.ancestors, Flash: takeFlash(w, r, PortalPath, p.sessions.AdjustCookie)}
+	if s != nil {
+		pg.Nav = portalNav
+		pg.SignedInAs = "Signed in as consumer " + s.ConsumerID
+		pg.SignOut = "/portal/session/end"
+		pg.CSRF = s.CSRF
 	}
+	p.layout.Render(w, status, page, pg)
 }
 
-const pageHead = `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="referrer" content="no-referrer">`
+// message answers a page with a title and a sentence.
+func (p *Portal) message(w http.ResponseWriter, r *http.Request, s *auth.Session, status int, title, text string) {
+	p.render(w, r, s, status, "message", title, "", text)
+}
 
-var messagePage = template.Must(template.New("message").Parse(pageHead + `
-<title>{{.Title}} · Herald portal</title></head>
-<body><h1>{{.Title}}</h1><p>{{.Text}}</p></body></html>
-`))
+// flash keeps f for the next page.
+func (p *Portal) flash(w http.ResponseWriter, r *http.Request, f Flash) {
+	setFlash(w, r, PortalPath, f, p.sessions.AdjustCookie)
+}
 
-var homePage = template.Must(template.New("home").Parse(pageHead + `
-<title>Herald portal</title></head>
-<body><h1>Herald portal</h1>
-<p>Signed in as consumer {{.ConsumerID}}.</p>
-<form method="post" action="/portal/session/end">
-<input type="hidden" name="` + auth.CSRFField + `" value="{{.CSRF}}">
-<button type="submit">Sign out</button>
-</form></body></html>
-`))
+// redirect keeps f for the page at to and sends the browser there.
+func (p *Portal) redirect(w http.ResponseWriter, r *http.Request, to string, f Flash) {
+	p.flash(w, r, f)
+	http.Redirect(w, r, to, http.StatusSeeOther)
+}
 
-// IsPortalPath reports whether the portal serves path.
-func IsPortalPath(path string) bool { return path == "/portal" || strings.HasPrefix(path, "/portal/") }
+// call makes a /v1 call as the signed-in consumer.
+func (p *Portal) call(ctx context.Context, s *auth.Session, method, path string, body, out any) error {
+	return p.api.Call(ctx, s.Principal(), method, path, body, out)
+}
+
+// callFailed answers a page whose /v1 call failed: the API's own status
+// and message for its error answers (another consumer's id is a 404, as
+// one that does not exist), a 500 for anything else.
+func (p *Portal) callFailed(w http.ResponseWriter, r *http.Request, s *auth.Session, err error) {
+	var ce *api.CallError
+	if errors.As(err, &ce) && ce.Status < 500 {
+		title, text := "Not possible", ce.Message
+		if ce.Status == http.StatusNotFound {
+			title, text = "Not found", "There is no such page in the portal: "+ce.Message+"."
+		}
+		p.message(w, r, s, ce.Status, title, text)
+		return
+	}
+	p.log.Error("a portal call failed", logkey.Error, err)
+	p.message(w, r, s, http.StatusInternalServerError, "Try again", "The portal could not answer just now. Try again shortly.")
+}

@@ -33,11 +33,13 @@ const (
 type env struct {
 	srv   *httptest.Server
 	clock *clock.Test
+	store store.Store
 }
 
 // setup serves the API and the portal side by side, as herald serve does,
-// on SQLite with a test clock; over TLS when tls is set.
-func setup(t *testing.T, tls bool) *env {
+// on SQLite with a test clock; over TLS when tls is set. frame, when
+// given, are the origins that may frame the portal.
+func setup(t *testing.T, tls bool, frame ...string) *env {
 	t.Helper()
 	st, err := sqlitestore.Open(t.Context(), testdb.SQLitePath(t), nil)
 	require.NoError(t, err)
@@ -50,7 +52,7 @@ func setup(t *testing.T, tls bool) *env {
 	}, Now: clk.StoreNow()})
 	require.NoError(t, err)
 	apiHandler := api.New(api.Config{Store: st, Clock: clk, APIKeyHash: sha256.Sum256([]byte(operatorKey))})
-	portal := web.NewPortal(web.PortalConfig{Store: st, Clock: clk})
+	portal := web.NewPortal(web.PortalConfig{Store: st, API: apiHandler, Clock: clk, FrameAncestors: frame})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if web.IsPortalPath(r.URL.Path) {
 			portal.ServeHTTP(w, r)
@@ -65,7 +67,7 @@ func setup(t *testing.T, tls bool) *env {
 		srv = httptest.NewServer(h)
 	}
 	t.Cleanup(srv.Close)
-	return &env{srv: srv, clock: clk}
+	return &env{srv: srv, clock: clk, store: st}
 }
 
 type answer struct {
