@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/heraldhooks/herald"
 	"github.com/heraldhooks/herald/internal/api"
 	"github.com/heraldhooks/herald/internal/clock"
 	"github.com/heraldhooks/herald/internal/config"
@@ -27,6 +28,7 @@ import (
 	"github.com/heraldhooks/herald/internal/keyring"
 	"github.com/heraldhooks/herald/internal/logkey"
 	"github.com/heraldhooks/herald/internal/metrics"
+	"github.com/heraldhooks/herald/internal/notice"
 	"github.com/heraldhooks/herald/internal/retention"
 	"github.com/heraldhooks/herald/internal/sender"
 	"github.com/heraldhooks/herald/internal/store"
@@ -65,7 +67,10 @@ type App struct {
 	Metrics *metrics.Metrics
 	// KeyRing seals the endpoint secrets in Store (see KeyRing).
 	KeyRing *keyring.Ring
-	log     *slog.Logger
+	// Mailer mails notices to consumers (--smtp-url); serve and worker
+	// run it beside the dispatcher. Nil without --smtp-url.
+	Mailer *notice.Mailer
+	log    *slog.Logger
 }
 
 // OpenStore opens (without migrating) the store that db names. opts give
@@ -148,6 +153,22 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 	}
 
 	a.Metrics = metrics.New(st, metrics.Options{Clock: deps.Clock, Logger: deps.Logger})
+	var notify func(herald.Notification)
+	if cfg.SMTPURL != "" {
+		smtpCfg, err := config.ParseSMTP(cfg.SMTPURL, cfg.SMTPFrom)
+		if err != nil { // Validate has refused it already
+			st.Close()
+			return nil, err
+		}
+		a.Mailer = notice.New(notice.Config{
+			Store:   st,
+			Sender:  notice.NewSMTP(smtpCfg),
+			Clock:   deps.Clock,
+			Logger:  deps.Logger,
+			Counted: a.Metrics.NoticeCounted,
+		})
+		notify = a.Mailer.Notify
+	}
 
 	if withAPI {
 		hash, err := a.settleAPIKey(ctx, deps.Out)
@@ -162,6 +183,7 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 			APIKeyHash:           hash,
 			AllowPrivateNetworks: cfg.AllowPrivateNetworks,
 			MaxPayloadBytes:      cfg.MaxPayloadBytes,
+			Notify:               notify,
 		})
 		assets := web.NewAssets()
 		portal := web.NewPortal(web.PortalConfig{Store: st, API: apiHandler, Assets: assets, Clock: deps.Clock,
@@ -192,6 +214,7 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 			LeaseTooShort:  a.Metrics.AttemptSkippedLeaseExpired,
 			AttemptDone:    a.Metrics.AttemptDone,
 			OutcomeWritten: a.Metrics.OutcomeWritten,
+			Notified:       notify,
 		},
 	})
 	// With a retention of 0 the purger keeps every event and purges only
@@ -238,6 +261,21 @@ func (a *App) runPurger(ctx context.Context) <-chan struct{} {
 	go func() {
 		defer close(done)
 		_ = a.Purger.Run(ctx) // it logs its own failures and returns nil
+	}()
+	return done
+}
+
+// runMailer runs the mailer, if there is one, until ctx ends; the channel
+// it returns is closed once it has stopped.
+func (a *App) runMailer(ctx context.Context) <-chan struct{} {
+	done := make(chan struct{})
+	if a.Mailer == nil {
+		close(done)
+		return done
+	}
+	go func() {
+		defer close(done)
+		_ = a.Mailer.Run(ctx) // it logs its own failures and returns nil
 	}()
 	return done
 }
@@ -341,6 +379,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	dispatched := make(chan error, 1)
 	go func() { dispatched <- a.Dispatcher.Run(runCtx) }()
 	purged := a.runPurger(runCtx)
+	mailed := a.runMailer(runCtx)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	a.log.Info("herald serving", logkey.Addr, ln.Addr().String(), "config", a.Config)
@@ -360,6 +399,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		err = errors.Join(err, derr)
 	}
 	<-purged
+	<-mailed
 	a.log.Info("herald stopped")
 	return err
 }
@@ -377,9 +417,11 @@ func (a *App) Work(ctx context.Context) error {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	purged := a.runPurger(runCtx)
+	mailed := a.runMailer(runCtx)
 	err = a.Dispatcher.Run(runCtx)
 	stop()
 	<-purged
+	<-mailed
 	a.log.Info("herald worker stopped")
 	return err
 }

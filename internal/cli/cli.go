@@ -52,7 +52,7 @@ func New(stdio IO) *cobra.Command {
 	root.SetOut(stdio.Out)
 	root.SetErr(stdio.Err)
 	root.AddCommand(serveCmd(stdio), workerCmd(stdio), migrateCmd(stdio), secretsCmd(stdio))
-	root.AddCommand(endpointsCmd(stdio), eventsCmd(stdio), deliveriesCmd(stdio), statsCmd(stdio), keysCmd(stdio), portalCmd(stdio), eventTypesCmd(stdio))
+	root.AddCommand(endpointsCmd(stdio), eventsCmd(stdio), deliveriesCmd(stdio), statsCmd(stdio), keysCmd(stdio), portalCmd(stdio), eventTypesCmd(stdio), consumersCmd(stdio))
 	root.AddCommand(listenCmd(stdio), benchCmd(stdio))
 	return root
 }
@@ -106,6 +106,8 @@ func nodeFlags(fs *pflag.FlagSet, c *config.Config) {
 	fs.DurationVar(&c.Retention, "retention", c.Retention, "how long history is kept once it ended: an event whose deliveries all ended (delivered, dead or cancelled) longer ago than this is deleted with its deliveries and attempts; 0 keeps everything")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long a stop waits for attempts in flight")
 	fs.StringVar(&c.PprofAddr, "pprof-addr", c.PprofAddr, "address to serve Go's runtime profiles (/debug/pprof/) on, as host:port; keep it on loopback (default: none)")
+	fs.StringVar(&c.SMTPURL, "smtp-url", c.SMTPURL, "mail server for notices to consumers (failing, disabled, dead; at most one per endpoint per hour): smtp://user:pass@host:587?from=herald@example.com (STARTTLS required; plain allowed to loopback or with &insecure=true) or smtps://user:pass@host:465 (TLS). Default: no mail")
+	fs.StringVar(&c.SMTPFrom, "smtp-from", c.SMTPFrom, "sender of notices, as herald@example.com or \"Herald <herald@example.com>\" (overrides the --smtp-url's from)")
 	encryptionKeyFlag(fs, &c.EncryptionKey)
 }
 

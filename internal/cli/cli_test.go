@@ -74,6 +74,18 @@ func TestServeRejectsBadConfigAtOnce(t *testing.T) {
 		require.ErrorContains(t, err, "log-format:")
 		require.ErrorContains(t, err, "concurrency:")
 	})
+	t.Run("BadSMTPURLNamedAndItsPasswordHidden", func(t *testing.T) {
+		t.Parallel()
+		for _, command := range []string{"serve", "worker"} {
+			_, _, err := run(t, map[string]string{"HERALD_SMTP_URL": "smtp://u:hunter2@mail.example.com"}, command,
+				"--db", "sqlite://"+filepath.Join(t.TempDir(), "d.db"))
+			require.ErrorContains(t, err, "smtp-url: no sender", command)
+			require.NotContains(t, err.Error(), "hunter2")
+			_, _, err = run(t, nil, command, "--smtp-url", "smtp://mail.example.com?from=h@example.com&tls=off",
+				"--db", "sqlite://"+filepath.Join(t.TempDir(), "d.db"))
+			require.ErrorContains(t, err, `smtp-url: unknown setting "tls"`, command)
+		}
+	})
 }
 
 // TestLeaseMarginReachesTheConfig: serve and worker take --lease-margin

@@ -66,6 +66,13 @@ type Config struct {
 	// https://app.example.com) that may show /portal/ in a frame of their
 	// own pages. Empty: no site may frame the portal.
 	PortalFrameAncestors []string
+	// SMTPURL, when set, is the mail server notices go through
+	// (ParseSMTP): a consumer with a notification address is mailed when
+	// an endpoint of its is failing or disabled, or a delivery dies.
+	// Empty: no mail is sent.
+	SMTPURL string
+	// SMTPFrom is the sender of notices; it overrides the URL's ?from=.
+	SMTPFrom string
 }
 
 // Default returns the configuration used when nothing is set.
@@ -170,6 +177,13 @@ func (c *Config) Validate(needAddr bool) error {
 			errs = append(errs, fmt.Errorf("encryption-key: %w", err))
 		}
 	}
+	if c.SMTPURL != "" {
+		if _, err := ParseSMTP(c.SMTPURL, c.SMTPFrom); err != nil {
+			errs = append(errs, err)
+		}
+	} else if c.SMTPFrom != "" {
+		errs = append(errs, errors.New("smtp-from: needs --smtp-url (HERALD_SMTP_URL): without it no mail is sent"))
+	}
 	return errors.Join(errs...)
 }
 
@@ -246,5 +260,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Any("portal_frame_ancestors", c.PortalFrameAncestors),
 		slog.String("metrics_addr", c.MetricsAddr),
 		slog.String("pprof_addr", c.PprofAddr),
+		slog.String("smtp_url", RedactSMTP(c.SMTPURL)),
+		slog.String("smtp_from", c.SMTPFrom),
 	)
 }

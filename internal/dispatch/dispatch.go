@@ -101,6 +101,12 @@ type Hooks struct {
 	// the store did not apply it: the lease was no longer held, or the write
 	// failed (the lease then expires and the delivery is claimed again).
 	OutcomeWritten func(c *store.ClaimedDelivery, out *store.DeliveryOutcome, decidedAt time.Time, applied bool)
+	// Notified is called, once a batch of outcomes is written, with each
+	// notification the write emitted (herald.endpoint.failing, .disabled,
+	// .recovered, herald.delivery.dead), at the moment their events are
+	// ingested (store.DeliveryCompleteManyParams.Notify). It must not
+	// block: the mailer only queues them.
+	Notified func(n herald.Notification)
 }
 
 func (c *Config) setDefaults() {
@@ -648,6 +654,7 @@ func (d *Dispatcher) write(outcomes []store.DeliveryOutcome, releases []store.Le
 			applied, err = d.cfg.Store.DeliveryCompleteMany(ctx, &store.DeliveryCompleteManyParams{
 				Outcomes: outcomes,
 				Now:      d.cfg.Clock.StoreNow(),
+				Notify:   d.cfg.Hooks.Notified,
 			})
 			if err == nil {
 				if try > 1 {

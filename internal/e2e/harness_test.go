@@ -84,6 +84,7 @@ type options struct {
 	denyPrivate bool
 	leaseMargin time.Duration // 0: the default
 	logger      *slog.Logger  // nil: discard
+	smtpURL     string        // --smtp-url; the node runs its mailer
 }
 
 // setup starts a Herald on db with the test clock and a running dispatcher.
@@ -103,6 +104,7 @@ func setup(t *testing.T, db string, opts ...func(*options)) *env {
 	if o.leaseMargin > 0 {
 		cfg.LeaseMargin = o.leaseMargin
 	}
+	cfg.SMTPURL = o.smtpURL
 	c := clock.NewTest(start)
 	ctx, cancel := context.WithCancel(context.Background())
 	a, err := app.New(ctx, cfg, app.Deps{Clock: c, Logger: o.logger}, true)
@@ -118,9 +120,19 @@ func setup(t *testing.T, db string, opts ...func(*options)) *env {
 			_ = a.Dispatcher.Run(ctx)
 		}()
 	}
+	mailed := make(chan struct{})
+	if a.Mailer == nil {
+		close(mailed)
+	} else {
+		go func() {
+			defer close(mailed)
+			_ = a.Mailer.Run(ctx)
+		}()
+	}
 	t.Cleanup(func() {
 		cancel()
 		<-done
+		<-mailed
 		e.api.Close()
 		a.Close()
 	})

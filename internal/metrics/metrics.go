@@ -28,6 +28,7 @@ import (
 	"github.com/heraldhooks/herald"
 	"github.com/heraldhooks/herald/internal/clock"
 	"github.com/heraldhooks/herald/internal/logkey"
+	"github.com/heraldhooks/herald/internal/notice"
 	"github.com/heraldhooks/herald/internal/sender"
 	"github.com/heraldhooks/herald/internal/store"
 )
@@ -51,6 +52,7 @@ const (
 	NameDeliveriesStatus = "herald_deliveries_by_status"
 	NameQueueReadErrors  = "herald_queue_stats_errors_total"
 	NamePurgedRows       = "herald_purged_rows_total"
+	NameNoticesSent      = "herald_notices_sent_total"
 )
 
 // The values of the outcome label of herald_deliveries_total.
@@ -116,6 +118,8 @@ type Metrics struct {
 	inFlight        prometheus.Gauge
 
 	purgedEvents, purgedDeliveries, purgedAttempts prometheus.Counter
+
+	notices *prometheus.CounterVec
 
 	queue *queueCollector
 }
@@ -204,6 +208,16 @@ func New(st store.Store, opts Options) *Metrics {
 	m.purgedDeliveries = purged.WithLabelValues(TableDeliveries)
 	m.purgedAttempts = purged.WithLabelValues(TableAttempts)
 
+	m.notices = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: NameNoticesSent,
+		Help: "Notices this node handled for mail (--smtp-url), by kind (failing, disabled, dead) and result: sent, failed (tried again later), limited (the endpoint was mailed about within the hour), no_address, dropped (queue full or retries spent).",
+	}, []string{"kind", "result"})
+	for _, k := range notice.Kinds {
+		for _, r := range notice.Results {
+			m.notices.WithLabelValues(k, r)
+		}
+	}
+
 	queueErrors := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: NameQueueReadErrors,
 		Help: "Failed or timed-out reads of the queue gauges; while a read fails the queue gauges are left out of the scrape.",
@@ -214,7 +228,7 @@ func New(st store.Store, opts Options) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.eventsIngested, deliveries, m.deadByReason, m.stale, m.redelivered, m.leaseShort, attempts,
-		m.attemptDuration, m.deliveryLatency, m.inFlight, purged, queueErrors, m.queue,
+		m.attemptDuration, m.deliveryLatency, m.inFlight, purged, queueErrors, m.queue, m.notices,
 	)
 	m.handler = promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{
 		ErrorLog:      slogPrinter{opts.Logger},
@@ -301,6 +315,11 @@ func (m *Metrics) Purged(res store.PurgeResult) {
 	m.purgedEvents.Add(float64(res.Events))
 	m.purgedDeliveries.Add(float64(res.Deliveries))
 	m.purgedAttempts.Add(float64(res.Attempts))
+}
+
+// NoticeCounted counts one notice's result (notice.Config.Counted).
+func (m *Metrics) NoticeCounted(kind, result string) {
+	m.notices.WithLabelValues(kind, result).Inc()
 }
 
 // slogPrinter lets promhttp report encoding errors through slog.

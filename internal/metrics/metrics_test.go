@@ -472,7 +472,7 @@ func TestExposition(t *testing.T) {
 		mfs, err := m.Registry().Gather()
 		require.NoError(t, err)
 		own := map[string]bool{}
-		allowed := map[string]bool{"outcome": true, "reason": true, "class": true, "status": true, "table": true}
+		allowed := map[string]bool{"outcome": true, "reason": true, "class": true, "status": true, "table": true, "kind": true, "result": true}
 		for _, mf := range mfs {
 			name := mf.GetName()
 			if strings.HasPrefix(name, "go_") || strings.HasPrefix(name, "process_") {
@@ -489,7 +489,7 @@ func TestExposition(t *testing.T) {
 		for _, name := range []string{
 			NameEventsIngested, NameDeliveries, NameDeliveriesDead, NameOutcomesStale, NameRedelivered, NameLeaseTooShort, NameAttempts,
 			NameAttemptDuration, NameDeliveryLatency, NameAttemptsInFlight, NameQueueDue,
-			NameQueueOldestDue, NameDeadLetterDepth, NameDeliveriesStatus, NameQueueReadErrors, NamePurgedRows,
+			NameQueueOldestDue, NameDeadLetterDepth, NameDeliveriesStatus, NameQueueReadErrors, NamePurgedRows, NameNoticesSent,
 		} {
 			require.True(t, own[name], "%s is in the scrape", name)
 		}

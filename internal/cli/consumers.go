@@ -1,0 +1,92 @@
+package cli
+
+import (
+	"context"
+	"errors"
+
+	"github.com/spf13/cobra"
+
+	"github.com/heraldhooks/herald/internal/client"
+)
+
+func consumersCmd(stdio IO) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "consumers",
+		Short: "Settings of a consumer: where its notices are mailed",
+		Args:  cobra.NoArgs, // an unknown subcommand is an error, not help
+		RunE:  showHelp,
+	}
+	r := remoteFlags(cmd.PersistentFlags(), stdio)
+	notifications := &cobra.Command{
+		Use:   "notifications",
+		Short: "Read or set the address a consumer's notices are mailed to (with --smtp-url)",
+		Long: "Herald mails a consumer's notification address when one of its endpoints is failing or\n" +
+			"disabled, or a delivery to it went dead: at most one mail per endpoint per hour, and only\n" +
+			"when the server runs with --smtp-url. A consumer key reaches its own consumer only.",
+		Args: cobra.NoArgs,
+		RunE: showHelp,
+	}
+	notifications.AddCommand(notificationsGetCmd(r), notificationsSetCmd(r))
+	cmd.AddCommand(notifications)
+	return cmd
+}
+
+func notificationsGetCmd(r *remote) *cobra.Command {
+	return &cobra.Command{
+		Use:     "get CONSUMER",
+		Short:   "Show a consumer's notification address",
+		Example: "  herald consumers notifications get cust_42",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return r.run(cmd, func(ctx context.Context, c *client.Client) error {
+				n, err := c.ConsumerNotificationsGet(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				return printNotifications(r, n)
+			})
+		},
+	}
+}
+
+func notificationsSetCmd(r *remote) *cobra.Command {
+	var email string
+	cmd := &cobra.Command{
+		Use:     "set CONSUMER --email ADDRESS",
+		Short:   "Set a consumer's notification address (--email \"\" clears it)",
+		Example: "  herald consumers notifications set cust_42 --email ops@example.com\n  herald consumers notifications set cust_42 --email \"\"",
+		Args:    cobra.ExactArgs(1),
+	}
+	cmd.Flags().StringVar(&email, "email", "", "the address notices go to, as ops@example.com; \"\" clears it")
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if !cmd.Flags().Changed("email") {
+			return errors.New("--email is required: an address, or \"\" to clear it")
+		}
+		return r.run(cmd, func(ctx context.Context, c *client.Client) error {
+			n, err := c.ConsumerNotificationsSet(ctx, args[0], email)
+			if err != nil {
+				return err
+			}
+			return printNotifications(r, n)
+		})
+	}
+	return cmd
+}
+
+func printNotifications(r *remote, n *client.ConsumerNotifications) error {
+	if r.json {
+		return printRaw(r.stdio.Out, n.Raw)
+	}
+	b := newBlock(r.stdio.Out)
+	b.line("consumer", n.ConsumerID)
+	email, updated := "(none: no mail)", "never"
+	if n.Email != nil {
+		email = *n.Email
+	}
+	if n.UpdatedAt != nil {
+		updated = longTime(*n.UpdatedAt)
+	}
+	b.line("email", email)
+	b.line("updated", updated)
+	return b.flush()
+}
