@@ -25,16 +25,19 @@ func ValidateEmail(addr string) error {
 		return fmt.Errorf("an address is at most %d bytes", MaxEmailLen)
 	}
 	for i := 0; i < len(addr); i++ {
-		if c := addr[i]; c <= ' ' || c >= 0x7f {
-			return errors.New("an address is printable ASCII, without spaces")
+		if c := addr[i]; c < ' ' || c >= 0x7f {
+			return errors.New("an address is printable ASCII, without control characters")
 		}
 	}
 	parsed, err := mail.ParseAddress(addr)
+	if err == nil && (parsed.Name != "" || parsed.Address != addr) || strings.ContainsAny(addr, "<>(),;") {
+		return errors.New("give the bare address, as ops@example.com, without a name, brackets, comments or a list")
+	}
 	if err != nil {
 		return fmt.Errorf("not an e-mail address (%s)", strings.TrimPrefix(err.Error(), "mail: "))
 	}
-	if parsed.Name != "" || parsed.Address != addr {
-		return errors.New("give the bare address, as ops@example.com, without a name, brackets or comments")
+	if strings.Contains(addr, " ") {
+		return errors.New("an address has no spaces")
 	}
 	local, domain, ok := strings.Cut(addr, "@")
 	if !ok || local == "" || len(local) > 64 {

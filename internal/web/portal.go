@@ -85,6 +85,7 @@ func NewPortal(cfg PortalConfig) *Portal {
 	p.mux.Handle("GET /portal/{$}", p.signedIn(p.endpoints))
 	p.mux.Handle("POST /portal/session/end", p.signedIn(p.signOut))
 	p.routes()
+	p.settingsRoutes()
 	p.mux.HandleFunc("GET /portal/{token}", p.open)
 	p.mux.HandleFunc("/portal", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/portal/", http.StatusSeeOther)
@@ -168,11 +169,10 @@ func (p *Portal) refuse(w http.ResponseWriter, r *http.Request, f auth.Refusal) 
 }
 
 // portalNav is the portal's navigation: the consumer's own things only.
-// A consumer's settings page (notification addresses) is to come after
-// the message log.
 var portalNav = []NavItem{
 	{Key: "endpoints", Label: "Endpoints", Href: "/portal/"},
 	{Key: "log", Label: "Message log", Href: "/portal/deliveries"},
+	{Key: "settings", Label: "Settings", Href: "/portal/settings"},
 }
 
 // render answers a portal page; s is nil when no one is signed in.
