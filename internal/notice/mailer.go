@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/heraldhooks/herald"
@@ -106,6 +107,9 @@ type Mailer struct {
 	log   *slog.Logger
 	queue chan item
 	retry []item // Run's own
+	// full is set by the first drop of a full queue and cleared when Run
+	// takes from it again, so a spell of drops logs once (each is counted).
+	full atomic.Bool
 }
 
 // item is one notice on its way.
@@ -162,7 +166,10 @@ func (m *Mailer) Notify(n herald.Notification) {
 	case m.queue <- item{n: n, kind: kind, at: m.cfg.Clock.Now().UTC()}:
 	default:
 		m.count(kind, ResultDropped)
-		m.log.Warn("notice queue full: notice dropped", logkey.ConsumerID, n.ConsumerID, "notice", kind)
+		if !m.full.Swap(true) {
+			m.log.Warn("notice queue full: notices are dropped until it has room (herald_notices_sent_total{result=\"dropped\"} counts them)",
+				logkey.ConsumerID, n.ConsumerID, "notice", kind)
+		}
 	}
 }
 
@@ -186,6 +193,7 @@ func (m *Mailer) Run(ctx context.Context) error {
 			}
 			return nil
 		case it := <-m.queue:
+			m.full.Store(false)
 			m.handle(ctx, it)
 		case <-wake:
 			m.retryDue(ctx)

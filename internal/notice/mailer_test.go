@@ -1,7 +1,9 @@
 package notice_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -230,13 +232,17 @@ func TestMailer(t *testing.T) {
 		t.Parallel()
 		e := setup(t)
 		var counted []result
+		var logged bytes.Buffer
 		m := notice.New(notice.Config{Store: e.store, Sender: e.sender, Clock: e.clock, QueueSize: 2,
+			Logger:  slog.New(slog.NewTextHandler(&logged, nil)),
 			Counted: func(kind, r string) { counted = append(counted, result{kind, r}) }})
 		ep := e.endpoint("cust_42", "https://hooks.example.com/orders")
-		for range 3 {
-			m.Notify(failing(ep)) // nothing runs it: the third finds no room
+		for range 5 {
+			m.Notify(failing(ep)) // nothing runs it: the third and later find no room
 		}
-		require.Equal(t, []result{{notice.KindFailing, notice.ResultDropped}}, counted)
+		drop := result{notice.KindFailing, notice.ResultDropped}
+		require.Equal(t, []result{drop, drop, drop}, counted, "every drop is counted")
+		require.Equal(t, 1, strings.Count(logged.String(), "notice queue full"), "a spell of drops logs once: %s", logged.String())
 	})
 }
 
