@@ -1,6 +1,9 @@
 package herald
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // BreakerState is where an endpoint's circuit breaker stands.
 type BreakerState string
@@ -67,6 +70,41 @@ type EndpointHealth struct {
 	SuccessRate1h *float64
 	// Attempts1h is how many attempts the last hour saw (with SuccessRate1h).
 	Attempts1h int
+	// InFlight, Due and Dead are the endpoint's queue, filled on request
+	// only (with the figures above): deliveries leased now, deliveries due
+	// now (pending and due, or leased under an expired lease), and
+	// deliveries dead (its dead-letter depth).
+	InFlight int
+	Due      int
+	Dead     int
+}
+
+// HealthScore is an endpoint's health score, from 0 (failing, or taking
+// nothing) to 100 (every recent attempt succeeded), and the one place it
+// is defined; the API and the dashboard show it as it is given here.
+//
+//   - A disabled endpoint scores 0, and so does one whose breaker is open:
+//     neither takes deliveries now.
+//   - Otherwise the score is the share of the last hour's attempts that
+//     succeeded (h.SuccessRate1h), in percent, rounded: every attempt
+//     weighs the same, so a busy endpoint's score rests on many answers.
+//   - A half-open breaker (a probe under way) caps it at 50: the endpoint
+//     has failed until a moment ago.
+//   - Without an attempt in the last hour there is no score (ok false):
+//     nothing recent to judge by.
+func HealthScore(enabled bool, h EndpointHealth) (score int, ok bool) {
+	if !enabled || h.BreakerState == BreakerOpen {
+		return 0, true
+	}
+	if h.Attempts1h == 0 || h.SuccessRate1h == nil {
+		return 0, false
+	}
+	score = int(math.Round(*h.SuccessRate1h * 100))
+	score = max(0, min(100, score))
+	if h.BreakerState == BreakerHalfOpen {
+		score = min(score, 50)
+	}
+	return score, true
 }
 
 // NewEndpointHealth is the health of an endpoint that has not been tried.

@@ -121,3 +121,34 @@ func TestFormatDuration(t *testing.T) {
 		require.Equal(t, tc.d, back)
 	}
 }
+
+func TestHealthScore(t *testing.T) {
+	t.Parallel()
+	rate := func(r float64) *float64 { return &r }
+	for _, tc := range []struct {
+		name    string
+		enabled bool
+		h       herald.EndpointHealth
+		score   int
+		ok      bool
+	}{
+		{"EveryAttemptSucceeded", true, herald.EndpointHealth{BreakerState: herald.BreakerClosed, Attempts1h: 40, SuccessRate1h: rate(1)}, 100, true},
+		{"ShareOfAttemptsRounded", true, herald.EndpointHealth{BreakerState: herald.BreakerClosed, Attempts1h: 3, SuccessRate1h: rate(2.0 / 3)}, 67, true},
+		{"EveryAttemptFailed", true, herald.EndpointHealth{BreakerState: herald.BreakerClosed, Attempts1h: 5, SuccessRate1h: rate(0)}, 0, true},
+		{"NoRecentAttemptNoScore", true, herald.EndpointHealth{BreakerState: herald.BreakerClosed}, 0, false},
+		{"DisabledIsZero", false, herald.EndpointHealth{BreakerState: herald.BreakerClosed, Attempts1h: 10, SuccessRate1h: rate(1)}, 0, true},
+		{"DisabledWithoutAttemptsIsZero", false, herald.EndpointHealth{BreakerState: herald.BreakerClosed}, 0, true},
+		{"OpenBreakerIsZero", true, herald.EndpointHealth{BreakerState: herald.BreakerOpen, Attempts1h: 10, SuccessRate1h: rate(0.5)}, 0, true},
+		{"OpenBreakerWithoutAttemptsIsZero", true, herald.EndpointHealth{BreakerState: herald.BreakerOpen}, 0, true},
+		{"HalfOpenAtMostFifty", true, herald.EndpointHealth{BreakerState: herald.BreakerHalfOpen, Attempts1h: 10, SuccessRate1h: rate(0.9)}, 50, true},
+		{"HalfOpenBelowFiftyStays", true, herald.EndpointHealth{BreakerState: herald.BreakerHalfOpen, Attempts1h: 10, SuccessRate1h: rate(0.2)}, 20, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			score, ok := herald.HealthScore(tc.enabled, tc.h)
+			if score != tc.score || ok != tc.ok {
+				t.Fatalf("HealthScore = %d, %v; want %d, %v", score, ok, tc.score, tc.ok)
+			}
+		})
+	}
+}

@@ -3,8 +3,10 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/heraldhooks/herald"
@@ -44,45 +46,98 @@ func (s *Server) endpointCreate(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// endpointList serves GET /v1/endpoints?consumer_id=&limit=&cursor=.
+// endpointList serves
+// GET /v1/endpoints?consumer_id=&sort=&include=health&limit=&cursor=.
+// sort is one of store.EndpointSorts (default -created, newest first);
+// each is an index's order, so a page costs one index range. With
+// include=health each endpoint's health carries the figures GET one
+// endpoint gives (the last hour's attempts and success rate, in flight,
+// due, dead, score), read for the page's endpoints alone in one store call.
 func (s *Server) endpointList(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
-	if err := checkQuery(q, "consumer_id", "limit", "cursor"); err != nil {
+	if err := checkQuery(q, "consumer_id", "sort", "include", "limit", "cursor"); err != nil {
 		return err
 	}
 	limit, cursor, err := pageParams(q)
 	if err != nil {
 		return err
 	}
+	sort := store.EndpointSort(q.Get("sort"))
+	if !sort.Valid() {
+		names := make([]string, 0, len(store.EndpointSorts()))
+		for _, v := range store.EndpointSorts() {
+			names = append(names, string(v))
+		}
+		return badRequest("invalid_sort", "sort must be one of %s", strings.Join(names, ", "))
+	}
+	var health bool
+	for _, v := range q["include"] {
+		for part := range strings.SplitSeq(v, ",") {
+			switch strings.TrimSpace(part) {
+			case "health":
+				health = true
+			default:
+				return badRequest("invalid_include", "include takes health")
+			}
+		}
+	}
 	page, err := s.store.EndpointList(r.Context(), &store.EndpointListParams{
-		ConsumerID: q.Get("consumer_id"), Cursor: cursor, Limit: limit,
+		ConsumerID: q.Get("consumer_id"), Sort: sort, Cursor: cursor, Limit: limit,
 	})
+	if errors.Is(err, store.ErrInvalidCursor) {
+		return badRequest("invalid_cursor", "cursor must be a next_cursor value from an earlier page of this list, with the same sort")
+	}
 	if err != nil {
 		return fmt.Errorf("list endpoints: %w", err)
 	}
+	var figures map[string]*herald.EndpointHealth
+	if health && len(page.Items) > 0 {
+		ids := make([]string, len(page.Items))
+		for i, ep := range page.Items {
+			ids[i] = ep.ID
+		}
+		if figures, err = s.store.EndpointFigures(r.Context(), &store.EndpointFiguresParams{IDs: ids, Now: s.storeNow()}); err != nil {
+			return fmt.Errorf("list endpoints: %w", err)
+		}
+	}
 	out := wire.List[wire.Endpoint]{Data: make([]wire.Endpoint, 0, len(page.Items)), NextCursor: encodeCursor(page.NextCursor)}
 	for _, ep := range page.Items {
-		out.Data = append(out.Data, s.endpointAnswer(ep))
+		if h, ok := figures[ep.ID]; ok {
+			ep.Health = *h
+		}
+		a := s.endpointAnswer(ep)
+		// An endpoint deleted between the list and the figures has none.
+		if h, ok := figures[ep.ID]; ok {
+			withFigures(&a, ep.Enabled, h)
+		}
+		out.Data = append(out.Data, a)
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
 // endpointGet serves GET /v1/endpoints/{id}. Its health comes with the
-// last hour's success rate and attempt count, which no other answer
-// carries (they cost a look at the attempts).
+// last hour's success rate and attempt count, its queue (in flight, due,
+// dead) and its score, which only this answer and a list with
+// include=health carry (they cost a look at the attempts and the queue).
 func (s *Server) endpointGet(w http.ResponseWriter, r *http.Request) error {
 	id := r.PathValue("id")
 	ep, err := s.getEndpoint(r, id)
 	if err != nil {
 		return err
 	}
-	h, err := s.store.EndpointHealthGet(r.Context(), &store.EndpointHealthParams{ID: id, Now: s.storeNow()})
+	figures, err := s.store.EndpointFigures(r.Context(), &store.EndpointFiguresParams{IDs: []string{id}, Now: s.storeNow()})
 	if err != nil {
-		return storeError("get endpoint health", err, "endpoint", id)
+		return fmt.Errorf("get endpoint figures: %w", err)
+	}
+	h, ok := figures[id]
+	if !ok {
+		return storeError("get endpoint figures", store.ErrNotFound, "endpoint", id)
 	}
 	ep.Health = *h
-	writeJSON(w, http.StatusOK, s.endpointAnswer(ep))
+	out := s.endpointAnswer(ep)
+	withFigures(&out, ep.Enabled, h)
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

@@ -42,6 +42,19 @@ func toHealthJSON(h *herald.EndpointHealth) wire.EndpointHealth {
 	return out
 }
 
+// withFigures fills out's figures computed on request, which h carries
+// (store.EndpointFigures): the queue and the health score.
+func withFigures(out *wire.Endpoint, enabled bool, h *herald.EndpointHealth) {
+	out.Health.Attempts1h = h.Attempts1h
+	out.Health.SuccessRate1h = h.SuccessRate1h
+	inFlight, due, dead := h.InFlight, h.Due, h.Dead
+	out.Health.InFlight, out.Health.Due, out.Health.Dead = &inFlight, &due, &dead
+	out.Health.Score = nil
+	if score, ok := herald.HealthScore(enabled, *h); ok {
+		out.Health.Score = &score
+	}
+}
+
 // toEndpointJSON is ep in an answer: every setting, effective defaults
 // included. Its secret (or for ed25519 its public key) is set by showKeys;
 // Server.endpointAnswer adds the previous public key.

@@ -201,6 +201,12 @@ func TestEndpointHealth(t *testing.T) {
 		require.NotNil(t, h.SuccessRate1h)
 		require.Equal(t, 0.0, *h.SuccessRate1h)
 		require.Equal(t, 2, h.Attempts1h)
+		// Both wait for their retry: nothing leased, due or dead, and
+		// every recent attempt failed.
+		require.Equal(t, ptr(0), h.InFlight)
+		require.Equal(t, ptr(0), h.Due)
+		require.Equal(t, ptr(0), h.Dead)
+		require.Equal(t, ptr(0), h.Score)
 
 		t.Run("ListsLeaveTheHourOut", func(t *testing.T) {
 			var list listOut[endpointOut]
@@ -211,6 +217,17 @@ func TestEndpointHealth(t *testing.T) {
 			require.Equal(t, &failedAt, lh.LastFailureAt)
 			require.Nil(t, lh.SuccessRate1h)
 			require.Zero(t, lh.Attempts1h)
+			require.Nil(t, lh.InFlight)
+			require.Nil(t, lh.Due)
+			require.Nil(t, lh.Dead)
+			require.Nil(t, lh.Score)
+		})
+
+		t.Run("ListsWithIncludeHealthCarryTheHour", func(t *testing.T) {
+			var list listOut[endpointOut]
+			e.do("GET", "/v1/endpoints?include=health", nil).must(http.StatusOK, &list)
+			require.Len(t, list.Data, 1)
+			require.Equal(t, h, list.Data[0].Health, "as GET of the endpoint shows it")
 		})
 
 		e.clock.Advance(time.Minute)
@@ -225,12 +242,14 @@ func TestEndpointHealth(t *testing.T) {
 		require.Equal(t, &failedAt, h.LastFailureAt)
 		require.Equal(t, 0.5, *h.SuccessRate1h)
 		require.Equal(t, 4, h.Attempts1h)
+		require.Equal(t, ptr(50), h.Score, "half of the hour's attempts succeeded")
 
 		// The hour is measured on the clock handed to the store.
 		e.clock.Advance(2 * time.Hour)
 		e.do("GET", path, nil).must(http.StatusOK, &got)
 		require.Nil(t, got.Health.SuccessRate1h, "no attempt in the last hour")
 		require.Zero(t, got.Health.Attempts1h)
+		require.Nil(t, got.Health.Score, "nothing recent to judge by")
 		require.Equal(t, &okAt, got.Health.LastSuccessAt)
 	})
 

@@ -203,6 +203,10 @@ type healthOut struct {
 	RateFactor          float64    `json:"rate_factor"`
 	SuccessRate1h       *float64   `json:"success_rate_1h"`
 	Attempts1h          int        `json:"attempts_1h"`
+	InFlight            *int       `json:"in_flight"`
+	Due                 *int       `json:"due"`
+	Dead                *int       `json:"dead"`
+	Score               *int       `json:"score"`
 }
 
 // replayedOut answers a bulk replay.
@@ -293,4 +297,14 @@ func (e *env) send(consumer, eventType, payload string) ingestOut {
 func quote(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// ptr is a pointer to v.
+func ptr[T any](v T) *T { return &v }
+
+// withoutFigures is ep without the figures only GET one endpoint (and a
+// list with include=health) fills, to compare it with other answers.
+func withoutFigures(ep endpointOut) endpointOut {
+	ep.Health.InFlight, ep.Health.Due, ep.Health.Dead, ep.Health.Score = nil, nil, nil, nil
+	return ep
 }

@@ -50,7 +50,7 @@ func TestEndpointProtection(t *testing.T) {
 		require.NoError(t, err)
 		got, err := c.EndpointGet(ctx, ep.ID)
 		require.NoError(t, err)
-		require.Equal(t, client.EndpointHealth{BreakerState: "closed", RateFactor: 1}, got.Health)
+		require.Equal(t, client.EndpointHealth{BreakerState: "closed", RateFactor: 1, InFlight: ptr(0), Due: ptr(0), Dead: ptr(0)}, got.Health)
 		require.Equal(t, "none", got.Ordering)
 	})
 }

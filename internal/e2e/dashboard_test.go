@@ -175,6 +175,12 @@ func TestDashboardInABrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#endpoints")),
 	)
 	screenshot(t, ctx, "ui-endpoints.png")
+	// Its URL header sorts it; each row has its health score.
+	do(
+		chromedp.Click(chromedp.CSS("#sort-url")),
+		chromedp.WaitVisible(chromedp.CSS(`th[aria-sort="ascending"] #sort-url`)),
+	)
+	require.Regexp(t, `^(\d+|—)$`, text(`#row-`+bulk.ID+` td[data-col="score"]`))
 	do(
 		chromedp.Click(chromedp.CSS(`a[href="/ui/endpoints/`+bulk.ID+`"]`)),
 		chromedp.WaitVisible(chromedp.CSS("#endpoint-state")),

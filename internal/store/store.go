@@ -15,7 +15,9 @@ package store
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/heraldhooks/herald"
@@ -199,6 +201,19 @@ type Store interface {
 	// EndpointHealthGet returns the endpoint's health with SuccessRate1h and
 	// Attempts1h computed over the hour before p.Now.
 	EndpointHealthGet(ctx context.Context, p *EndpointHealthParams) (*herald.EndpointHealth, error)
+	// EndpointFigures returns, for each of p.IDs that names an endpoint
+	// (ids of none, or of deleted ones, are left out of the map), its
+	// health as kept, with the figures computed on request
+	// (herald.EndpointHealth): Attempts1h and SuccessRate1h over the
+	// newest attempts made in (Now - 1h, Now], InFlight (leases that have
+	// not expired by Now), Due (live deliveries due by Now: pending and
+	// due, or leased under an expired lease) and Dead. Each count stops at
+	// p.CountLimit() (FigureLimit), which then means "at least that many", so one read
+	// costs at most FigureLimit index entries per figure and endpoint,
+	// whatever the endpoint's backlog or history: a page of the dashboard
+	// costs in proportion to the page. One statement answers the whole
+	// call, so the figures are of one moment.
+	EndpointFigures(ctx context.Context, p *EndpointFiguresParams) (map[string]*herald.EndpointHealth, error)
 	// AttemptList lists a delivery's attempts, oldest first.
 	AttemptList(ctx context.Context, p *AttemptListParams) (*Page[*herald.Attempt], error)
 
@@ -259,11 +274,117 @@ type EndpointCreateParams struct {
 }
 
 // EndpointListParams filters endpoints; an empty ConsumerID lists all.
+// Sort orders them (EndpointSortNewest when empty); a Cursor is only good
+// for the Sort that made it.
 type EndpointListParams struct {
 	ConsumerID string
+	Sort       EndpointSort
 	Cursor     string
 	Limit      int
 }
+
+// EndpointSort is an order of an endpoint list. Each is the order of an
+// index, with or without a consumer filter, so a page costs one index
+// range whatever the number of endpoints; ties go by id, in the same
+// direction. A leading "-" reverses an order.
+type EndpointSort string
+
+// The endpoint orders.
+const (
+	// EndpointSortNewest: newest first (by id, which grows with time).
+	EndpointSortNewest EndpointSort = "-created"
+	// EndpointSortOldest: oldest first.
+	EndpointSortOldest EndpointSort = "created"
+	// EndpointSortConsumer: by consumer id, A to Z.
+	EndpointSortConsumer     EndpointSort = "consumer"
+	EndpointSortConsumerDesc EndpointSort = "-consumer"
+	// EndpointSortURL: by URL, A to Z (byte order).
+	EndpointSortURL     EndpointSort = "url"
+	EndpointSortURLDesc EndpointSort = "-url"
+)
+
+// EndpointSorts lists every EndpointSort, the default first.
+func EndpointSorts() []EndpointSort {
+	return []EndpointSort{EndpointSortNewest, EndpointSortOldest, EndpointSortConsumer,
+		EndpointSortConsumerDesc, EndpointSortURL, EndpointSortURLDesc}
+}
+
+// Valid reports whether s is one of EndpointSorts (or empty, the default).
+func (s EndpointSort) Valid() bool {
+	if s == "" {
+		return true
+	}
+	for _, v := range EndpointSorts() {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Key is the column s orders by first ("created", "consumer" or "url"),
+// and whether it runs descending.
+func (s EndpointSort) Key() (key string, desc bool) {
+	if s == "" {
+		s = EndpointSortNewest
+	}
+	k, desc := strings.CutPrefix(string(s), "-")
+	return k, desc
+}
+
+// SortCursor is the cursor of an endpoint list sorted by a key other than
+// creation: the last endpoint's key (base64url, so any text fits) and id.
+func SortCursor(key, id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(key)) + "." + id
+}
+
+// ParseSortCursor reads a SortCursor; ok is false when c is not one.
+func ParseSortCursor(c string) (key, id string, ok bool) {
+	k, id, found := strings.Cut(c, ".")
+	if !found || id == "" {
+		return "", "", false
+	}
+	b, err := base64.RawURLEncoding.DecodeString(k)
+	if err != nil || base64.RawURLEncoding.EncodeToString(b) != k {
+		return "", "", false
+	}
+	return string(b), id, true
+}
+
+// EndpointCursor is the cursor that continues a list sorted by s after ep.
+func EndpointCursor(s EndpointSort, ep *herald.Endpoint) string {
+	switch key, _ := s.Key(); key {
+	case "consumer":
+		return SortCursor(ep.ConsumerID, ep.ID)
+	case "url":
+		return SortCursor(ep.URL, ep.ID)
+	}
+	return ep.ID
+}
+
+// ErrInvalidCursor: a list's cursor is not one that list made.
+var ErrInvalidCursor = errors.New("invalid cursor")
+
+// EndpointFiguresParams names the endpoints whose figures to read (at most
+// MaxListLimit), and the time they are read at. Limit is where counting
+// stops (0: FigureLimit).
+type EndpointFiguresParams struct {
+	IDs   []string
+	Now   time.Time
+	Limit int
+}
+
+// CountLimit is p.Limit, or FigureLimit when it is not positive.
+func (p *EndpointFiguresParams) CountLimit() int {
+	if p.Limit <= 0 {
+		return FigureLimit
+	}
+	return p.Limit
+}
+
+// FigureLimit is where EndpointFigures stops counting: a figure of
+// FigureLimit means at least that many.
+const FigureLimit = 10_000
 
 // EndpointUpdateParams carries the endpoint's new settings; Endpoint.ID
 // names the endpoint.

@@ -1,10 +1,13 @@
 package web
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
+	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/wire"
 )
 
@@ -14,18 +17,134 @@ import (
 
 type endpointsData struct {
 	Consumer  string
-	Endpoints []wire.Endpoint
-	Pager     Pager
+	Sort      store.EndpointSort
+	Endpoints []uiEndpointRow
+	// Columns are the sortable columns' headers, by key.
+	Columns map[string]sortColumn
+	Pager   Pager
 }
 
-// endpoints serves GET /ui/endpoints?consumer_id=: GET /v1/endpoints, 50
-// a page, newest first. A page costs one read of the endpoints index,
-// whatever the number of endpoints or deliveries: no column is counted
-// from deliveries.
+// uiEndpointRow is an endpoint with its figures as the pages show them.
+type uiEndpointRow struct {
+	wire.Endpoint
+	// Score is the health score ("—" without one) and ScoreClass its
+	// colour: ok, warn, bad or muted (herald.HealthScore says what the
+	// score is; the bands are the page's).
+	Score, ScoreClass string
+	// Rate is the last hour's success rate, "—" without attempts.
+	Rate string
+	// InFlight, Due and Dead are counts, "10,000+" at store.FigureLimit,
+	// "—" where the answer has none.
+	InFlight, Due, Dead string
+	// HasDead: the endpoint has dead deliveries to look at.
+	HasDead bool
+}
+
+// Score bands: from scoreGood up is shown as healthy (ok), from scoreFair
+// up as worrying (warn), anything lower as failing (bad).
+const (
+	scoreGood = 95
+	scoreFair = 80
+)
+
+// newUIEndpointRow shows ep's health figures, which its answer carries when
+// it comes from GET /v1/endpoints/{id} or a list with include=health.
+func newUIEndpointRow(ep wire.Endpoint) uiEndpointRow {
+	row := uiEndpointRow{Endpoint: ep, Score: "—", ScoreClass: "muted", Rate: "—"}
+	h := ep.Health
+	if h.Score != nil {
+		row.Score = strconv.Itoa(*h.Score)
+		switch {
+		case *h.Score >= scoreGood:
+			row.ScoreClass = "ok"
+		case *h.Score >= scoreFair:
+			row.ScoreClass = "warn"
+		default:
+			row.ScoreClass = "bad"
+		}
+	}
+	if h.SuccessRate1h != nil {
+		row.Rate = fmt.Sprintf("%.1f%%", *h.SuccessRate1h*100)
+	}
+	row.InFlight, row.Due, row.Dead = count(h.InFlight), count(h.Due), count(h.Dead)
+	row.HasDead = h.Dead != nil && *h.Dead > 0
+	return row
+}
+
+// count shows a figure counted up to store.FigureLimit.
+func count(n *int) string {
+	switch {
+	case n == nil:
+		return "—"
+	case *n >= store.FigureLimit:
+		return fmt.Sprintf("%d,%03d+", store.FigureLimit/1000, store.FigureLimit%1000)
+	}
+	return strconv.Itoa(*n)
+}
+
+// sortColumn is the header of a sortable column: a link that sorts by it
+// (or, when the table is sorted by it already, the other way), and how the
+// table is sorted by it now ("ascending", "descending", or "").
+type sortColumn struct {
+	Href, Order string
+}
+
+// endpointSortColumns are the columns the endpoints table sorts by, each
+// with its first direction. Only these: each is an index's order
+// (store.EndpointSort). Health, due and dead are counted per page, so no
+// index could give their order.
+var endpointSortColumns = []struct {
+	key   string
+	first store.EndpointSort
+}{
+	{"consumer", store.EndpointSortConsumer},
+	{"url", store.EndpointSortURL},
+	{"created", store.EndpointSortNewest},
+}
+
+// sortColumns are the headers of the table sorted by cur, each link
+// keeping the consumer filter and starting at the first page.
+func sortColumns(consumer string, cur store.EndpointSort) map[string]sortColumn {
+	curKey, curDesc := cur.Key()
+	out := map[string]sortColumn{}
+	for _, c := range endpointSortColumns {
+		next := c.first
+		var order string
+		if c.key == curKey {
+			order = "ascending"
+			next = store.EndpointSort(c.key)
+			if curDesc {
+				order = "descending"
+			} else {
+				next = store.EndpointSort("-" + c.key)
+			}
+		}
+		q := url.Values{}
+		if consumer != "" {
+			q.Set("consumer_id", consumer)
+		}
+		if next != store.EndpointSortNewest {
+			q.Set("sort", string(next))
+		}
+		out[c.key] = sortColumn{Href: withQuery("/ui/endpoints", q), Order: order}
+	}
+	return out
+}
+
+// endpoints serves GET /ui/endpoints?consumer_id=&sort=&cursor=: GET
+// /v1/endpoints?include=health, 50 a page in the order sort names (newest
+// first by default), each row with its health score, breaker, the last
+// hour's success rate, and its deliveries in flight, due and dead. A page
+// costs one range of an endpoints index and, for the 50 endpoints on it,
+// a bounded look at each one's attempts and queue (store.EndpointFigures):
+// the same with 10 or 100,000 endpoints, and whatever the history kept.
 func (u *UI) endpoints(w http.ResponseWriter, r *http.Request, s *uiSession) {
 	q := r.URL.Query()
-	d := endpointsData{Consumer: strings.TrimSpace(q.Get("consumer_id"))}
-	v := url.Values{"limit": {"50"}}
+	d := endpointsData{Consumer: strings.TrimSpace(q.Get("consumer_id")), Sort: store.EndpointSort(q.Get("sort"))}
+	if d.Sort == "" || !d.Sort.Valid() {
+		d.Sort = store.EndpointSortNewest
+	}
+	v := url.Values{"limit": {"50"}, "include": {"health"}, "sort": {string(d.Sort)}}
 	if d.Consumer != "" {
 		v.Set("consumer_id", d.Consumer)
 	}
@@ -37,19 +156,24 @@ func (u *UI) endpoints(w http.ResponseWriter, r *http.Request, s *uiSession) {
 		u.callFailed(w, r, s, err)
 		return
 	}
-	d.Endpoints = list.Data
+	for _, ep := range list.Data {
+		d.Endpoints = append(d.Endpoints, newUIEndpointRow(ep))
+	}
+	d.Columns = sortColumns(d.Consumer, d.Sort)
 	d.Pager = NewPager(r.URL, list.NextCursor)
 	u.render(w, r, s, http.StatusOK, "endpoints", "Endpoints", "endpoints", d)
 }
 
 type endpointData struct {
 	Endpoint   wire.Endpoint
+	Row        uiEndpointRow
 	Deliveries []wire.Delivery
 	Secret     string
 }
 
 // endpoint serves GET /ui/endpoints/{id}: the endpoint (its health with
-// the last hour's success rate) and its 20 newest deliveries.
+// its score, the last hour's success rate and its queue, as a row of the
+// table shows them) and its 20 newest deliveries.
 func (u *UI) endpoint(w http.ResponseWriter, r *http.Request, s *uiSession) {
 	id := url.PathEscape(r.PathValue("id"))
 	var d endpointData
@@ -64,6 +188,7 @@ func (u *UI) endpoint(w http.ResponseWriter, r *http.Request, s *uiSession) {
 		return
 	}
 	d.Deliveries = list.Data
+	d.Row = newUIEndpointRow(d.Endpoint)
 	u.render(w, r, s, http.StatusOK, "endpoint", "Endpoint "+d.Endpoint.ID, "endpoints", d)
 }
 
@@ -107,5 +232,6 @@ func (u *UI) endpointRotate(w http.ResponseWriter, r *http.Request, s *uiSession
 	if err := u.call(r.Context(), s, http.MethodGet, "/v1/deliveries?"+v.Encode(), nil, &list); err == nil {
 		d.Deliveries = list.Data
 	}
+	d.Row = newUIEndpointRow(d.Endpoint)
 	u.render(w, r, s, http.StatusOK, "endpoint", "Endpoint "+d.Endpoint.ID, "endpoints", d)
 }

@@ -51,9 +51,10 @@ func (e Endpoint) MarshalJSON() ([]byte, error) {
 }
 
 // EndpointHealth is how an endpoint has been answering, as Herald keeps it.
-// SuccessRate1h and Attempts1h are filled by GET /v1/endpoints/{id} only
-// (they cost a look at the last hour's attempts); elsewhere they are null
-// and 0.
+// SuccessRate1h, Attempts1h and the queue's figures are filled by GET
+// /v1/endpoints/{id} and by GET /v1/endpoints?include=health only (they
+// cost a look at the last hour's attempts and the endpoint's queue);
+// elsewhere they are null and 0.
 type EndpointHealth struct {
 	// BreakerState is "closed", "open" or "half_open".
 	BreakerState        string     `json:"breaker_state"`
@@ -72,6 +73,16 @@ type EndpointHealth struct {
 	// succeeded, nil when there were none (or outside GET one endpoint).
 	SuccessRate1h *float64 `json:"success_rate_1h"`
 	Attempts1h    int      `json:"attempts_1h"`
+	// InFlight, Due and Dead are the endpoint's queue (deliveries leased
+	// now, due now, dead), and Score its health score (0-100, nil without
+	// an attempt in the last hour; herald.HealthScore). They are filled
+	// where the hour's figures are (GET one endpoint, and lists with
+	// include=health), and nil elsewhere. Counts stop at
+	// store.FigureLimit (10,000), which then means at least that many.
+	InFlight *int `json:"in_flight"`
+	Due      *int `json:"due"`
+	Dead     *int `json:"dead"`
+	Score    *int `json:"score"`
 }
 
 // RetryPolicy is an exponential retry policy, in requests and answers:

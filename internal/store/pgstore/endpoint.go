@@ -93,19 +93,10 @@ func (s *Store) EndpointGet(ctx context.Context, id string) (*herald.Endpoint, e
 // EndpointList lists endpoints newest first, of one consumer or of all.
 func (s *Store) EndpointList(ctx context.Context, p *store.EndpointListParams) (*store.Page[*herald.Endpoint], error) {
 	limit := store.ClampLimit(p.Limit)
-	var where []string
-	var args []any
-	if p.ConsumerID != "" {
-		args = append(args, p.ConsumerID)
-		where = append(where, "consumer_id = $"+strconv.Itoa(len(args)))
+	q, args, err := endpointListQuery(p, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list endpoints: %w", err)
 	}
-	if p.Cursor != "" {
-		args = append(args, p.Cursor)
-		where = append(where, "id < $"+strconv.Itoa(len(args)))
-	}
-	args = append(args, limit+1)
-	q := "SELECT " + endpointCols + " FROM endpoints" + whereClause(where) +
-		" ORDER BY id DESC LIMIT $" + strconv.Itoa(len(args))
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list endpoints: %w", err)
@@ -122,7 +113,51 @@ func (s *Store) EndpointList(ctx context.Context, p *store.EndpointListParams) (
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list endpoints: %w", err)
 	}
-	return page(items, limit, func(e *herald.Endpoint) string { return e.ID }), nil
+	return page(items, limit, func(e *herald.Endpoint) string { return store.EndpointCursor(p.Sort, e) }), nil
+}
+
+// endpointListQuery is the query of an endpoint list and its arguments:
+// limit+1 endpoints of p's sort, after p's cursor. Each sort is an index's
+// order: the primary key, and endpoints_consumer_sort_idx, endpoints_url_idx
+// or endpoints_consumer_url_idx (0013_endpoint_figures.sql), whose text
+// columns sort in byte order (COLLATE "C"), as SQLite's do.
+func endpointListQuery(p *store.EndpointListParams, limit int) (string, []any, error) {
+	if !p.Sort.Valid() {
+		return "", nil, fmt.Errorf("unknown sort %q", p.Sort)
+	}
+	key, desc := p.Sort.Key()
+	// col is the sort's first column; "created" is the id's order.
+	col := map[string]string{"created": "", "consumer": `consumer_id COLLATE "C"`, "url": `url COLLATE "C"`}[key]
+	cmp, dir := ">", "ASC"
+	if desc {
+		cmp, dir = "<", "DESC"
+	}
+	var where []string
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if p.ConsumerID != "" {
+		where = append(where, "consumer_id = "+arg(p.ConsumerID))
+	}
+	order := "id " + dir
+	if col != "" {
+		order = col + " " + dir + `, id COLLATE "C" ` + dir
+	}
+	if p.Cursor != "" {
+		if col == "" {
+			where = append(where, "id "+cmp+" "+arg(p.Cursor))
+		} else {
+			k, id, ok := store.ParseSortCursor(p.Cursor)
+			if !ok {
+				return "", nil, store.ErrInvalidCursor
+			}
+			where = append(where, "("+col+`, id COLLATE "C") `+cmp+" ("+arg(k)+", "+arg(id)+")")
+		}
+	}
+	q := "SELECT " + endpointCols + " FROM endpoints" + whereClause(where) + " ORDER BY " + order + " LIMIT " + arg(limit+1)
+	return q, args, nil
 }
 
 // whereClause joins conditions with AND, or gives "" when there are none.

@@ -51,6 +51,7 @@ func normalHealth(h herald.EndpointHealth) herald.EndpointHealth {
 	h.PausedUntil = microUTC(h.PausedUntil)
 	h.SuccessRate1h = nil
 	h.Attempts1h = 0
+	h.InFlight, h.Due, h.Dead = 0, 0, 0
 	return h
 }
 
@@ -137,4 +138,84 @@ func (s *Store) EndpointHealthGet(ctx context.Context, p *store.EndpointHealthPa
 		h.SuccessRate1h = &rate
 	}
 	return &h, nil
+}
+
+// figuresSQL reads the figures of the endpoints named in $1 at $2 (or the
+// database clock) for Store.EndpointFigures. Each figure is a range of an
+// index, stopped at $3 entries (store.FigureLimit): attempts_endpoint_idx
+// (its INCLUDE holds the status code), and the partial indexes
+// deliveries_leased_idx, deliveries_claim_idx (one range for new
+// deliveries, one for retries) and deliveries_dead_idx, so an endpoint's
+// delivered history is never walked.
+const figuresSQL = `
+	SELECT e.id, e.health, a.attempts, a.successes, f.in_flight, dn.n + dr.n, dd.n
+	FROM endpoints e,
+		(SELECT coalesce($2::timestamptz, now()) AS t) AS n,
+		LATERAL (
+			SELECT count(*) AS attempts, count(*) FILTER (WHERE x.status_code BETWEEN 200 AND 299) AS successes
+			FROM (SELECT status_code FROM attempts
+				WHERE endpoint_id = e.id AND attempted_at > n.t - interval '1 hour' AND attempted_at <= n.t
+				ORDER BY attempted_at DESC LIMIT $3) AS x
+		) AS a,
+		LATERAL (
+			SELECT count(*) AS in_flight FROM (SELECT 1 FROM deliveries
+				WHERE endpoint_id = e.id AND status = 'delivering' AND due_at > n.t LIMIT $3) AS x
+		) AS f,
+		LATERAL (
+			SELECT count(*) AS n FROM (SELECT 1 FROM deliveries
+				WHERE endpoint_id = e.id AND status IN ('pending', 'delivering')
+					AND least(attempt_count, 1) = 0 AND due_at <= n.t LIMIT $3) AS x
+		) AS dn,
+		LATERAL (
+			SELECT count(*) AS n FROM (SELECT 1 FROM deliveries
+				WHERE endpoint_id = e.id AND status IN ('pending', 'delivering')
+					AND least(attempt_count, 1) = 1 AND due_at <= n.t LIMIT $3) AS x
+		) AS dr,
+		LATERAL (
+			SELECT count(*) AS n FROM (SELECT 1 FROM deliveries
+				WHERE endpoint_id = e.id AND status = 'dead' LIMIT $3) AS x
+		) AS dd
+	WHERE e.id = ANY($1::text[])`
+
+// EndpointFigures reads the health and queue figures of the endpoints
+// p.IDs names, in one statement (figuresSQL), so they are of one moment.
+func (s *Store) EndpointFigures(ctx context.Context, p *store.EndpointFiguresParams) (map[string]*herald.EndpointHealth, error) {
+	out := make(map[string]*herald.EndpointHealth, len(p.IDs))
+	if len(p.IDs) == 0 {
+		return out, nil
+	}
+	if len(p.IDs) > store.MaxListLimit {
+		return nil, fmt.Errorf("endpoint figures: %d endpoints asked, at most %d", len(p.IDs), store.MaxListLimit)
+	}
+	limit := p.CountLimit()
+	rows, err := s.pool.Query(ctx, figuresSQL, p.IDs, nowArg(p.Now), limit)
+	if err != nil {
+		return nil, fmt.Errorf("endpoint figures: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var raw []byte
+		var attempts, successes, inFlight, due, dead int64
+		if err := rows.Scan(&id, &raw, &attempts, &successes, &inFlight, &due, &dead); err != nil {
+			return nil, fmt.Errorf("endpoint figures: %w", err)
+		}
+		h, err := decodeHealth(raw)
+		if err != nil {
+			return nil, fmt.Errorf("endpoint figures of %s: decode health: %w", id, err)
+		}
+		h.Attempts1h = int(attempts)
+		if attempts > 0 {
+			rate := float64(successes) / float64(attempts)
+			h.SuccessRate1h = &rate
+		}
+		h.InFlight = int(inFlight)
+		h.Due = min(int(due), limit)
+		h.Dead = int(dead)
+		out[id] = &h
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("endpoint figures: %w", err)
+	}
+	return out, nil
 }

@@ -93,7 +93,7 @@ const (
 		FROM endpoints WHERE id = ? AND deleted_at IS NULL`
 	// windowQuery counts the breaker window: the endpoint's attempts over
 	// [from, to] and how many of them failed (anything but a 2xx, no
-	// answer too), through attempts_endpoint.
+	// answer too), from attempts_endpoint_status alone.
 	windowQuery = `SELECT count(*), coalesce(sum(status_code NOT BETWEEN 200 AND 299), 0)
 		FROM attempts WHERE endpoint_id = ? AND attempted_at >= ? AND attempted_at <= ?`
 )

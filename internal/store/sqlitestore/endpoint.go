@@ -208,16 +208,11 @@ func (s *Store) EndpointGet(ctx context.Context, id string) (*herald.Endpoint, e
 // EndpointList lists endpoints newest first, of one consumer or of all.
 func (s *Store) EndpointList(ctx context.Context, p *store.EndpointListParams) (*store.Page[*herald.Endpoint], error) {
 	limit := store.ClampLimit(p.Limit)
-	w := &where{}
-	w.add("deleted_at IS NULL")
-	if p.ConsumerID != "" {
-		w.add("consumer_id = ?", p.ConsumerID)
+	query, args, err := endpointListQuery(p, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list endpoints: %w", err)
 	}
-	if p.Cursor != "" {
-		w.add("id < ?", p.Cursor)
-	}
-	rows, err := s.reader.QueryContext(ctx, `SELECT `+endpointColumns+` FROM endpoints`+w.String()+
-		` ORDER BY id DESC LIMIT ?`, append(w.args, limit+1)...)
+	rows, err := s.reader.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list endpoints: %w", err)
 	}
@@ -233,7 +228,46 @@ func (s *Store) EndpointList(ctx context.Context, p *store.EndpointListParams) (
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list endpoints: %w", err)
 	}
-	return page(items, limit, func(ep *herald.Endpoint) string { return ep.ID }), nil
+	return page(items, limit, func(ep *herald.Endpoint) string { return store.EndpointCursor(p.Sort, ep) }), nil
+}
+
+// endpointListQuery is the query of an endpoint list and its arguments:
+// limit+1 endpoints of p's sort, after p's cursor. Each sort is an
+// index's order: the primary key, endpoints_consumer, and endpoints_url or
+// endpoints_consumer_url (0013_endpoint_figures.sql).
+func endpointListQuery(p *store.EndpointListParams, limit int) (string, []any, error) {
+	if !p.Sort.Valid() {
+		return "", nil, fmt.Errorf("unknown sort %q", p.Sort)
+	}
+	key, desc := p.Sort.Key()
+	// col is the sort's first column; "created" is the id's order.
+	col := map[string]string{"created": "", "consumer": "consumer_id", "url": "url"}[key]
+	cmp, dir := ">", "ASC"
+	if desc {
+		cmp, dir = "<", "DESC"
+	}
+	w := &where{}
+	w.add("deleted_at IS NULL")
+	if p.ConsumerID != "" {
+		w.add("consumer_id = ?", p.ConsumerID)
+	}
+	order := "id " + dir
+	if col != "" {
+		order = col + " " + dir + ", " + order
+	}
+	if p.Cursor != "" {
+		if col == "" {
+			w.add("id "+cmp+" ?", p.Cursor)
+		} else {
+			k, id, ok := store.ParseSortCursor(p.Cursor)
+			if !ok {
+				return "", nil, store.ErrInvalidCursor
+			}
+			w.add("("+col+", id) "+cmp+" (?, ?)", k, id)
+		}
+	}
+	return `SELECT ` + endpointColumns + ` FROM endpoints` + w.String() + ` ORDER BY ` + order + ` LIMIT ?`,
+		append(w.args, limit+1), nil
 }
 
 // EndpointUpdate replaces the endpoint's settings with those of p.Endpoint;

@@ -139,3 +139,78 @@ func (s *Store) EndpointHealthGet(ctx context.Context, p *store.EndpointHealthPa
 	}
 	return &h, nil
 }
+
+// figuresQuery reads the figures of the endpoints named in ?1 (a JSON
+// array of ids) at ?2 (now) for Store.EndpointFigures. Each figure is a
+// range of an index, stopped at ?3 entries (store.FigureLimit):
+// attempts_endpoint_status (counted from the index alone), and the
+// partial indexes deliveries_in_flight, deliveries_endpoint_queue (one
+// range for new deliveries, one for retries) and deliveries_dead, so an
+// endpoint's delivered history is never walked.
+var figuresQuery = `SELECT e.id, e.health,
+	(SELECT json_array(count(*), coalesce(sum(x.ok), 0)) FROM
+		(SELECT a.status_code BETWEEN 200 AND 299 AS ok FROM attempts a INDEXED BY attempts_endpoint_status
+			WHERE a.endpoint_id = e.id AND a.attempted_at > ?2 - 3600000000 AND a.attempted_at <= ?2
+			ORDER BY a.attempted_at DESC LIMIT ?3) AS x),
+	(SELECT count(*) FROM (SELECT 1 FROM deliveries d INDEXED BY deliveries_in_flight
+		WHERE d.endpoint_id = e.id AND d.status = 'delivering' AND d.due_at > ?2 LIMIT ?3)),
+	(SELECT count(*) FROM (SELECT 1 FROM deliveries d INDEXED BY deliveries_endpoint_queue
+		WHERE d.endpoint_id = e.id AND d.status IN ` + liveStatuses + ` AND (d.attempt_count > 0) = 0
+			AND d.due_at <= ?2 LIMIT ?3)),
+	(SELECT count(*) FROM (SELECT 1 FROM deliveries d INDEXED BY deliveries_endpoint_queue
+		WHERE d.endpoint_id = e.id AND d.status IN ` + liveStatuses + ` AND (d.attempt_count > 0) = 1
+			AND d.due_at <= ?2 LIMIT ?3)),
+	(SELECT count(*) FROM (SELECT 1 FROM deliveries d INDEXED BY deliveries_dead
+		WHERE d.endpoint_id = e.id AND d.status = 'dead' LIMIT ?3))
+	FROM endpoints e
+	WHERE e.id IN (SELECT value FROM json_each(?1)) AND e.deleted_at IS NULL`
+
+// EndpointFigures reads the health and queue figures of the endpoints
+// p.IDs names, in one statement (figuresQuery), so they are of one moment.
+func (s *Store) EndpointFigures(ctx context.Context, p *store.EndpointFiguresParams) (map[string]*herald.EndpointHealth, error) {
+	out := make(map[string]*herald.EndpointHealth, len(p.IDs))
+	if len(p.IDs) == 0 {
+		return out, nil
+	}
+	if len(p.IDs) > store.MaxListLimit {
+		return nil, fmt.Errorf("endpoint figures: %d endpoints asked, at most %d", len(p.IDs), store.MaxListLimit)
+	}
+	ids, err := json.Marshal(p.IDs)
+	if err != nil {
+		return nil, fmt.Errorf("endpoint figures: %w", err)
+	}
+	limit := p.CountLimit()
+	rows, err := s.reader.QueryContext(ctx, figuresQuery, string(ids), micros(now(p.Now)), limit)
+	if err != nil {
+		return nil, fmt.Errorf("endpoint figures: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, raw, attempts string
+		var inFlight, dueNew, dueRetries, dead int
+		if err := rows.Scan(&id, &raw, &attempts, &inFlight, &dueNew, &dueRetries, &dead); err != nil {
+			return nil, fmt.Errorf("endpoint figures: %w", err)
+		}
+		h, err := decodeHealth(raw)
+		if err != nil {
+			return nil, fmt.Errorf("endpoint figures of %s: decode health: %w", id, err)
+		}
+		var counts [2]int
+		if err := json.Unmarshal([]byte(attempts), &counts); err != nil {
+			return nil, fmt.Errorf("endpoint figures of %s: attempts: %w", id, err)
+		}
+		h.Attempts1h = counts[0]
+		if counts[0] > 0 {
+			rate := float64(counts[1]) / float64(counts[0])
+			h.SuccessRate1h = &rate
+		}
+		h.InFlight = inFlight
+		h.Due = min(dueNew+dueRetries, limit)
+		h.Dead = dead
+		out[id] = &h
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("endpoint figures: %w", err)
+	}
+	return out, nil
+}

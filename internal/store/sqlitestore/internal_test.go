@@ -172,7 +172,40 @@ func TestHotQueriesUseTheirIndexes(t *testing.T) {
 	t.Run("BreakerWindow", func(t *testing.T) {
 		t.Parallel()
 		plan := queryPlan(t, s, windowQuery, "ep_x", int64(0), int64(1))
-		require.Contains(t, plan, "attempts_endpoint (endpoint_id=? AND attempted_at>? AND attempted_at<?)")
+		require.Contains(t, plan, "COVERING INDEX attempts_endpoint_status (endpoint_id=? AND attempted_at>? AND attempted_at<?)")
+	})
+	t.Run("EndpointFigures", func(t *testing.T) {
+		t.Parallel()
+		plan := queryPlan(t, s, figuresQuery, `["ep_x"]`, int64(0), store.FigureLimit)
+		// Every figure is a range of an index, none a walk of the
+		// endpoint's deliveries or of the attempts' rows.
+		for _, want := range []string{
+			"COVERING INDEX attempts_endpoint_status (endpoint_id=? AND attempted_at>? AND attempted_at<?)",
+			"deliveries_in_flight (endpoint_id=? AND due_at>?)",
+			"deliveries_endpoint_queue (endpoint_id=? AND <expr>=? AND due_at<?)",
+			"deliveries_dead (endpoint_id=?)",
+		} {
+			require.Contains(t, plan, want)
+		}
+		require.NotContains(t, plan, "SCAN d")
+		require.NotContains(t, plan, "SCAN a")
+		require.NotContains(t, plan, "SCAN e")
+	})
+	t.Run("EndpointSorts", func(t *testing.T) {
+		t.Parallel()
+		for _, sort := range store.EndpointSorts() {
+			for _, consumer := range []string{"", "c1"} {
+				for _, cursor := range []string{"", store.EndpointCursor(sort, &herald.Endpoint{ID: "ep_x", ConsumerID: "c", URL: "u"})} {
+					query, args, err := endpointListQuery(&store.EndpointListParams{ConsumerID: consumer, Sort: sort, Cursor: cursor}, 50)
+					require.NoError(t, err)
+					plan := queryPlan(t, s, query, args...)
+					require.NotContains(t, plan, "TEMP B-TREE", "%s: the index gives the order", query)
+					if key, _ := sort.Key(); key == "url" {
+						require.Contains(t, plan, "endpoints_", query)
+					}
+				}
+			}
+		}
 	})
 }
 

@@ -71,6 +71,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"FIFO", fifoCases()},
 		{"Notify", notifyCases()},
 		{"Health", healthCases()},
+		{"Figures", figuresCases()},
 		{"APIKey", apiKeyCases()},
 		{"PortalSession", portalCases()},
 		{"OperatorSession", operatorSessionCases()},
