@@ -19,9 +19,9 @@ import (
 // chromiumPath is Debian's chromium, which .ci/run installs when missing.
 const chromiumPath = "/usr/bin/chromium"
 
-// newBrowser starts a headless chromium with a fresh profile and returns a
-// tab's context; both end with the test.
-func newBrowser(t *testing.T) context.Context {
+// newBrowser starts a headless chromium with a fresh profile (and the
+// extra options given) and returns a tab's context; both end with the test.
+func newBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {
 		t.Fatalf("the page tests need Debian's chromium at %s (apt-get install chromium): %v", chromiumPath, err)
@@ -37,6 +37,7 @@ func newBrowser(t *testing.T) context.Context {
 		chromedp.NoFirstRun,
 		chromedp.WindowSize(1280, 900),
 	)
+	opts = append(opts, extra...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelTab := chromedp.NewContext(actx)
 	ctx, cancelTime := context.WithTimeout(ctx, 45*time.Second)

@@ -85,6 +85,8 @@ type options struct {
 	leaseMargin time.Duration // 0: the default
 	logger      *slog.Logger  // nil: discard
 	smtpURL     string        // --smtp-url; the node runs its mailer
+	// frameAncestors may frame the portal (--portal-frame-ancestors).
+	frameAncestors []string
 }
 
 // setup starts a Herald on db with the test clock and a running dispatcher.
@@ -101,6 +103,7 @@ func setup(t *testing.T, db string, opts ...func(*options)) *env {
 	cfg.AllowPrivateNetworks = !o.denyPrivate
 	cfg.Concurrency = o.concurrency
 	cfg.PollInterval = pollInterval
+	cfg.PortalFrameAncestors = o.frameAncestors
 	if o.leaseMargin > 0 {
 		cfg.LeaseMargin = o.leaseMargin
 	}
