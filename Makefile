@@ -39,9 +39,9 @@ fuzz: ## Run each fuzz target for FUZZTIME (1m), one after the other; a failing 
 bench: ## Run the Go benchmarks of the hot paths (signing, sending, ingest through the store and the API, the event type check, claim, outcome writes on SQLite and PostgreSQL, idle latency); on a quiet machine
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./internal/sender ./internal/store/sqlitestore ./internal/store/pgstore ./internal/catalog ./internal/api ./internal/e2e
 
-screenshots: ## Write a PNG of each dashboard page to docs/ (drives /usr/bin/chromium, headless, through the browser test)
+screenshots: ## Write a PNG of each dashboard and portal page to docs/ (drives /usr/bin/chromium, headless, through the browser test)
 	mkdir -p docs
-	HERALD_SCREENSHOTS=$(CURDIR)/docs $(GO) test -count=1 -run '^TestDashboardInABrowser$$' ./internal/e2e
+	HERALD_SCREENSHOTS=$(CURDIR)/docs $(GO) test -count=1 -run '^(TestDashboardInABrowser|TestPortalInABrowser|TestPortalFramedInABrowser)$$' ./internal/e2e
 
 run: ## Run herald serve on ./herald.db
 	$(GO) run ./cmd/herald serve

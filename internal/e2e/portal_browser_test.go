@@ -129,8 +129,10 @@ func TestPortalInABrowser(t *testing.T) {
 // than the portal's http://127.0.0.1:…) shows the portal in an iframe, in
 // a browser that blocks third-party cookies; the link opened in the frame
 // signs in (its partitioned cookie is sent from the frame), and a form in
-// the frame (sending a test event) goes through its CSRF checks. A site
-// not named cannot frame it.
+// the frame (sending a test event) goes through its CSRF checks. It fails
+// with the portal's SameSite=Strict cookie (not sent into a cross-site
+// frame) and with SameSite=None alone (a blocked third-party cookie): the
+// cookie must be partitioned (CHIPS).
 func TestPortalFramedInABrowser(t *testing.T) {
 	t.Parallel()
 	var frameSrc atomic.Value
