@@ -172,6 +172,17 @@ func TestPortalFramedInABrowser(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, chromedp.Do(ctx, chromedp.Click(chromedp.CSS(sel), chromedp.FromNode(frames[0]))))
 	}
+	// The dashboard stays unframeable whatever the portal allows.
+	res, err := http.Get(e.api.URL + "/ui/sign-in")
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Contains(t, res.Header.Get("Content-Security-Policy"), "frame-ancestors 'none'")
+	require.Equal(t, "DENY", res.Header.Get("X-Frame-Options"))
+	res, err = http.Get(e.api.URL + "/portal/nowhere/else")
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Contains(t, res.Header.Get("Content-Security-Policy"), "frame-ancestors "+parentURL+";")
+
 	frameSrc.Store(e.portalLink("acme"))
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(parentURL+"/"), chromedp.WaitVisible(chromedp.CSS("#app"))))
 	epLink := `a[href="/portal/endpoints/` + ep.ID + `"]`
