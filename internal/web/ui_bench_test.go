@@ -14,6 +14,7 @@ import (
 
 	"github.com/heraldhooks/herald/internal/api"
 	"github.com/heraldhooks/herald/internal/auth"
+	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore"
 	"github.com/heraldhooks/herald/internal/testdb"
 	"github.com/heraldhooks/herald/internal/web"
@@ -43,14 +44,7 @@ const (
 // 0.5 % cancelled, 0.5 % pending and due, and 0.5 % pending for later.
 func BenchmarkUIPages(b *testing.B) {
 	ctx := b.Context()
-	deliveries := benchDeliveries
-	if v := os.Getenv("HERALD_BENCH_DELIVERIES"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < benchEndpoints/benchConsumers {
-			b.Fatalf("HERALD_BENCH_DELIVERIES=%q: want a number of deliveries, at least %d", v, benchEndpoints/benchConsumers)
-		}
-		deliveries = n
-	}
+	deliveries := benchSize(b)
 	path := testdb.SQLitePath(b)
 	st, err := sqlitestore.Open(ctx, path, nil)
 	if err != nil {
@@ -59,18 +53,7 @@ func BenchmarkUIPages(b *testing.B) {
 	if err := st.Migrate(ctx); err != nil {
 		b.Fatal(err)
 	}
-	srv := api.New(api.Config{Store: st, APIKeyHash: sha256.Sum256([]byte(operatorKey)), AllowPrivateNetworks: true})
-	op := auth.Operator("")
-	var ep wire.Endpoint
-	if err := srv.Call(ctx, op, http.MethodPost, "/v1/endpoints", map[string]any{"consumer_id": "c0", "url": "http://127.0.0.1:9/hook/0"}, &ep); err != nil {
-		b.Fatal(err)
-	}
-	var res wire.IngestResult
-	if err := srv.Call(ctx, op, http.MethodPost, "/v1/events", map[string]any{"consumer_id": "c0", "event_type": "order.created",
-		"payload": map[string]any{"n": 0, "note": strings.Repeat("x", 200)}}, &res); err != nil {
-		b.Fatal(err)
-	}
-	someEndpoint, someEvent, someDelivery := ep.ID, res.ID, res.Deliveries[0].ID
+	ep, ev, dlv := seedTemplates(b, st)
 	if err := st.Close(); err != nil {
 		b.Fatal(err)
 	}
@@ -85,7 +68,47 @@ func BenchmarkUIPages(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { st.Close() })
-	srv = api.New(api.Config{Store: st, APIKeyHash: sha256.Sum256([]byte(operatorKey)), AllowPrivateNetworks: true})
+	benchPages(b, st, ep, ev, dlv)
+}
+
+// benchSize is how many deliveries the benchmark makes: benchDeliveries,
+// or HERALD_BENCH_DELIVERIES.
+func benchSize(b *testing.B) int {
+	b.Helper()
+	v := os.Getenv("HERALD_BENCH_DELIVERIES")
+	if v == "" {
+		return benchDeliveries
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < benchEndpoints/benchConsumers {
+		b.Fatalf("HERALD_BENCH_DELIVERIES=%q: want a number of deliveries, at least %d", v, benchEndpoints/benchConsumers)
+	}
+	return n
+}
+
+// seedTemplates makes, through the API, the endpoint and the event (with
+// its delivery) that the bulk fill copies, and returns their ids.
+func seedTemplates(b *testing.B, st store.Store) (endpoint, event, delivery string) {
+	b.Helper()
+	ctx := b.Context()
+	srv := api.New(api.Config{Store: st, APIKeyHash: sha256.Sum256([]byte(operatorKey)), AllowPrivateNetworks: true})
+	op := auth.Operator("")
+	var ep wire.Endpoint
+	if err := srv.Call(ctx, op, http.MethodPost, "/v1/endpoints", map[string]any{"consumer_id": "c0", "url": "http://127.0.0.1:9/hook/0"}, &ep); err != nil {
+		b.Fatal(err)
+	}
+	var res wire.IngestResult
+	if err := srv.Call(ctx, op, http.MethodPost, "/v1/events", map[string]any{"consumer_id": "c0", "event_type": "order.created",
+		"payload": map[string]any{"n": 0, "note": strings.Repeat("x", 200)}}, &res); err != nil {
+		b.Fatal(err)
+	}
+	return ep.ID, res.ID, res.Deliveries[0].ID
+}
+
+// benchPages signs in and renders each page of the dashboard over st.
+func benchPages(b *testing.B, st store.Store, someEndpoint, someEvent, someDelivery string) {
+	b.Helper()
+	srv := api.New(api.Config{Store: st, APIKeyHash: sha256.Sum256([]byte(operatorKey)), AllowPrivateNetworks: true})
 	ui := web.NewUI(web.UIConfig{API: srv, Sessions: st})
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest(http.MethodPost, "/ui/sign-in", strings.NewReader(url.Values{"api_key": {operatorKey}}.Encode()))

@@ -46,14 +46,21 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 		return nil, fmt.Errorf("stats: %w", err)
 	}
 
+	// The due ones are counted as the live rows due (deliveries_due_idx)
+	// less the leases run out (deliveries_leased_idx, as many entries as
+	// deliveries in flight), so that the count reads the due index alone;
+	// the oldest is the first pending row in due order.
 	var now time.Time
 	var oldest *time.Time
 	err := s.pool.QueryRow(ctx, `
-		SELECT n.t, count(d.id), min(d.due_at)
-		FROM (SELECT coalesce($1::timestamptz, now()) AS t) AS n
-		LEFT JOIN deliveries d
-			ON d.status IN ('pending', 'delivering') AND d.status = 'pending' AND d.due_at <= n.t`+consumer+`
-		GROUP BY n.t`, dueArgs...).Scan(&now, &st.DueNow, &oldest)
+		SELECT n.t,
+			(SELECT count(*) FROM deliveries d
+				WHERE d.status IN ('pending', 'delivering') AND d.due_at <= n.t`+consumer+`)
+			- (SELECT count(*) FROM deliveries d
+				WHERE d.status = 'delivering' AND d.due_at <= n.t`+consumer+`),
+			(SELECT min(d.due_at) FROM deliveries d
+				WHERE d.status IN ('pending', 'delivering') AND d.status = 'pending' AND d.due_at <= n.t`+consumer+`)
+		FROM (SELECT coalesce($1::timestamptz, now()) AS t) AS n`, dueArgs...).Scan(&now, &st.DueNow, &oldest)
 	if err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
 	}

@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 
 	"github.com/heraldhooks/herald"
@@ -50,11 +51,28 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 
 	// The due index holds only live rows, the due ones first: this reads
 	// the due queue, not every pending retry (one consumer's figures are
-	// those of its rows in the due queue).
+	// those of its rows in the due queue). Whether a row is pending or
+	// leased is not in that index, so the due ones are counted as the live
+	// rows due (the index alone: no row is read) less the leases run out
+	// (the in-flight index, as many entries as deliveries in flight), and
+	// the oldest is the first pending row in due order.
+	var live, expired int64
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM deliveries INDEXED BY deliveries_due
+		WHERE status IN `+liveStatuses+` AND due_at <= ?`+consumer,
+		append([]any{micros(t)}, args...)...).Scan(&live); err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM deliveries INDEXED BY deliveries_in_flight
+		WHERE status = 'delivering' AND due_at <= ?`+consumer,
+		append([]any{micros(t)}, args...)...).Scan(&expired); err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	st.DueNow = live - expired
 	var oldest sql.NullInt64
-	if err := tx.QueryRowContext(ctx, `SELECT count(*), min(due_at) FROM deliveries INDEXED BY deliveries_due
-		WHERE status IN `+liveStatuses+` AND due_at <= ? AND status = 'pending'`+consumer,
-		append([]any{micros(t)}, args...)...).Scan(&st.DueNow, &oldest); err != nil {
+	err = tx.QueryRowContext(ctx, `SELECT due_at FROM deliveries INDEXED BY deliveries_due
+		WHERE status IN `+liveStatuses+` AND due_at <= ? AND status = 'pending'`+consumer+` ORDER BY due_at LIMIT 1`,
+		append([]any{micros(t)}, args...)...).Scan(&oldest)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
 	if oldest.Valid {
