@@ -384,7 +384,7 @@ func (p *EndpointFiguresParams) CountLimit() int {
 
 // FigureLimit is where EndpointFigures stops counting: a figure of
 // FigureLimit means at least that many.
-const FigureLimit = 10_000
+const FigureLimit = 1_000
 
 // EndpointUpdateParams carries the endpoint's new settings; Endpoint.ID
 // names the endpoint.

@@ -31,6 +31,9 @@ const (
 	benchEndpoints  = 100_000
 	benchConsumers  = 1_000
 	benchDeliveries = 500_000
+	// benchAttempts is how many attempts in the last hour each endpoint of
+	// the endpoints table's first page has: more than store.FigureLimit.
+	benchAttempts = 1_200
 )
 
 // BenchmarkUIPages renders each dashboard page, server side, as a signed-in
@@ -41,7 +44,9 @@ const (
 // The rows are written straight into the database (bulkFill), copied from
 // an endpoint and an event made through the API, so that millions of them
 // take minutes, not hours: of the deliveries, 97 % delivered, 1.5 % dead,
-// 0.5 % cancelled, 0.5 % pending and due, and 0.5 % pending for later.
+// 0.5 % cancelled, 0.5 % pending and due, and 0.5 % pending for later;
+// and the endpoints table's first page has benchAttempts attempts an
+// endpoint in the last hour.
 func BenchmarkUIPages(b *testing.B) {
 	ctx := b.Context()
 	deliveries := benchSize(b)
@@ -123,6 +128,9 @@ func benchPages(b *testing.B, st store.Store, someEndpoint, someEvent, someDeliv
 		{"Overview", "/ui/"},
 		{"Endpoints", "/ui/endpoints"},
 		{"EndpointsOfAConsumer", "/ui/endpoints?consumer_id=c7"},
+		{"EndpointsByURL", "/ui/endpoints?sort=url"},
+		{"EndpointsByConsumerDescending", "/ui/endpoints?sort=-consumer"},
+		{"EndpointsOfAConsumerByURL", "/ui/endpoints?consumer_id=c7&sort=-url"},
 		{"Endpoint", "/ui/endpoints/" + someEndpoint},
 		{"Events", "/ui/events"},
 		{"EventsOfATypeAndConsumer", "/ui/events?event_type=order.created&consumer_id=c7"},
@@ -266,6 +274,14 @@ func bulkFill(b *testing.B, path string, events int) {
 				ON p.consumer_id = e.consumer_id AND p.deleted_at IS NULL AND p.id LIKE 'ep_bench%'
 		WHERE e.id LIKE 'evt_bench%'`)
 	exec(`UPDATE sequences SET value = (SELECT max(seq) FROM deliveries) WHERE name = 'delivery_seq'`)
+	// The endpoints table's first page (the newest 50 endpoints) each with
+	// benchAttempts attempts in the last hour, one in ten failed: past the
+	// limit where its figures stop counting, the most a row can cost.
+	exec(`WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < ? - 1)
+		INSERT INTO attempts (id, delivery_id, endpoint_id, number, attempted_at, duration_ns, status_code, response, error)
+		SELECT printf('att_bench%09d', n.i), 'dlv_bench', printf('ep_bench%07d', ? - 1 - n.i % 50), 1,
+			? - (n.i * 3599000000 / ?), 50000000, CASE WHEN n.i % 10 = 0 THEN 500 ELSE 200 END, x'', '' FROM n`,
+		50*benchAttempts, benchEndpoints, nowUS, 50*benchAttempts)
 	for _, q := range indexes {
 		exec(q)
 	}

@@ -33,7 +33,7 @@ type uiEndpointRow struct {
 	Score, ScoreClass string
 	// Rate is the last hour's success rate, "—" without attempts.
 	Rate string
-	// InFlight, Due and Dead are counts, "10,000+" at store.FigureLimit,
+	// InFlight, Due and Dead are counts, "1,000+" at store.FigureLimit,
 	// "—" where the answer has none.
 	InFlight, Due, Dead string
 	// HasDead: the endpoint has dead deliveries to look at.

@@ -78,7 +78,7 @@ type EndpointHealth struct {
 	// an attempt in the last hour; herald.HealthScore). They are filled
 	// where the hour's figures are (GET one endpoint, and lists with
 	// include=health), and nil elsewhere. Counts stop at
-	// store.FigureLimit (10,000), which then means at least that many.
+	// store.FigureLimit (1,000), which then means at least that many.
 	InFlight *int `json:"in_flight"`
 	Due      *int `json:"due"`
 	Dead     *int `json:"dead"`
