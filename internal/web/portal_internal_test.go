@@ -30,7 +30,7 @@ func TestEndpointNotice(t *testing.T) {
 			"error", []string{"disabled", "Why: maintenance."}},
 		{"DisabledFor410", wire.Endpoint{DisabledReason: "gone"}, failed, "error", []string{"410 Gone", "Last failure: HTTP 502 (delivery dlv_1)."}},
 		{"DisabledAutomatically", wire.Endpoint{DisabledReason: "auto_disabled", AutoDisableAfterFailures: 100, AutoDisableAfter: wire.Duration(24 * time.Hour)}, nil,
-			"error", []string{"failed for too long (100 failures in a row, or no success for 24h0m0s across at least 10 failures)"}},
+			"error", []string{"failed for too long (100 failures in a row, or no success for 24h across at least 10 failures)"}},
 		{"BreakerOpen", wire.Endpoint{Enabled: true, Health: wire.EndpointHealth{BreakerState: "open", ConsecutiveFailures: 5, FailingSince: &since, ProbeAt: &probe}}, timedOut,
 			"error", []string{"paused deliveries", "5 attempts in a row failed, since 2026-03-04 05:06:07 UTC.", "tries again at 2026-03-04 05:11:07 UTC", "Last failure: timeout after 10s (delivery dlv_2)."}},
 		{"BreakerHalfOpen", wire.Endpoint{Enabled: true, Health: wire.EndpointHealth{BreakerState: "half_open", ConsecutiveFailures: 6, FailingSince: &since, LastFailureAt: &probe}}, nil,

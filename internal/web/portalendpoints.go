@@ -111,7 +111,7 @@ func disabledWhy(ep *wire.Endpoint) string {
 		return "it answered 410 Gone, which says the address is no more"
 	case breaker.DisabledAutomatically:
 		return fmt.Sprintf("Herald disabled it after it failed for too long (%d failures in a row, or no success for %s across at least %d failures)",
-			ep.AutoDisableAfterFailures, time.Duration(ep.AutoDisableAfter), herald.AutoDisableMinFailures)
+			ep.AutoDisableAfterFailures, ep.AutoDisableAfter, herald.AutoDisableMinFailures)
 	}
 	return reason
 }
