@@ -382,9 +382,32 @@ func (rc *receiver) all() []hit {
 }
 
 // waitHits waits until the receiver has had n requests.
+//
+// It gives up when no request has arrived for a minute, or after ten:
+// a run that is slow but moving (thousands of deliveries with -race on a
+// loaded machine) is not a failure, one that stopped is.
 func (rc *receiver) waitHits(t *testing.T, n int) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("%d requests at %s", n, rc.URL), func() bool { return rc.count() >= n })
+	const stall, limit = time.Minute, 10 * time.Minute
+	start := time.Now()
+	last, moved := rc.count(), start
+	poll := time.NewTicker(5 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		c := rc.count()
+		if c >= n {
+			return
+		}
+		now := time.Now()
+		if c != last {
+			last, moved = c, now
+		}
+		if now.Sub(moved) > stall || now.Sub(start) > limit {
+			t.Fatalf("timed out waiting for %d requests at %s: %d arrived, the last %s ago, after %s",
+				n, rc.URL, c, now.Sub(moved).Round(time.Second), now.Sub(start).Round(time.Second))
+		}
+		<-poll.C
+	}
 }
 
 // tick advances the test clock by d and waits until every dispatcher has
