@@ -30,6 +30,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/heraldhooks/herald"
 	"github.com/heraldhooks/herald/internal/auth"
@@ -232,7 +233,11 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 // its handler runs.
 func (s *Server) handle(rt Route) {
 	s.mux.HandleFunc(rt.Method+" "+rt.Path, func(w http.ResponseWriter, r *http.Request) {
-		scoped, err := s.authorize(r, rt.Access)
+		err := plainText(r)
+		var scoped *http.Request
+		if err == nil {
+			scoped, err = s.authorize(r, rt.Access)
+		}
 		if err == nil {
 			err = rt.handler(w, scoped)
 		}
@@ -514,6 +519,32 @@ func jsonKind(goType string) string {
 		return "a Go duration string such as \"30s\""
 	}
 	return "an object"
+}
+
+// plainText refuses, before the scope rule or the store sees them, a
+// path's {id} and query values that no text column can hold: a NUL byte
+// or invalid UTF-8, which PostgreSQL refuses with an error (a 500 that
+// any key, a portal page's address included, could provoke and fill the
+// log with). Such an id names nothing, so it answers 404 not_found as an
+// id that does not exist; such a query value is 400 invalid_parameter.
+func plainText(r *http.Request) error {
+	if id := r.PathValue("id"); !isText(id) {
+		return &apiError{http.StatusNotFound, "not_found", fmt.Sprintf("nothing has id %q", id)}
+	}
+	for name, values := range r.URL.Query() {
+		for _, v := range append(values, name) {
+			if !isText(v) {
+				return badRequest("invalid_parameter",
+					"query parameter %q is not text: it holds a NUL byte or invalid UTF-8", name)
+			}
+		}
+	}
+	return nil
+}
+
+// isText reports whether s is valid UTF-8 without a NUL byte.
+func isText(s string) bool {
+	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
 }
 
 // checkQuery rejects query parameters other than allowed, so a misspelt

@@ -18,6 +18,7 @@ import (
 	"github.com/heraldhooks/herald/internal/api"
 	"github.com/heraldhooks/herald/internal/clock"
 	"github.com/heraldhooks/herald/internal/store"
+	"github.com/heraldhooks/herald/internal/store/pgstore"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore"
 	"github.com/heraldhooks/herald/internal/testdb"
 )
@@ -45,7 +46,12 @@ type options struct {
 	logger *slog.Logger
 	// notify, when set, is the API's Notify.
 	notify func(herald.Notification)
+	// postgres serves a fresh PostgreSQL store instead of SQLite.
+	postgres bool
 }
+
+// onPostgres is the setup option that serves a PostgreSQL store.
+func onPostgres(o *options) { o.postgres = true }
 
 // setup serves a fresh API over a fresh SQLite store.
 func setup(t *testing.T, opts ...func(*options)) *env {
@@ -55,8 +61,20 @@ func setup(t *testing.T, opts ...func(*options)) *env {
 		f(&o)
 	}
 	ctx := context.Background()
-	st, err := sqlitestore.Open(ctx, testdb.SQLitePath(t), nil)
-	require.NoError(t, err)
+	var st interface {
+		store.Store
+		Migrate(context.Context) error
+		Close() error
+	}
+	if o.postgres {
+		pg, err := pgstore.Open(ctx, testdb.PostgresURL(t), nil)
+		require.NoError(t, err)
+		st = pg
+	} else {
+		lite, err := sqlitestore.Open(ctx, testdb.SQLitePath(t), nil)
+		require.NoError(t, err)
+		st = lite
+	}
 	t.Cleanup(func() { st.Close() })
 	require.NoError(t, st.Migrate(ctx))
 	doc, err := parseSpec()

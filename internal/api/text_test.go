@@ -1,0 +1,51 @@
+package api_test
+
+import (
+	"net/http"
+	"testing"
+)
+
+// TestTextNoColumnHoldsNeverReachesTheStore: an id in a path, or a query
+// value, with a NUL byte or invalid UTF-8 (which PostgreSQL refuses in
+// text) is answered before the store sees it, on both backends: the id
+// names nothing (404, as one that does not exist) and the query value is
+// a bad request (400), for an operator key and a consumer key alike. Before,
+// PostgreSQL's refusal was a 500 and an error in the log, which any key
+// (and a consumer's portal page, by its address) could provoke.
+func TestTextNoColumnHoldsNeverReachesTheStore(t *testing.T) {
+	t.Parallel()
+	for name, opts := range map[string][]func(*options){"SQLite": nil, "PostgreSQL": {onPostgres}} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := setup(t, opts...)
+			var key struct {
+				Key string `json:"key"`
+			}
+			e.do("POST", "/v1/api-keys", `{"name":"c1","scope":"consumer","consumer_id":"c1"}`).must(http.StatusCreated, &key)
+			for _, k := range []string{testKey, key.Key} {
+				for _, odd := range []string{"%00", "ep_%00", "%FF", "dlv_%C3"} {
+					for _, c := range []struct{ method, path string }{
+						{"GET", "/v1/endpoints/" + odd},
+						{"PATCH", "/v1/endpoints/" + odd},
+						{"POST", "/v1/endpoints/" + odd + "/test"},
+						{"GET", "/v1/events/" + odd},
+						{"GET", "/v1/deliveries/" + odd},
+						{"GET", "/v1/deliveries/" + odd + "/attempts"},
+						{"POST", "/v1/deliveries/" + odd + "/replay"},
+					} {
+						var body any
+						if c.method != "GET" {
+							body = `{}`
+						}
+						e.doKey(k, c.method, c.path, body).apiErr(http.StatusNotFound, "not_found")
+					}
+					for _, q := range []string{"event_type", "endpoint_id", "event_id", "cursor"} {
+						e.doKey(k, "GET", "/v1/deliveries?"+q+"="+odd, nil).apiErr(http.StatusBadRequest, "invalid_parameter")
+					}
+					e.doKey(k, "GET", "/v1/endpoints?cursor="+odd, nil).apiErr(http.StatusBadRequest, "invalid_parameter")
+					e.doKey(k, "GET", "/v1/events?event_type="+odd, nil).apiErr(http.StatusBadRequest, "invalid_parameter")
+				}
+			}
+		})
+	}
+}
