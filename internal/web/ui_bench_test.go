@@ -37,7 +37,8 @@ const (
 )
 
 // BenchmarkUIPages renders each dashboard page, server side, as a signed-in
-// operator, on SQLite with 100,000 endpoints and benchDeliveries
+// operator, and each page of the consumer portal as consumer c0 (whose 100
+// endpoints' deliveries are as many as any other's), on SQLite with 100,000 endpoints and benchDeliveries
 // deliveries (or HERALD_BENCH_DELIVERIES), and a day of activity. Each page
 // must answer in under 100 ms; the benchmark fails when one does not.
 //
@@ -124,28 +125,44 @@ func benchPages(b *testing.B, st store.Store, someEndpoint, someEvent, someDeliv
 		b.Fatalf("sign-in answered %d", rec.Code)
 	}
 
-	for _, page := range []struct{ name, path string }{
-		{"Overview", "/ui/"},
-		{"Endpoints", "/ui/endpoints"},
-		{"EndpointsOfAConsumer", "/ui/endpoints?consumer_id=c7"},
-		{"EndpointsByURL", "/ui/endpoints?sort=url"},
-		{"EndpointsByConsumerDescending", "/ui/endpoints?sort=-consumer"},
-		{"EndpointsOfAConsumerByURL", "/ui/endpoints?consumer_id=c7&sort=-url"},
-		{"Endpoint", "/ui/endpoints/" + someEndpoint},
-		{"Events", "/ui/events"},
-		{"EventsOfATypeAndConsumer", "/ui/events?event_type=order.created&consumer_id=c7"},
-		{"Event", "/ui/events/" + someEvent},
-		{"DeadLetters", "/ui/dead"},
-		{"Delivery", "/ui/deliveries/" + someDelivery},
-	} {
+	portal, portalCookie := benchPortal(b, srv, st)
+	pages := []struct {
+		name, path string
+		handler    http.Handler
+		cookie     *http.Cookie
+	}{
+		{"Overview", "/ui/", nil, nil},
+		{"Endpoints", "/ui/endpoints", nil, nil},
+		{"EndpointsOfAConsumer", "/ui/endpoints?consumer_id=c7", nil, nil},
+		{"EndpointsByURL", "/ui/endpoints?sort=url", nil, nil},
+		{"EndpointsByConsumerDescending", "/ui/endpoints?sort=-consumer", nil, nil},
+		{"EndpointsOfAConsumerByURL", "/ui/endpoints?consumer_id=c7&sort=-url", nil, nil},
+		{"Endpoint", "/ui/endpoints/" + someEndpoint, nil, nil},
+		{"Events", "/ui/events", nil, nil},
+		{"EventsOfATypeAndConsumer", "/ui/events?event_type=order.created&consumer_id=c7", nil, nil},
+		{"Event", "/ui/events/" + someEvent, nil, nil},
+		{"DeadLetters", "/ui/dead", nil, nil},
+		{"Delivery", "/ui/deliveries/" + someDelivery, nil, nil},
+		{"PortalEndpoints", "/portal/", portal, portalCookie},
+		{"PortalEndpoint", "/portal/endpoints/" + someEndpoint, portal, portalCookie},
+		{"PortalLog", "/portal/deliveries", portal, portalCookie},
+		{"PortalLogOfAnEndpoint", "/portal/deliveries?status=dead&endpoint_id=" + someEndpoint, portal, portalCookie},
+		{"PortalDelivery", "/portal/deliveries/" + someDelivery, portal, portalCookie},
+		{"PortalEvent", "/portal/events/" + someEvent, portal, portalCookie},
+	}
+	for _, page := range pages {
+		h, cookie := http.Handler(ui), cookies[0]
+		if page.handler != nil {
+			h, cookie = page.handler, page.cookie
+		}
 		b.Run(page.name, func(b *testing.B) {
 			var worst time.Duration
 			for b.Loop() {
 				req := httptest.NewRequest(http.MethodGet, page.path, nil)
-				req.AddCookie(cookies[0])
+				req.AddCookie(cookie)
 				rec := httptest.NewRecorder()
 				t0 := time.Now()
-				ui.ServeHTTP(rec, req)
+				h.ServeHTTP(rec, req)
 				worst = max(worst, time.Since(t0))
 				if rec.Code != http.StatusOK {
 					b.Fatalf("%s answered %d: %s", page.path, rec.Code, rec.Body.String())
@@ -157,6 +174,31 @@ func benchPages(b *testing.B, st store.Store, someEndpoint, someEvent, someDeliv
 			}
 		})
 	}
+}
+
+// benchPortal is the consumer portal over srv and st, and the cookie of a
+// portal session of consumer c0 (the consumer of the endpoint, event and
+// delivery the pages show), opened through its one-time link.
+func benchPortal(b *testing.B, srv *api.Server, st store.Store) (http.Handler, *http.Cookie) {
+	b.Helper()
+	portal := web.NewPortal(web.PortalConfig{Store: st, API: srv})
+	var link struct {
+		URL string `json:"url"`
+	}
+	if err := srv.Call(b.Context(), auth.Operator(""), http.MethodPost, "/v1/consumers/c0/portal-sessions", map[string]any{}, &link); err != nil {
+		b.Fatal(err)
+	}
+	u, err := url.Parse(link.URL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	portal.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, u.Path, nil))
+	cookies := rec.Result().Cookies()
+	if rec.Code != http.StatusSeeOther || len(cookies) == 0 {
+		b.Fatalf("the portal link answered %d: %s", rec.Code, rec.Body.String())
+	}
+	return portal, cookies[0]
 }
 
 // bulkFill writes the benchmark's rows straight into the SQLite file at
