@@ -457,8 +457,10 @@ func (s *Server) applyEndpoint(ep *herald.Endpoint, req *wire.EndpointRequest, p
 	if isNull("description") {
 		ep.Description = ""
 	} else if req.Description != nil {
-		if len(*req.Description) > maxDescriptionLen {
-			return badRequest("invalid_description", "description must be at most %d bytes", maxDescriptionLen)
+		// A NUL byte is refused as no text column holds it (PostgreSQL
+		// answered it with an error, a 500).
+		if len(*req.Description) > maxDescriptionLen || strings.IndexByte(*req.Description, 0) >= 0 {
+			return badRequest("invalid_description", "description must be at most %d bytes, without a NUL byte", maxDescriptionLen)
 		}
 		ep.Description = *req.Description
 	}

@@ -3,6 +3,8 @@ package api_test
 import (
 	"net/http"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 )
 
 // TestTextNoColumnHoldsNeverReachesTheStore: an id in a path, or a query
@@ -46,6 +48,26 @@ func TestTextNoColumnHoldsNeverReachesTheStore(t *testing.T) {
 					e.doKey(k, "GET", "/v1/events?event_type="+odd, nil).apiErr(http.StatusBadRequest, "invalid_parameter")
 				}
 			}
+		})
+	}
+}
+
+// TestEndpointDescriptionWithoutNUL: a description holding a NUL byte (JSON
+// "\u0000", or a portal form's %00) is refused with 400 on both backends;
+// PostgreSQL, which holds no NUL in text, answered it with a 500 before.
+func TestEndpointDescriptionWithoutNUL(t *testing.T) {
+	t.Parallel()
+	for name, opts := range map[string][]func(*options){"SQLite": nil, "PostgreSQL": {onPostgres}} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := setup(t, opts...)
+			ep := e.createEndpoint(map[string]any{"consumer_id": "c1", "description": "orders"})
+			e.do("POST", "/v1/endpoints", `{"consumer_id":"c1","url":"https://example.com/hooks","description":"a\u0000b"}`).
+				apiErr(http.StatusBadRequest, "invalid_description")
+			e.do("PATCH", "/v1/endpoints/"+ep.ID, `{"description":"a\u0000b"}`).apiErr(http.StatusBadRequest, "invalid_description")
+			var got endpointOut
+			e.do("GET", "/v1/endpoints/"+ep.ID, nil).must(http.StatusOK, &got)
+			require.Equal(t, "orders", got.Description)
 		})
 	}
 }
