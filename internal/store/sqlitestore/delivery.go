@@ -80,8 +80,42 @@ func (s *Store) DeliveryGet(ctx context.Context, id string) (*herald.Delivery, e
 // DeliveryList lists deliveries newest first.
 func (s *Store) DeliveryList(ctx context.Context, p *store.DeliveryListParams) (*store.Page[*herald.Delivery], error) {
 	limit := store.ClampLimit(p.Limit)
+	query, args := deliveryListQuery(p, limit)
+	rows, err := s.reader.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list deliveries: %w", err)
+	}
+	defer rows.Close()
+	var items []*herald.Delivery
+	for rows.Next() {
+		d, err := scanDelivery(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list deliveries: %w", err)
+		}
+		items = append(items, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list deliveries: %w", err)
+	}
+	return page(items, limit, func(d *herald.Delivery) string { return d.ID }), nil
+}
+
+// deliveryListQuery is DeliveryList's query, newest first, limit+1 rows.
+// With an endpoint it reads that endpoint's index, never the status index:
+// SQLite would otherwise walk every dead delivery of every endpoint in id
+// order (the order asked) for the few of one, 166 ms with 150,000 dead
+// among 10 million. Its dead deliveries come from the partial index that
+// holds dead rows only, sorted (as many as its dead-letter queue holds),
+// its others from its own deliveries in id order.
+func deliveryListQuery(p *store.DeliveryListParams, limit int) (string, []any) {
 	w := &where{}
-	if p.Status != "" {
+	deadOfEndpoint := p.EndpointID != "" && p.Status == herald.StatusDead
+	switch {
+	case deadOfEndpoint:
+		// A literal: SQLite uses a partial index only for a query whose
+		// terms imply the index's own.
+		w.add("status = 'dead'")
+	case p.Status != "":
 		w.add("status = ?", string(p.Status))
 	}
 	if p.EndpointID != "" {
@@ -99,24 +133,14 @@ func (s *Store) DeliveryList(ctx context.Context, p *store.DeliveryListParams) (
 	if p.Cursor != "" {
 		w.add("id < ?", p.Cursor)
 	}
-	rows, err := s.reader.QueryContext(ctx, `SELECT `+deliveryColumns+` FROM deliveries`+w.String()+
-		` ORDER BY id DESC LIMIT ?`, append(w.args, limit+1)...)
-	if err != nil {
-		return nil, fmt.Errorf("list deliveries: %w", err)
+	from := " FROM deliveries"
+	switch {
+	case deadOfEndpoint:
+		from += " INDEXED BY deliveries_dead"
+	case p.EndpointID != "" && p.EventID == "":
+		from += " INDEXED BY deliveries_endpoint"
 	}
-	defer rows.Close()
-	var items []*herald.Delivery
-	for rows.Next() {
-		d, err := scanDelivery(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list deliveries: %w", err)
-		}
-		items = append(items, d)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list deliveries: %w", err)
-	}
-	return page(items, limit, func(d *herald.Delivery) string { return d.ID }), nil
+	return `SELECT ` + deliveryColumns + from + w.String() + ` ORDER BY id DESC LIMIT ?`, append(w.args, limit+1)
 }
 
 // replaySet is the SET of a replay: pending, due now, a fresh budget.

@@ -174,6 +174,28 @@ func TestHotQueriesUseTheirIndexes(t *testing.T) {
 		plan := queryPlan(t, s, windowQuery, "ep_x", int64(0), int64(1))
 		require.Contains(t, plan, "COVERING INDEX attempts_endpoint_status (endpoint_id=? AND attempted_at>? AND attempted_at<?)")
 	})
+	t.Run("DeliveryListOfAnEndpoint", func(t *testing.T) {
+		t.Parallel()
+		// An endpoint's deliveries are read from its own index, its dead
+		// ones from the index of dead rows, never by a walk of every
+		// delivery of a status (the consumer's portal asks both).
+		for _, p := range []*store.DeliveryListParams{
+			{EndpointID: "ep_x", ConsumerID: "c1", Status: herald.StatusDead},
+			{EndpointID: "ep_x", Status: herald.StatusDead, Cursor: "dlv_x"},
+		} {
+			query, args := deliveryListQuery(p, 50)
+			require.Contains(t, queryPlan(t, s, query, args...), "deliveries_dead (endpoint_id=?)")
+		}
+		for _, p := range []*store.DeliveryListParams{
+			{EndpointID: "ep_x", ConsumerID: "c1", Status: herald.StatusDelivered},
+			{EndpointID: "ep_x", ConsumerID: "c1", EventType: "order.created", Cursor: "dlv_x"},
+		} {
+			query, args := deliveryListQuery(p, 50)
+			plan := queryPlan(t, s, query, args...)
+			require.Contains(t, plan, "deliveries_endpoint (endpoint_id=?")
+			require.NotContains(t, plan, "TEMP B-TREE", "no sort: the index gives the order")
+		}
+	})
 	t.Run("EndpointFigures", func(t *testing.T) {
 		t.Parallel()
 		plan := queryPlan(t, s, figuresQuery, `["ep_x"]`, int64(0), store.FigureLimit)
