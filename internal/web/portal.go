@@ -59,7 +59,8 @@ type Portal struct {
 // NewPortal returns the /portal/ handler: GET /portal/<token> opens a link;
 // the signed-in pages are the consumer's endpoints (/portal/, the home),
 // an endpoint's page and its forms, the message log
-// (/portal/deliveries), a delivery's and an event's page; POST
+// (/portal/deliveries), a delivery's and an event's page, the event type
+// catalog (/portal/event-types); POST
 // /portal/session/end signs out.
 func NewPortal(cfg PortalConfig) *Portal {
 	p := &Portal{
@@ -86,6 +87,7 @@ func NewPortal(cfg PortalConfig) *Portal {
 	p.mux.Handle("POST /portal/session/end", p.signedIn(p.signOut))
 	p.routes()
 	p.settingsRoutes()
+	p.mux.Handle("GET /portal/event-types", p.signedIn(p.eventTypes))
 	p.mux.HandleFunc("GET /portal/{token}", p.open)
 	p.mux.HandleFunc("/portal", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/portal/", http.StatusSeeOther)
@@ -172,6 +174,7 @@ func (p *Portal) refuse(w http.ResponseWriter, r *http.Request, f auth.Refusal) 
 var portalNav = []NavItem{
 	{Key: "endpoints", Label: "Endpoints", Href: "/portal/"},
 	{Key: "log", Label: "Message log", Href: "/portal/deliveries"},
+	{Key: "eventtypes", Label: "Event types", Href: "/portal/event-types"},
 	{Key: "settings", Label: "Settings", Href: "/portal/settings"},
 }
 

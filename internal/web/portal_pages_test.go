@@ -484,3 +484,39 @@ func TestPortalFraming(t *testing.T) {
 	require.Equal(t, "DENY", home.header.Get("X-Frame-Options"))
 	require.Equal(t, "same-origin", home.header.Get("Referrer-Policy"))
 }
+
+func TestPortalEventTypes(t *testing.T) {
+	t.Parallel()
+	e := setup(t, false)
+	e.operator(t, "POST", "/v1/event-types", `{"name":"order.created","description":"An order was placed.",`+
+		`"schema":{"type":"object","properties":{"order_id":{"type":"string"}}},"example":{"order_id":"ord_1"}}`, http.StatusCreated, nil)
+	e.operator(t, "POST", "/v1/event-types", `{"name":"order.note"}`, http.StatusCreated, nil)
+	p := e.openPortal(t, "cust_42")
+
+	a := p.get("/portal/event-types")
+	require.Equal(t, http.StatusOK, a.status, a.body)
+	require.Contains(t, a.body, `<a href="/portal/event-types" aria-current="page">Event types</a>`)
+	text := html.UnescapeString(a.body)
+	section := func(name string) string {
+		i := strings.Index(text, `<section class="eventtype" id="type-`+name+`">`)
+		require.GreaterOrEqual(t, i, 0, name)
+		s := text[i:]
+		return s[:strings.Index(s, "</section>")]
+	}
+	order := section("order.created")
+	require.Contains(t, order, "An order was placed.")
+	require.Contains(t, order, "<pre class=\"example\">{\n  \"order_id\": \"ord_1\"\n}</pre>")
+	require.Contains(t, order, "<pre class=\"schema\">{\n  \"type\": \"object\",")
+	note := section("order.note")
+	require.Contains(t, note, "No example.")
+	require.Contains(t, note, "No schema")
+	builtIn := herald.NotificationTypes()[0]
+	require.Contains(t, section(builtIn.Name), builtIn.Description)
+	require.NotContains(t, a.body, "<form method=\"post\" action=\"/ui/", "the portal's list is read-only")
+	require.NotContains(t, a.body, "eventtype-form")
+
+	// The portal's session is not the dashboard's, nor is its key an operator's.
+	ui := p.get("/ui/event-types")
+	require.NotEqual(t, http.StatusOK, ui.status)
+	require.NotContains(t, ui.body, "order.created")
+}

@@ -249,6 +249,7 @@ var uiNav = []NavItem{
 	{Key: "endpoints", Label: "Endpoints", Href: "/ui/endpoints"},
 	{Key: "events", Label: "Events", Href: "/ui/events"},
 	{Key: "dead", Label: "Dead letters", Href: "/ui/dead"},
+	{Key: "eventtypes", Label: "Event types", Href: "/ui/event-types"},
 }
 
 // render answers a dashboard page; s is nil when no one is signed in.
