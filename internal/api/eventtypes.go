@@ -206,6 +206,11 @@ func validateCatalogName(name string) error {
 	if herald.IsNotification(name) {
 		return badRequest("invalid_name", "name must not start with %q: those types are Herald's own notifications, built into the catalog", herald.NotifyPrefix)
 	}
+	if strings.Trim(name, ".") == "" {
+		// "." and ".." are path segments, not names: no address could
+		// reach such an entry again.
+		return badRequest("invalid_name", "name must hold a character other than \".\"")
+	}
 	return nil
 }
 

@@ -124,6 +124,8 @@ func TestEventTypes(t *testing.T) {
 			{`{"name":"bad name"}`, "invalid_name", "name"},
 			{`{"name":"herald.endpoint.failing"}`, "invalid_name", "Herald's own"},
 			{`{"name":"herald.mine"}`, "invalid_name", "Herald's own"},
+			{`{"name":"."}`, "invalid_name", "other than"},
+			{`{"name":".."}`, "invalid_name", "other than"},
 			{`{"name":"a","description":"` + strings.Repeat("x", 1025) + `"}`, "invalid_description", "1024"},
 			{`{"name":"a","schema":5}`, "invalid_schema", "object"},
 			{`{"name":"a","schema":"{}"}`, "invalid_schema", "object"},
