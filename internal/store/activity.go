@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/heraldhooks/herald"
@@ -194,4 +195,32 @@ func ActivityPoints(p *ActivitySeriesParams, now time.Time, rows func(yield func
 		}
 	})
 	return out
+}
+
+// ActivityColumns are activity_minutes' counting columns, in the order of
+// ActivityValues and ActivityDest; both backends name them alike.
+var ActivityColumns = func() []string {
+	cols := []string{"attempts", "succeeded", "failed", "retries", "exhausted"}
+	for i := range LatencyBuckets {
+		cols = append(cols, fmt.Sprintf("lat%02d", i))
+	}
+	return cols
+}()
+
+// ActivityValues are a's counts in the order of ActivityColumns.
+func ActivityValues(a *Activity) []any {
+	v := []any{a.Attempts, a.Succeeded, a.Failed, a.Retries, a.Exhausted}
+	for _, n := range a.Latency {
+		v = append(v, n)
+	}
+	return v
+}
+
+// ActivityDest are where a row of ActivityColumns is scanned into a.
+func ActivityDest(a *Activity) []any {
+	d := []any{&a.Attempts, &a.Succeeded, &a.Failed, &a.Retries, &a.Exhausted}
+	for i := range a.Latency {
+		d = append(d, &a.Latency[i])
+	}
+	return d
 }

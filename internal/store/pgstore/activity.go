@@ -13,45 +13,17 @@ import (
 	"github.com/heraldhooks/herald/internal/store"
 )
 
-// activityCols are activity_minutes' counting columns, in the order of
-// activityValues.
-var activityCols = func() []string {
-	cols := []string{"attempts", "succeeded", "failed", "retries", "exhausted"}
-	for i := range store.LatencyBuckets {
-		cols = append(cols, fmt.Sprintf("lat%02d", i))
-	}
-	return cols
-}()
-
-// activityValues are a's counts in the order of activityCols.
-func activityValues(a *store.Activity) []any {
-	v := []any{a.Attempts, a.Succeeded, a.Failed, a.Retries, a.Exhausted}
-	for _, n := range a.Latency {
-		v = append(v, n)
-	}
-	return v
-}
-
-// activityDest are where a row of activityCols is read into a.
-func activityDest(a *store.Activity) []any {
-	d := []any{&a.Attempts, &a.Succeeded, &a.Failed, &a.Retries, &a.Exhausted}
-	for i := range a.Latency {
-		d = append(d, &a.Latency[i])
-	}
-	return d
-}
-
 // addActivitySQL adds a batch's counts to the row of its minute ($1) and
 // this node ($2). The row is this node's own, so only this node's
 // overlapping outcome writes ever wait for it.
 var addActivitySQL = func() string {
-	set := make([]string, len(activityCols))
-	params := make([]string, len(activityCols))
-	for i, c := range activityCols {
+	set := make([]string, len(store.ActivityColumns))
+	params := make([]string, len(store.ActivityColumns))
+	for i, c := range store.ActivityColumns {
 		set[i] = c + " = a." + c + " + excluded." + c
 		params[i] = fmt.Sprintf("$%d::bigint", i+3)
 	}
-	return `INSERT INTO activity_minutes AS a (minute, node, ` + strings.Join(activityCols, ", ") + `)
+	return `INSERT INTO activity_minutes AS a (minute, node, ` + strings.Join(store.ActivityColumns, ", ") + `)
 		VALUES ($1, $2, ` + strings.Join(params, ", ") + `)
 		ON CONFLICT (minute, node) DO UPDATE SET ` + strings.Join(set, ", ")
 }()
@@ -71,7 +43,7 @@ func (s *Store) addActivity(ctx context.Context, tx pgx.Tx, t time.Time, a *stor
 	if a.Attempts == 0 {
 		return nil
 	}
-	args := append([]any{store.ActivityMinute(t), s.node}, activityValues(a)...)
+	args := append([]any{store.ActivityMinute(t), s.node}, store.ActivityValues(a)...)
 	if _, err := tx.Exec(ctx, addActivitySQL, args...); err != nil {
 		return fmt.Errorf("add activity: %w", err)
 	}
@@ -105,7 +77,7 @@ func (s *Store) ActivitySeries(ctx context.Context, p *store.ActivitySeriesParam
 				i int64
 				a store.Activity
 			)
-			if err := rows.Scan(append([]any{&i}, activityDest(&a)...)...); err != nil {
+			if err := rows.Scan(append([]any{&i}, store.ActivityDest(&a)...)...); err != nil {
 				scanErr = err
 				return
 			}
@@ -121,10 +93,10 @@ func (s *Store) ActivitySeries(ctx context.Context, p *store.ActivitySeriesParam
 	return out, nil
 }
 
-// activitySums adds up each of activityCols.
+// activitySums adds up each of store.ActivityColumns.
 var activitySums = func() string {
-	sums := make([]string, len(activityCols))
-	for i, c := range activityCols {
+	sums := make([]string, len(store.ActivityColumns))
+	for i, c := range store.ActivityColumns {
 		sums[i] = "sum(" + c + ")::bigint"
 	}
 	return strings.Join(sums, ", ")

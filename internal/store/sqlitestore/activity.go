@@ -10,42 +10,14 @@ import (
 	"github.com/heraldhooks/herald/internal/store"
 )
 
-// activityCols are activity_minutes' counting columns, in the order of
-// activityValues.
-var activityCols = func() []string {
-	cols := []string{"attempts", "succeeded", "failed", "retries", "exhausted"}
-	for i := range store.LatencyBuckets {
-		cols = append(cols, fmt.Sprintf("lat%02d", i))
-	}
-	return cols
-}()
-
-// activityValues are a's counts in the order of activityCols.
-func activityValues(a *store.Activity) []any {
-	v := []any{a.Attempts, a.Succeeded, a.Failed, a.Retries, a.Exhausted}
-	for _, n := range a.Latency {
-		v = append(v, n)
-	}
-	return v
-}
-
-// activityDest are where a row of activityCols is read into a.
-func activityDest(a *store.Activity) []any {
-	d := []any{&a.Attempts, &a.Succeeded, &a.Failed, &a.Retries, &a.Exhausted}
-	for i := range a.Latency {
-		d = append(d, &a.Latency[i])
-	}
-	return d
-}
-
 // addActivityQuery adds a batch's counts to its minute's row.
 var addActivityQuery = func() string {
-	set := make([]string, len(activityCols))
-	for i, c := range activityCols {
+	set := make([]string, len(store.ActivityColumns))
+	for i, c := range store.ActivityColumns {
 		set[i] = c + " = " + c + " + excluded." + c
 	}
-	return `INSERT INTO activity_minutes (minute, node, ` + strings.Join(activityCols, ", ") + `)
-		VALUES (?, ''` + strings.Repeat(", ?", len(activityCols)) + `)
+	return `INSERT INTO activity_minutes (minute, node, ` + strings.Join(store.ActivityColumns, ", ") + `)
+		VALUES (?, ''` + strings.Repeat(", ?", len(store.ActivityColumns)) + `)
 		ON CONFLICT (minute, node) DO UPDATE SET ` + strings.Join(set, ", ")
 }()
 
@@ -55,7 +27,7 @@ func addActivity(ctx context.Context, tx *sql.Tx, t time.Time, a *store.Activity
 	if a.Attempts == 0 {
 		return nil
 	}
-	args := append([]any{store.ActivityMinute(t).Unix()}, activityValues(a)...)
+	args := append([]any{store.ActivityMinute(t).Unix()}, store.ActivityValues(a)...)
 	if _, err := tx.ExecContext(ctx, addActivityQuery, args...); err != nil {
 		return fmt.Errorf("add activity: %w", err)
 	}
@@ -86,7 +58,7 @@ func (s *Store) ActivitySeries(ctx context.Context, p *store.ActivitySeriesParam
 				i int64
 				a store.Activity
 			)
-			if err := rows.Scan(append([]any{&i}, activityDest(&a)...)...); err != nil {
+			if err := rows.Scan(append([]any{&i}, store.ActivityDest(&a)...)...); err != nil {
 				scanErr = err
 				return
 			}
@@ -102,10 +74,10 @@ func (s *Store) ActivitySeries(ctx context.Context, p *store.ActivitySeriesParam
 	return out, nil
 }
 
-// activitySums adds up each of activityCols.
+// activitySums adds up each of store.ActivityColumns.
 var activitySums = func() string {
-	sums := make([]string, len(activityCols))
-	for i, c := range activityCols {
+	sums := make([]string, len(store.ActivityColumns))
+	for i, c := range store.ActivityColumns {
 		sums[i] = "sum(" + c + ")"
 	}
 	return strings.Join(sums, ", ")
