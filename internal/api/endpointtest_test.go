@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -48,4 +49,32 @@ func TestEndpointTest(t *testing.T) {
 	e.do("POST", "/v1/endpoints/"+target.ID+"/disable", nil).must(http.StatusOK, nil)
 	msg := e.do("POST", path, nil).apiErr(http.StatusConflict, "conflict")
 	require.Contains(t, msg, "disabled")
+}
+
+// TestEndpointTestLimit: a consumer may send an endpoint 10 test events a
+// minute; the eleventh is a 429 with Retry-After, another endpoint has its
+// own count, an operator is not limited, and the next minute allows 10 more.
+func TestEndpointTestLimit(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	a := e.createEndpoint(map[string]any{"consumer_id": "c1", "url": "https://a.example.com/hooks"})
+	b := e.createEndpoint(map[string]any{"consumer_id": "c1", "url": "https://b.example.com/hooks"})
+	own := e.createKey("consumer", "c1")
+	pathA, pathB := "/v1/endpoints/"+a.ID+"/test", "/v1/endpoints/"+b.ID+"/test"
+	for range 10 {
+		e.doKey(own.Key, "POST", pathA, nil).must(http.StatusAccepted, nil)
+	}
+	e.clock.Advance(20 * time.Second)
+	r := e.doKey(own.Key, "POST", pathA, nil)
+	msg := r.apiErr(http.StatusTooManyRequests, "rate_limited")
+	require.Contains(t, msg, "10 test events a minute")
+	require.Equal(t, "40", r.header.Get("Retry-After"), "the window ends 40 s from now")
+	e.doKey(own.Key, "POST", pathB, nil).must(http.StatusAccepted, nil)
+	e.do("POST", pathA, nil).must(http.StatusAccepted, nil)
+
+	e.clock.Advance(40 * time.Second)
+	for range 10 {
+		e.doKey(own.Key, "POST", pathA, nil).must(http.StatusAccepted, nil)
+	}
+	e.doKey(own.Key, "POST", pathA, nil).apiErr(http.StatusTooManyRequests, "rate_limited")
 }

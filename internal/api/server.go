@@ -108,6 +108,7 @@ type Server struct {
 	maxBatchBody int64
 	catalog      *catalog.Cache
 	notify       func(herald.Notification)
+	tests        testLimiter
 	mux          *http.ServeMux
 }
 
