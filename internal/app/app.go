@@ -250,32 +250,34 @@ const sqlitePurgeLimit = 100
 // latency, and is gone under load.
 const dispatchLinger = 5 * time.Millisecond
 
-// runPurger runs the purger, if there is one, until ctx ends; the channel
-// it returns is closed once it has stopped.
+// runPurger and runMailer run the purger and the mailer, if there is one,
+// until ctx ends; the channel each returns is closed once it has stopped.
 func (a *App) runPurger(ctx context.Context) <-chan struct{} {
-	done := make(chan struct{})
 	if a.Purger == nil {
-		close(done)
-		return done
+		return runBackground(ctx, nil)
 	}
-	go func() {
-		defer close(done)
-		_ = a.Purger.Run(ctx) // it logs its own failures and returns nil
-	}()
-	return done
+	return runBackground(ctx, a.Purger.Run)
 }
 
-// runMailer runs the mailer, if there is one, until ctx ends; the channel
-// it returns is closed once it has stopped.
 func (a *App) runMailer(ctx context.Context) <-chan struct{} {
-	done := make(chan struct{})
 	if a.Mailer == nil {
+		return runBackground(ctx, nil)
+	}
+	return runBackground(ctx, a.Mailer.Run)
+}
+
+// runBackground runs run (which logs its own failures) until ctx ends, and
+// closes the channel it returns once run has returned; a nil run is done
+// at once.
+func runBackground(ctx context.Context, run func(context.Context) error) <-chan struct{} {
+	done := make(chan struct{})
+	if run == nil {
 		close(done)
 		return done
 	}
 	go func() {
 		defer close(done)
-		_ = a.Mailer.Run(ctx) // it logs its own failures and returns nil
+		_ = run(ctx)
 	}()
 	return done
 }

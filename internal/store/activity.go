@@ -179,22 +179,40 @@ func ActivitySpan(p *ActivitySeriesParams, now time.Time) (from, to time.Time) {
 	return to.Add(-p.Window), to
 }
 
-// ActivityPoints sums minute rows (their minute, their activity) into the
-// points of the series p asks for, as ActivitySeries returns them.
-func ActivityPoints(p *ActivitySeriesParams, now time.Time, rows func(yield func(time.Time, *Activity))) []ActivityPoint {
+// ActivityRows are a backend's rows of a series: each a step's index from
+// the series' start, then ActivityColumns summed over that step. pgx.Rows
+// and *sql.Rows both are.
+type ActivityRows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// ActivityPoints reads rows into the points of the series p asks for, as
+// ActivitySeries returns them; steps without a row are zero.
+func ActivityPoints(p *ActivitySeriesParams, now time.Time, rows ActivityRows) ([]ActivityPoint, error) {
 	from, _ := ActivitySpan(p, now)
 	n := int(p.Window / p.Step)
 	out := make([]ActivityPoint, n)
 	for i := range out {
 		out[i].At = from.Add(time.Duration(i) * p.Step)
 	}
-	rows(func(minute time.Time, a *Activity) {
-		i := int(minute.Sub(from) / p.Step)
-		if i >= 0 && i < n {
-			out[i].Add(a)
+	for rows.Next() {
+		var (
+			i int64
+			a Activity
+		)
+		if err := rows.Scan(append([]any{&i}, ActivityDest(&a)...)...); err != nil {
+			return nil, fmt.Errorf("activity series: %w", err)
 		}
-	})
-	return out
+		if i >= 0 && i < int64(n) {
+			out[i].Add(&a)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("activity series: %w", err)
+	}
+	return out, nil
 }
 
 // ActivityColumns are activity_minutes' counting columns, in the order of

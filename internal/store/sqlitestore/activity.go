@@ -51,27 +51,7 @@ func (s *Store) ActivitySeries(ctx context.Context, p *store.ActivitySeriesParam
 		return nil, fmt.Errorf("activity series: %w", err)
 	}
 	defer rows.Close()
-	var scanErr error
-	out := store.ActivityPoints(p, t, func(yield func(time.Time, *store.Activity)) {
-		for rows.Next() {
-			var (
-				i int64
-				a store.Activity
-			)
-			if err := rows.Scan(append([]any{&i}, store.ActivityDest(&a)...)...); err != nil {
-				scanErr = err
-				return
-			}
-			yield(from.Add(time.Duration(i)*p.Step), &a)
-		}
-	})
-	if scanErr != nil {
-		return nil, fmt.Errorf("activity series: %w", scanErr)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("activity series: %w", err)
-	}
-	return out, nil
+	return store.ActivityPoints(p, t, rows)
 }
 
 // activitySums adds up each of store.ActivityColumns.
