@@ -244,6 +244,10 @@ type Store interface {
 	// writes add to (activity.go).
 	ActivityStore
 
+	// DepthStore keeps the queue's depth sampled once a minute
+	// (depth.go).
+	DepthStore
+
 	// NoticeStore keeps the consumers' notification addresses and when
 	// each endpoint was last mailed about (notice.go).
 	NoticeStore

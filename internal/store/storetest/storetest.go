@@ -78,6 +78,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Purge", purgeCases()},
 		{"EventType", eventTypeCases()},
 		{"Activity", activityCases()},
+		{"Depth", depthCases()},
 		{"Notice", noticeCases()},
 	}
 	for _, g := range groups {
