@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -9,12 +10,38 @@ import (
 // of its endpoints is failing, was disabled or let a delivery die. A
 // consumer that never set an address has the zero value (Email empty,
 // UpdatedAt zero); one that cleared it has Email empty and UpdatedAt set.
+//
+// An address is mailed notices only once confirmed: a new address is
+// pending until someone who reads it opens the confirmation link Herald
+// mailed there (or an operator sets it confirmed), so that no one can
+// point Herald's mail at a stranger.
 type ConsumerNotifications struct {
 	ConsumerID string
 	// Email is one plain address (local@domain), or empty: no mail.
 	Email     string
 	UpdatedAt time.Time
+	// ConfirmedAt is when Email was confirmed; zero while it is pending.
+	ConfirmedAt time.Time
+	// ConfirmationSentAt is when the live confirmation token of Email was
+	// issued (its mail sent), ConfirmationExpiresAt when that token stops
+	// working; both zero when none was issued for this address.
+	ConfirmationSentAt    time.Time
+	ConfirmationExpiresAt time.Time
 }
+
+// Confirmed reports whether notices may be mailed to the address: there is
+// one, and it was confirmed.
+func (c *ConsumerNotifications) Confirmed() bool {
+	return c.Email != "" && !c.ConfirmedAt.IsZero()
+}
+
+// Errors of ConsumerNotificationsConfirm.
+var (
+	// ErrConfirmationUsed: the token confirmed its address already.
+	ErrConfirmationUsed = errors.New("the confirmation link was used already")
+	// ErrConfirmationExpired: the token was not used before it expired.
+	ErrConfirmationExpired = errors.New("the confirmation link has expired")
+)
 
 // NoticeStore keeps the consumers' notification addresses and, per
 // endpoint, when a notice was last mailed, so that every node together
@@ -25,8 +52,31 @@ type NoticeStore interface {
 	// (consumers are named by the operator, not registered).
 	ConsumerNotificationsGet(ctx context.Context, consumerID string) (*ConsumerNotifications, error)
 	// ConsumerNotificationsSet stores p.Email (empty clears it) with
-	// UpdatedAt from Now, and returns what is stored.
+	// UpdatedAt from Now, and returns what is stored. A new address starts
+	// pending (or confirmed at Now with p.Confirmed) with no confirmation
+	// token; the address already stored keeps its state, its token and
+	// its UpdatedAt (p.Confirmed still confirms it when pending).
 	ConsumerNotificationsSet(ctx context.Context, p *ConsumerNotificationsSetParams) (*ConsumerNotifications, error)
+	// ConsumerNotificationsIssue records a confirmation token (its hash)
+	// for p.Email, valid for p.TTL from Now, when the consumer's address
+	// is still p.Email, is pending, and had no token issued less than
+	// p.Every before Now: a conditional write, so of several nodes asking
+	// at once one issues (ok), and the others, and a resend asked too
+	// soon, are refused. A new token replaces the one before. It returns
+	// the settings as they are after the call.
+	ConsumerNotificationsIssue(ctx context.Context, p *ConsumerNotificationsIssueParams) (cn *ConsumerNotifications, ok bool, err error)
+	// ConsumerNotificationsUnissue withdraws the token of p.TokenHash
+	// whose mail could not be sent (the address is pending with no token,
+	// so a resend may follow at once), unless another token replaced it
+	// or the address changed (then nothing changes).
+	ConsumerNotificationsUnissue(ctx context.Context, p *ConsumerNotificationsUnissueParams) error
+	// ConsumerNotificationsConfirm confirms the consumer's address whose
+	// live token has the hash p.TokenHash, at Now, and returns the
+	// settings. A token of another consumer, or one replaced by a newer
+	// token or a change of address, is ErrNotFound; one that confirmed
+	// its address already ErrConfirmationUsed; one past its expiry
+	// ErrConfirmationExpired.
+	ConsumerNotificationsConfirm(ctx context.Context, p *ConsumerNotificationsConfirmParams) (*ConsumerNotifications, error)
 	// NoticeReserve records that a notice about p.EndpointID is being
 	// mailed at Now, unless one was recorded less than p.Interval before
 	// Now: a conditional write, so of several nodes asking at once exactly
@@ -44,6 +94,35 @@ type NoticeStore interface {
 type ConsumerNotificationsSetParams struct {
 	ConsumerID string
 	Email      string
+	// Confirmed sets the address confirmed without a confirmation mail:
+	// an operator's word that the address is the consumer's.
+	Confirmed bool
+	Now       time.Time
+}
+
+// ConsumerNotificationsIssueParams issues a confirmation token for Email.
+type ConsumerNotificationsIssueParams struct {
+	ConsumerID string
+	Email      string
+	// TokenHash is the SHA-256 of the token mailed (auth.Hash); the token
+	// itself is never stored.
+	TokenHash [32]byte
+	TTL       time.Duration
+	// Every is the least time between two tokens for one address.
+	Every time.Duration
+	Now   time.Time
+}
+
+// ConsumerNotificationsUnissueParams withdraws the token of TokenHash.
+type ConsumerNotificationsUnissueParams struct {
+	ConsumerID string
+	TokenHash  [32]byte
+}
+
+// ConsumerNotificationsConfirmParams confirms with the token of TokenHash.
+type ConsumerNotificationsConfirmParams struct {
+	ConsumerID string
+	TokenHash  [32]byte
 	Now        time.Time
 }
 

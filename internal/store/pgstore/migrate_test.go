@@ -85,3 +85,44 @@ func openUnmigrated(t *testing.T) *Store {
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	return s
 }
+
+// TestConfirmationMigrationKeepsAddressesConfirmed: an address set before
+// migration 0016 stays confirmed (at the time it was set), so an upgrade
+// does not stop its mail; a cleared one confirms nothing.
+func TestConfirmationMigrationKeepsAddressesConfirmed(t *testing.T) {
+	t.Parallel()
+	s := openUnmigrated(t)
+	ctx := t.Context()
+	all, err := migrations()
+	require.NoError(t, err)
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `CREATE TABLE schema_migrations (
+			version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+			return err
+		}
+		for _, m := range all {
+			if m.Version >= 16 {
+				break
+			}
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", m.Version, m.Name); err != nil {
+				return err
+			}
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO consumer_notifications VALUES ('c', 'ops@example.com', $1), ('d', '', $1)`, t0)
+		return err
+	})
+	require.NoError(t, err)
+
+	require.NoError(t, s.Migrate(ctx))
+	c, err := s.ConsumerNotificationsGet(ctx, "c")
+	require.NoError(t, err)
+	require.True(t, c.Confirmed())
+	require.True(t, c.ConfirmedAt.Equal(t0), "confirmed at %v", c.ConfirmedAt)
+	require.True(t, c.ConfirmationSentAt.IsZero())
+	d, err := s.ConsumerNotificationsGet(ctx, "d")
+	require.NoError(t, err)
+	require.False(t, d.Confirmed())
+}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -285,4 +286,44 @@ func TestProtectionMigrationKeepsExistingRows(t *testing.T) {
 	}
 	require.NoError(t, rows.Err())
 	require.Equal(t, []string{"dlv_b", "dlv_c", "dlv_a", res[0].Deliveries[0].ID}, order)
+}
+
+// TestConfirmationMigrationKeepsAddressesConfirmed: an address set before
+// migration 0016 stays confirmed (at the time it was set), so an upgrade
+// does not stop its mail; a cleared one confirms nothing.
+func TestConfirmationMigrationKeepsAddressesConfirmed(t *testing.T) {
+	t.Parallel()
+	s, err := Open(t.Context(), testdb.SQLitePath(t), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	ctx := t.Context()
+	ms, err := migrations()
+	require.NoError(t, err)
+	_, err = s.writer.ExecContext(ctx, `CREATE TABLE schema_migrations (
+		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT`)
+	require.NoError(t, err)
+	for _, m := range ms {
+		if m.Version >= 16 {
+			break
+		}
+		_, err = s.writer.ExecContext(ctx, m.SQL)
+		require.NoError(t, err, m.Name)
+		_, err = s.writer.ExecContext(ctx, `INSERT INTO schema_migrations VALUES (?, ?, 0)`, m.Version, m.Name)
+		require.NoError(t, err)
+	}
+	set := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	_, err = s.writer.ExecContext(ctx, `INSERT INTO consumer_notifications VALUES ('c', 'ops@example.com', ?), ('d', '', ?)`,
+		set.UnixMicro(), set.UnixMicro())
+	require.NoError(t, err)
+
+	require.NoError(t, s.Migrate(ctx))
+	c, err := s.ConsumerNotificationsGet(ctx, "c")
+	require.NoError(t, err)
+	require.True(t, c.Confirmed())
+	require.Equal(t, set, c.ConfirmedAt)
+	require.True(t, c.ConfirmationSentAt.IsZero())
+	d, err := s.ConsumerNotificationsGet(ctx, "d")
+	require.NoError(t, err)
+	require.False(t, d.Confirmed())
+	require.True(t, d.ConfirmedAt.IsZero())
 }

@@ -10,36 +10,164 @@ import (
 	"github.com/heraldhooks/herald/internal/store"
 )
 
+// notificationColumns are the columns scanNotifications reads.
+const notificationColumns = `email, updated_at, confirmed_at, token_sent_at, token_expires_at`
+
+// scanNotifications reads a row of notificationColumns into out.
+func scanNotifications(row interface{ Scan(...any) error }, out *store.ConsumerNotifications) error {
+	var updated int64
+	var confirmed, sent, expires sql.NullInt64
+	if err := row.Scan(&out.Email, &updated, &confirmed, &sent, &expires); err != nil {
+		return err
+	}
+	out.UpdatedAt = fromMicros(updated)
+	out.ConfirmedAt = fromNull(confirmed)
+	out.ConfirmationSentAt = fromNull(sent)
+	out.ConfirmationExpiresAt = fromNull(expires)
+	return nil
+}
+
+// fromNull reads an optional time, the zero time for NULL.
+func fromNull(v sql.NullInt64) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return fromMicros(v.Int64)
+}
+
 // ConsumerNotificationsGet returns the consumer's notification settings,
 // the zero settings when it has none.
 func (s *Store) ConsumerNotificationsGet(ctx context.Context, consumerID string) (*store.ConsumerNotifications, error) {
 	out := &store.ConsumerNotifications{ConsumerID: consumerID}
-	var updated int64
-	err := s.reader.QueryRowContext(ctx, `SELECT email, updated_at FROM consumer_notifications WHERE consumer_id = ?`,
-		consumerID).Scan(&out.Email, &updated)
+	err := scanNotifications(s.reader.QueryRowContext(ctx, `SELECT `+notificationColumns+
+		` FROM consumer_notifications WHERE consumer_id = ?`, consumerID), out)
 	if errors.Is(err, sql.ErrNoRows) {
 		return out, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get notifications of consumer %s: %w", consumerID, err)
 	}
-	out.UpdatedAt = fromMicros(updated)
 	return out, nil
 }
 
-// ConsumerNotificationsSet stores (or clears) the consumer's address.
+// getNotifications reads the consumer's settings inside tx.
+func getNotifications(ctx context.Context, tx *sql.Tx, consumerID string) (*store.ConsumerNotifications, error) {
+	out := &store.ConsumerNotifications{ConsumerID: consumerID}
+	err := scanNotifications(tx.QueryRowContext(ctx, `SELECT `+notificationColumns+
+		` FROM consumer_notifications WHERE consumer_id = ?`, consumerID), out)
+	if errors.Is(err, sql.ErrNoRows) {
+		return out, nil
+	}
+	return out, err
+}
+
+// ConsumerNotificationsSet stores (or clears) the consumer's address: a
+// new one starts pending (or confirmed), the same one keeps its state.
 func (s *Store) ConsumerNotificationsSet(ctx context.Context, p *store.ConsumerNotificationsSetParams) (*store.ConsumerNotifications, error) {
 	t := now(p.Now)
+	var out *store.ConsumerNotifications
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO consumer_notifications (consumer_id, email, updated_at) VALUES (?, ?, ?)
-			ON CONFLICT (consumer_id) DO UPDATE SET email = excluded.email, updated_at = excluded.updated_at`,
-			p.ConsumerID, p.Email, micros(t))
+		var confirmed any
+		if p.Confirmed && p.Email != "" {
+			confirmed = micros(t)
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO consumer_notifications (consumer_id, email, updated_at, confirmed_at)
+			VALUES (?, ?, ?, ?)
+			ON CONFLICT (consumer_id) DO UPDATE SET
+				email = excluded.email,
+				updated_at = CASE WHEN email = excluded.email THEN updated_at ELSE excluded.updated_at END,
+				confirmed_at = CASE WHEN email = excluded.email AND email <> '' THEN coalesce(confirmed_at, excluded.confirmed_at)
+					ELSE excluded.confirmed_at END,
+				token_hash = CASE WHEN email = excluded.email THEN token_hash END,
+				token_sent_at = CASE WHEN email = excluded.email THEN token_sent_at END,
+				token_expires_at = CASE WHEN email = excluded.email THEN token_expires_at END`,
+			p.ConsumerID, p.Email, micros(t), confirmed)
+		if err != nil {
+			return err
+		}
+		out, err = getNotifications(ctx, tx, p.ConsumerID)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("set notifications of consumer %s: %w", p.ConsumerID, err)
 	}
-	return &store.ConsumerNotifications{ConsumerID: p.ConsumerID, Email: p.Email, UpdatedAt: t}, nil
+	return out, nil
+}
+
+// ConsumerNotificationsIssue records a confirmation token for a pending
+// address, at most once per p.Every.
+func (s *Store) ConsumerNotificationsIssue(ctx context.Context, p *store.ConsumerNotificationsIssueParams) (*store.ConsumerNotifications, bool, error) {
+	t := now(p.Now)
+	var out *store.ConsumerNotifications
+	ok := false
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE consumer_notifications
+			SET token_hash = ?, token_sent_at = ?, token_expires_at = ?
+			WHERE consumer_id = ? AND email = ? AND email <> '' AND confirmed_at IS NULL
+				AND (token_sent_at IS NULL OR token_sent_at <= ?)`,
+			p.TokenHash[:], micros(t), micros(t.Add(p.TTL)), p.ConsumerID, p.Email, micros(t.Add(-p.Every)))
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		ok = n == 1
+		out, err = getNotifications(ctx, tx, p.ConsumerID)
+		return err
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("issue confirmation of consumer %s: %w", p.ConsumerID, err)
+	}
+	return out, ok, nil
+}
+
+// ConsumerNotificationsUnissue withdraws the token of p.TokenHash, if it
+// is still the consumer's.
+func (s *Store) ConsumerNotificationsUnissue(ctx context.Context, p *store.ConsumerNotificationsUnissueParams) error {
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `UPDATE consumer_notifications
+			SET token_hash = NULL, token_sent_at = NULL, token_expires_at = NULL
+			WHERE consumer_id = ? AND token_hash = ? AND confirmed_at IS NULL`, p.ConsumerID, p.TokenHash[:])
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("withdraw confirmation of consumer %s: %w", p.ConsumerID, err)
+	}
+	return nil
+}
+
+// ConsumerNotificationsConfirm confirms the address whose live token has
+// p.TokenHash.
+func (s *Store) ConsumerNotificationsConfirm(ctx context.Context, p *store.ConsumerNotificationsConfirmParams) (*store.ConsumerNotifications, error) {
+	t := now(p.Now)
+	var out *store.ConsumerNotifications
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		var confirmed, expires sql.NullInt64
+		err := tx.QueryRowContext(ctx, `SELECT confirmed_at, token_expires_at FROM consumer_notifications
+			WHERE consumer_id = ? AND token_hash = ? AND email <> ''`, p.ConsumerID, p.TokenHash[:]).Scan(&confirmed, &expires)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return store.ErrNotFound
+		case err != nil:
+			return err
+		case confirmed.Valid:
+			return store.ErrConfirmationUsed
+		case !expires.Valid || expires.Int64 <= micros(t):
+			return store.ErrConfirmationExpired
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE consumer_notifications SET confirmed_at = ? WHERE consumer_id = ?`,
+			micros(t), p.ConsumerID); err != nil {
+			return err
+		}
+		out, err = getNotifications(ctx, tx, p.ConsumerID)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("confirm notifications of consumer %s: %w", p.ConsumerID, err)
+	}
+	return out, nil
 }
 
 // NoticeReserve moves the endpoint's last notice to Now if the one before

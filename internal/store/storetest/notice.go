@@ -1,11 +1,14 @@
 package storetest
 
 import (
+	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhooks/herald"
@@ -15,6 +18,11 @@ import (
 func noticeCases() []testCase {
 	return []testCase{
 		{"AddressSetReadAndCleared", testNoticeAddress},
+		{"NewAddressIsPendingUntilConfirmed", testNoticeConfirm},
+		{"ConfirmationTokenWrongExpiredOrUsed", testNoticeConfirmRefused},
+		{"ConfirmationIssuedOncePerInterval", testNoticeIssueInterval},
+		{"ConcurrentIssuesOneWins", testNoticeIssueConcurrent},
+		{"OperatorConfirmedAddress", testNoticeSetConfirmed},
 		{"ReservedOncePerInterval", testNoticeReserveInterval},
 		{"ReleaseUndoesOnlyItsOwnReservation", testNoticeRelease},
 		{"ConcurrentReservationsOneWins", testNoticeReserveConcurrent},
@@ -44,6 +52,9 @@ func testNoticeAddress(t *testing.T, s store.Store) {
 	set := setAddress(t, s, "c", "ops@example.com", at(0))
 	require.Equal(t, "ops@example.com", set.Email)
 	requireTime(t, at(0), set.UpdatedAt)
+	require.False(t, set.Confirmed(), "a new address is pending")
+	require.True(t, set.ConfirmedAt.IsZero())
+	require.True(t, set.ConfirmationSentAt.IsZero())
 	got = getAddress(t, s, "c")
 	require.Equal(t, "c", got.ConsumerID)
 	require.Equal(t, "ops@example.com", got.Email)
@@ -62,6 +73,209 @@ func testNoticeAddress(t *testing.T, s store.Store) {
 	require.Empty(t, got.Email)
 	requireTime(t, at(2*time.Minute), got.UpdatedAt)
 	require.Equal(t, "d@example.com", getAddress(t, s, "d").Email)
+}
+
+// issue issues a confirmation token for email, valid 48 hours, at most
+// one per 5 minutes.
+func issue(t *testing.T, s store.Store, consumer, email, token string, now time.Time) (*store.ConsumerNotifications, bool) {
+	t.Helper()
+	got, ok, err := s.ConsumerNotificationsIssue(t.Context(), &store.ConsumerNotificationsIssueParams{
+		ConsumerID: consumer, Email: email, TokenHash: sha256.Sum256([]byte(token)),
+		TTL: 48 * time.Hour, Every: 5 * time.Minute, Now: now,
+	})
+	require.NoError(t, err)
+	return got, ok
+}
+
+func confirm(t *testing.T, s store.Store, consumer, token string, now time.Time) (*store.ConsumerNotifications, error) {
+	t.Helper()
+	return s.ConsumerNotificationsConfirm(t.Context(), &store.ConsumerNotificationsConfirmParams{
+		ConsumerID: consumer, TokenHash: sha256.Sum256([]byte(token)), Now: now,
+	})
+}
+
+func testNoticeConfirm(t *testing.T, s store.Store) {
+	setAddress(t, s, "c", "ops@example.com", at(0))
+	got, ok := issue(t, s, "c", "ops@example.com", "tok-1", at(time.Second))
+	require.True(t, ok)
+	require.False(t, got.Confirmed())
+	requireTime(t, at(time.Second), got.ConfirmationSentAt)
+	requireTime(t, at(time.Second+48*time.Hour), got.ConfirmationExpiresAt)
+	requireTime(t, at(time.Second), getAddress(t, s, "c").ConfirmationSentAt)
+
+	got, err := confirm(t, s, "c", "tok-1", at(time.Hour))
+	require.NoError(t, err)
+	require.True(t, got.Confirmed())
+	require.Equal(t, "ops@example.com", got.Email)
+	requireTime(t, at(time.Hour), got.ConfirmedAt)
+	requireTime(t, at(0), got.UpdatedAt, "confirming is no change of address")
+	require.True(t, getAddress(t, s, "c").Confirmed())
+
+	// Setting the same address again keeps it confirmed, and unchanged.
+	got = setAddress(t, s, "c", "ops@example.com", at(2*time.Hour))
+	require.True(t, got.Confirmed())
+	requireTime(t, at(0), got.UpdatedAt)
+	requireTime(t, at(time.Hour), got.ConfirmedAt)
+	// A confirmed address takes no new token.
+	_, ok = issue(t, s, "c", "ops@example.com", "tok-2", at(3*time.Hour))
+	require.False(t, ok)
+
+	// A new address is pending again, its old token gone; clearing
+	// leaves nothing confirmed.
+	got = setAddress(t, s, "c", "new@example.com", at(4*time.Hour))
+	require.False(t, got.Confirmed())
+	require.True(t, got.ConfirmedAt.IsZero())
+	require.True(t, got.ConfirmationSentAt.IsZero())
+	require.True(t, got.ConfirmationExpiresAt.IsZero())
+	_, err = confirm(t, s, "c", "tok-1", at(4*time.Hour))
+	require.ErrorIs(t, err, store.ErrNotFound, "the old address's token confirms nothing new")
+	// A token for another address than the stored one is not issued.
+	_, ok = issue(t, s, "c", "ops@example.com", "tok-3", at(5*time.Hour))
+	require.False(t, ok)
+	got = setAddress(t, s, "c", "", at(6*time.Hour))
+	require.False(t, got.Confirmed())
+	require.True(t, got.ConfirmedAt.IsZero())
+	_, ok = issue(t, s, "c", "", "tok-4", at(7*time.Hour))
+	require.False(t, ok, "no address, no token")
+}
+
+func testNoticeConfirmRefused(t *testing.T, s store.Store) {
+	setAddress(t, s, "c", "ops@example.com", at(0))
+	setAddress(t, s, "d", "d@example.com", at(0))
+	_, ok := issue(t, s, "c", "ops@example.com", "tok-c", at(0))
+	require.True(t, ok)
+	_, ok = issue(t, s, "d", "d@example.com", "tok-d", at(0))
+	require.True(t, ok)
+
+	// A wrong token, and another consumer's, confirm nothing.
+	_, err := confirm(t, s, "c", "tok-wrong", at(time.Minute))
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = confirm(t, s, "c", "tok-d", at(time.Minute))
+	require.ErrorIs(t, err, store.ErrNotFound)
+	require.False(t, getAddress(t, s, "c").Confirmed())
+	require.False(t, getAddress(t, s, "d").Confirmed())
+
+	// Past its expiry, a token is refused; a new one (the resend) works,
+	// and the one it replaced is gone.
+	_, err = confirm(t, s, "c", "tok-c", at(48*time.Hour))
+	require.ErrorIs(t, err, store.ErrConfirmationExpired)
+	require.False(t, getAddress(t, s, "c").Confirmed())
+	_, ok = issue(t, s, "c", "ops@example.com", "tok-c2", at(49*time.Hour))
+	require.True(t, ok)
+	_, err = confirm(t, s, "c", "tok-c", at(49*time.Hour))
+	require.ErrorIs(t, err, store.ErrNotFound, "a replaced token")
+	_, err = confirm(t, s, "c", "tok-c2", at(49*time.Hour+time.Minute))
+	require.NoError(t, err)
+
+	// Used once, the token answers used.
+	_, err = confirm(t, s, "c", "tok-c2", at(50*time.Hour))
+	require.ErrorIs(t, err, store.ErrConfirmationUsed)
+	require.False(t, getAddress(t, s, "d").Confirmed(), "another consumer's address is untouched")
+
+	// A token whose mail was not sent is withdrawn: it confirms nothing,
+	// and a resend may follow at once.
+	_, ok = issue(t, s, "d", "d@example.com", "tok-d2", at(time.Hour))
+	require.True(t, ok)
+	require.NoError(t, s.ConsumerNotificationsUnissue(t.Context(), &store.ConsumerNotificationsUnissueParams{
+		ConsumerID: "d", TokenHash: sha256.Sum256([]byte("tok-d2")),
+	}))
+	got := getAddress(t, s, "d")
+	require.True(t, got.ConfirmationSentAt.IsZero())
+	_, err = confirm(t, s, "d", "tok-d2", at(time.Hour))
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, ok = issue(t, s, "d", "d@example.com", "tok-d3", at(time.Hour+time.Second))
+	require.True(t, ok)
+	// Withdrawing a token that was replaced changes nothing.
+	require.NoError(t, s.ConsumerNotificationsUnissue(t.Context(), &store.ConsumerNotificationsUnissueParams{
+		ConsumerID: "d", TokenHash: sha256.Sum256([]byte("tok-d2")),
+	}))
+	_, err = confirm(t, s, "d", "tok-d3", at(time.Hour+time.Minute))
+	require.NoError(t, err)
+}
+
+func testNoticeIssueInterval(t *testing.T, s store.Store) {
+	setAddress(t, s, "c", "ops@example.com", at(0))
+	_, ok := issue(t, s, "c", "ops@example.com", "tok-1", at(0))
+	require.True(t, ok)
+	got, ok := issue(t, s, "c", "ops@example.com", "tok-2", at(5*time.Minute-time.Second))
+	require.False(t, ok, "a resend within the interval")
+	requireTime(t, at(0), got.ConfirmationSentAt, "the settings come back as they are")
+	_, err := confirm(t, s, "c", "tok-2", at(5*time.Minute))
+	require.ErrorIs(t, err, store.ErrNotFound, "a token refused is not stored")
+	_, ok = issue(t, s, "c", "ops@example.com", "tok-3", at(5*time.Minute))
+	require.True(t, ok)
+	// Another consumer has its own interval; a consumer never set has
+	// no address to confirm.
+	setAddress(t, s, "d", "d@example.com", at(0))
+	_, ok = issue(t, s, "d", "d@example.com", "tok-d", at(time.Second))
+	require.True(t, ok)
+	got, ok = issue(t, s, "e", "e@example.com", "tok-e", at(time.Second))
+	require.False(t, ok)
+	require.Empty(t, got.Email)
+}
+
+func testNoticeIssueConcurrent(t *testing.T, s store.Store) {
+	setAddress(t, s, "c", "ops@example.com", at(0))
+	const n = 8
+	var wg sync.WaitGroup
+	oks := make(chan string, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			token := fmt.Sprintf("tok-%d", i)
+			_, ok, err := s.ConsumerNotificationsIssue(t.Context(), &store.ConsumerNotificationsIssueParams{
+				ConsumerID: "c", Email: "ops@example.com", TokenHash: sha256.Sum256([]byte(token)),
+				TTL: time.Hour, Every: 5 * time.Minute, Now: at(time.Second),
+			})
+			assert.NoError(t, err)
+			if ok {
+				oks <- token
+			}
+		}()
+	}
+	wg.Wait()
+	close(oks)
+	var won []string
+	for tok := range oks {
+		won = append(won, tok)
+	}
+	require.Len(t, won, 1, "one token is issued")
+	_, err := confirm(t, s, "c", won[0], at(time.Minute))
+	require.NoError(t, err)
+}
+
+func testNoticeSetConfirmed(t *testing.T, s store.Store) {
+	got, err := s.ConsumerNotificationsSet(t.Context(), &store.ConsumerNotificationsSetParams{
+		ConsumerID: "c", Email: "ops@example.com", Confirmed: true, Now: at(0),
+	})
+	require.NoError(t, err)
+	require.True(t, got.Confirmed())
+	requireTime(t, at(0), got.ConfirmedAt)
+	require.True(t, getAddress(t, s, "c").Confirmed())
+
+	// A pending address set again as confirmed becomes confirmed; one
+	// set again without it stays as it was.
+	setAddress(t, s, "d", "d@example.com", at(0))
+	got = setAddress(t, s, "d", "d@example.com", at(time.Minute))
+	require.False(t, got.Confirmed())
+	got, err = s.ConsumerNotificationsSet(t.Context(), &store.ConsumerNotificationsSetParams{
+		ConsumerID: "d", Email: "d@example.com", Confirmed: true, Now: at(2 * time.Minute),
+	})
+	require.NoError(t, err)
+	require.True(t, got.Confirmed())
+	requireTime(t, at(2*time.Minute), got.ConfirmedAt)
+	requireTime(t, at(0), got.UpdatedAt)
+	got = setAddress(t, s, "d", "d@example.com", at(3*time.Minute))
+	require.True(t, got.Confirmed())
+
+	// Confirmed: true with no address confirms nothing.
+	got, err = s.ConsumerNotificationsSet(t.Context(), &store.ConsumerNotificationsSetParams{
+		ConsumerID: "c", Email: "", Confirmed: true, Now: at(time.Hour),
+	})
+	require.NoError(t, err)
+	require.False(t, got.Confirmed())
+	require.True(t, got.ConfirmedAt.IsZero())
 }
 
 func reserve(t *testing.T, s store.Store, endpointID string, now time.Time) (store.NoticeReservation, bool) {
