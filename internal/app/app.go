@@ -138,7 +138,8 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 	if err != nil {
 		return nil, err
 	}
-	st, err := OpenStore(ctx, cfg.DB, deps.Logger, secretsOptions(ring)...)
+	opts := append(secretsOptions(ring), store.WithConnectWait(cfg.DBWait))
+	st, err := OpenStore(ctx, cfg.DB, deps.Logger, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", config.Redact(cfg.DB), err)
 	}

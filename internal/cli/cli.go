@@ -97,6 +97,7 @@ func applyEnvTwins(fs *pflag.FlagSet, getenv func(string) string) error {
 // nodeFlags declares the flags that serve and worker share.
 func nodeFlags(fs *pflag.FlagSet, c *config.Config) {
 	fs.StringVar(&c.DB, "db", c.DB, "database: sqlite://path (embedded, one node) or postgres://... (shared by many nodes)")
+	fs.DurationVar(&c.DBWait, "db-wait", c.DBWait, "how long to wait at start for a PostgreSQL that is not accepting connections yet (starting, restarting), trying again with backoff; 0 tries once")
 	fs.BoolVar(&c.AllowPrivateNetworks, "allow-private-networks", c.AllowPrivateNetworks, "allow deliveries to loopback, private, link-local and metadata addresses")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log format: text or json")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn or error")

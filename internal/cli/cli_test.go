@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"net"
 	"path/filepath"
 	"testing"
 
@@ -112,6 +113,34 @@ func TestLeaseMarginReachesTheConfig(t *testing.T) {
 				"--lease-margin", "2s", "--log-format", "xml")
 			require.ErrorContains(t, err, "log-format:")
 			require.NotContains(t, err.Error(), "lease-margin")
+		})
+	}
+}
+
+// TestNodeWaitsForItsDatabase: serve and worker wait --db-wait (or its
+// twin) for a PostgreSQL that does not answer yet, trying again and
+// saying so, and then give up; --db-wait 0 tries once.
+func TestNodeWaitsForItsDatabase(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	db := "postgres://postgres@" + ln.Addr().String() + "/test?sslmode=disable"
+	require.NoError(t, ln.Close()) // nothing listens there now
+	key := newKey(t, "k1")
+	for _, command := range []string{"serve", "worker"} {
+		t.Run(command, func(t *testing.T) {
+			t.Parallel()
+			_, errOut, err := run(t, nil, command, "--db", db, "--encryption-key", key, "--db-wait", "300ms")
+			require.ErrorContains(t, err, "gave up after")
+			require.Contains(t, errOut, "PostgreSQL is not accepting connections yet; trying again")
+
+			_, errOut, err = run(t, map[string]string{"HERALD_DB_WAIT": "0s"}, command, "--db", db, "--encryption-key", key)
+			require.Error(t, err)
+			require.NotContains(t, err.Error(), "gave up after")
+			require.NotContains(t, errOut, "trying again")
+
+			_, _, err = run(t, nil, command, "--db", db, "--encryption-key", key, "--db-wait", "-1s")
+			require.ErrorContains(t, err, "db-wait: -1s is negative")
 		})
 	}
 }

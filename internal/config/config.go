@@ -45,6 +45,12 @@ type Config struct {
 	MaxPayloadBytes int
 	// ShutdownTimeout bounds a graceful stop (in-flight attempts included).
 	ShutdownTimeout time.Duration
+	// DBWait is how long serve and worker wait at start for a PostgreSQL
+	// that is not accepting connections yet (starting, restarting, out of
+	// connection slots), trying again with backoff and logging each try.
+	// A node started beside its database, or restarted while the database
+	// restarts, then comes up instead of exiting. 0 tries once.
+	DBWait time.Duration
 	// MetricsAddr, when set, is where `herald worker` serves /metrics
 	// (serve always has /metrics on Addr). Empty: no metrics listener.
 	MetricsAddr string
@@ -87,6 +93,7 @@ func Default() Config {
 		LeaseMargin:     15 * time.Second,
 		MaxPayloadBytes: 256 << 10,
 		ShutdownTimeout: 30 * time.Second,
+		DBWait:          time.Minute,
 		Retention:       720 * time.Hour,
 	}
 }
@@ -163,6 +170,9 @@ func (c *Config) Validate(needAddr bool) error {
 	}
 	if c.ShutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("shutdown-timeout: %s is negative", c.ShutdownTimeout))
+	}
+	if c.DBWait < 0 {
+		errs = append(errs, fmt.Errorf("db-wait: %s is negative (0 tries once)", c.DBWait))
 	}
 	if c.Retention < 0 {
 		errs = append(errs, fmt.Errorf("retention: %s is negative (0 keeps everything)", c.Retention))
@@ -256,6 +266,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("concurrency", c.Concurrency),
 		slog.Duration("poll_interval", c.PollInterval),
 		slog.Duration("lease_margin", c.LeaseMargin),
+		slog.Duration("db_wait", c.DBWait),
 		slog.Duration("retention", c.Retention),
 		slog.Any("portal_frame_ancestors", c.PortalFrameAncestors),
 		slog.String("metrics_addr", c.MetricsAddr),

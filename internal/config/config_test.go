@@ -114,6 +114,16 @@ func TestRetention(t *testing.T) {
 	require.EqualError(t, c.Validate(true), "retention: -1s is negative (0 keeps everything)")
 }
 
+func TestDBWait(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, time.Minute, config.Default().DBWait)
+	c := config.Default()
+	c.DBWait = 0
+	require.NoError(t, c.Validate(true), "0 tries once")
+	c.DBWait = -time.Second
+	require.EqualError(t, c.Validate(true), "db-wait: -1s is negative (0 tries once)")
+}
+
 func TestRedact(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, "postgres://u:xxxxx@h:5432/db", config.Redact("postgres://u:hunter2@h:5432/db"))

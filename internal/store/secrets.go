@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/heraldhooks/herald"
 )
@@ -33,6 +34,13 @@ type OpenOptions struct {
 	// Secrets, when set, seals endpoint secrets at rest. Without it a store
 	// writes secrets plain, and cannot read sealed ones (ErrNoKey).
 	Secrets SecretCipher
+	// ConnectWait is how long opening waits for a database that is not
+	// accepting connections yet (starting, restarting, refusing them):
+	// it retries with backoff, logging each try, until the database
+	// answers or ConnectWait has passed. An error that waiting cannot mend
+	// (a wrong password, a database that does not exist) fails at once.
+	// Zero tries once. Only PostgreSQL waits; SQLite is a file.
+	ConnectWait time.Duration
 }
 
 // OpenOption sets one of the OpenOptions.
@@ -41,6 +49,12 @@ type OpenOption func(*OpenOptions)
 // WithSecrets makes the store seal endpoint secrets with c.
 func WithSecrets(c SecretCipher) OpenOption {
 	return func(o *OpenOptions) { o.Secrets = c }
+}
+
+// WithConnectWait makes opening wait up to d for the database to accept
+// connections (OpenOptions.ConnectWait).
+func WithConnectWait(d time.Duration) OpenOption {
+	return func(o *OpenOptions) { o.ConnectWait = d }
 }
 
 // NewOpenOptions applies opts to the zero OpenOptions.

@@ -80,9 +80,9 @@ func Open(ctx context.Context, url string, logger *slog.Logger, opts ...store.Op
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
-	var schema *string
-	var autovacuum string
-	if err := pool.QueryRow(ctx, "SELECT current_schema(), current_setting('autovacuum')").Scan(&schema, &autovacuum); err != nil {
+	options := store.NewOpenOptions(opts...)
+	schema, autovacuum, err := waitReady(ctx, pool, logger, options.ConnectWait)
+	if err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
@@ -93,7 +93,7 @@ func Open(ctx context.Context, url string, logger *slog.Logger, opts ...store.Op
 			"on them yourself")
 	}
 	s := &Store{pool: pool, logger: logger, channel: channelName(schema),
-		secrets: store.NewSecrets(store.NewOpenOptions(opts...).Secrets), node: newNodeID()}
+		secrets: store.NewSecrets(options.Secrets), node: newNodeID()}
 	s.closing, s.stop = context.WithCancel(context.Background())
 	return s, nil
 }
