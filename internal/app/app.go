@@ -24,6 +24,7 @@ import (
 	"github.com/heraldhooks/herald/internal/api"
 	"github.com/heraldhooks/herald/internal/clock"
 	"github.com/heraldhooks/herald/internal/config"
+	"github.com/heraldhooks/herald/internal/depth"
 	"github.com/heraldhooks/herald/internal/dispatch"
 	"github.com/heraldhooks/herald/internal/keyring"
 	"github.com/heraldhooks/herald/internal/logkey"
@@ -63,6 +64,10 @@ type App struct {
 	// 0, keep everything) and the activity series' minutes older than a
 	// day and an hour; serve and worker run it beside the dispatcher.
 	Purger *retention.Purger
+	// Sampler samples the queue's depth into the database once a minute
+	// for the dashboard's charts (one sample a minute whatever the number
+	// of nodes); serve and worker run it beside the dispatcher.
+	Sampler *depth.Sampler
 	// Metrics counts what this node does and reads the queue gauges.
 	Metrics *metrics.Metrics
 	// KeyRing seals the endpoint secrets in Store (see KeyRing).
@@ -228,6 +233,7 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 		Limit:     purgeLimit(cfg.DB),
 		Purged:    a.Metrics.Purged,
 	})
+	a.Sampler = depth.New(depth.Config{Store: st, Clock: deps.Clock, Logger: deps.Logger})
 	return a, nil
 }
 
@@ -251,13 +257,21 @@ const sqlitePurgeLimit = 100
 // latency, and is gone under load.
 const dispatchLinger = 5 * time.Millisecond
 
-// runPurger and runMailer run the purger and the mailer, if there is one,
-// until ctx ends; the channel each returns is closed once it has stopped.
+// runPurger, runSampler and runMailer run the purger, the depth sampler
+// and the mailer, if there is one, until ctx ends; the channel each
+// returns is closed once it has stopped.
 func (a *App) runPurger(ctx context.Context) <-chan struct{} {
 	if a.Purger == nil {
 		return runBackground(ctx, nil)
 	}
 	return runBackground(ctx, a.Purger.Run)
+}
+
+func (a *App) runSampler(ctx context.Context) <-chan struct{} {
+	if a.Sampler == nil {
+		return runBackground(ctx, nil)
+	}
+	return runBackground(ctx, a.Sampler.Run)
 }
 
 func (a *App) runMailer(ctx context.Context) <-chan struct{} {
@@ -361,8 +375,9 @@ func (a *App) settleAPIKey(ctx context.Context, out io.Writer) ([32]byte, error)
 func (a *App) Close() error { return a.Store.Close() }
 
 // Serve runs the API on ln (or on Config.Addr when ln is nil), the
-// dispatcher and the purger until ctx ends, then stops taking requests,
-// drains the dispatcher, stops the purger, and returns.
+// dispatcher, the purger and the depth sampler until ctx ends, then stops
+// taking requests, drains the dispatcher, stops the purger and the
+// sampler, and returns.
 func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	if ln == nil {
 		var err error
@@ -382,6 +397,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	dispatched := make(chan error, 1)
 	go func() { dispatched <- a.Dispatcher.Run(runCtx) }()
 	purged := a.runPurger(runCtx)
+	sampled := a.runSampler(runCtx)
 	mailed := a.runMailer(runCtx)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -402,13 +418,14 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		err = errors.Join(err, derr)
 	}
 	<-purged
+	<-sampled
 	<-mailed
 	a.log.Info("herald stopped")
 	return err
 }
 
-// Work runs only the dispatcher and the purger until ctx ends (herald
-// worker), and, when Config.MetricsAddr is set, serves GET /metrics there
+// Work runs only the dispatcher, the purger and the depth sampler until
+// ctx ends (herald worker), and, when Config.MetricsAddr is set, serves GET /metrics there
 // until the dispatcher has drained.
 func (a *App) Work(ctx context.Context) error {
 	side, err := a.startSides(true)
@@ -420,10 +437,12 @@ func (a *App) Work(ctx context.Context) error {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	purged := a.runPurger(runCtx)
+	sampled := a.runSampler(runCtx)
 	mailed := a.runMailer(runCtx)
 	err = a.Dispatcher.Run(runCtx)
 	stop()
 	<-purged
+	<-sampled
 	<-mailed
 	a.log.Info("herald worker stopped")
 	return err

@@ -10,10 +10,11 @@
 // purge never holds the database long enough to show in ingest or claim
 // latency: it runs beside them, not ahead of them.
 //
-// Each pass first deletes the activity series' minutes older than a day
-// and an hour (store.ActivityPurge), a batch at a time with the same
-// pauses, so the charts' table stays small; this runs with a retention of
-// 0 (keep everything) too, which keeps every event but no old minute.
+// Each pass first deletes the activity series' minutes and the depth
+// series' samples older than a day and an hour (store.ActivityPurge,
+// store.DepthPurge), a batch at a time with the same pauses, so the
+// charts' tables stay small; this runs with a retention of 0 (keep
+// everything) too, which keeps every event but no old minute.
 package retention
 
 import (
@@ -166,26 +167,32 @@ func (p *Purger) Pass(ctx context.Context) (store.PurgeResult, error) {
 	}
 }
 
-// purgeActivity deletes the activity series' minutes older than
-// ActivityKeep, a batch at a time, pausing between batches as Pass does.
+// purgeActivity deletes the activity series' minutes and the depth
+// series' samples older than ActivityKeep, a batch at a time, pausing
+// between batches as Pass does.
 func (p *Purger) purgeActivity(ctx context.Context) error {
-	for {
-		start := time.Now()
-		n, err := p.cfg.Store.ActivityPurge(ctx, &store.ActivityPurgeParams{
-			Keep:  p.cfg.ActivityKeep,
-			Limit: store.DefaultActivityPurgeLimit,
-			Now:   p.cfg.Clock.StoreNow(),
-		})
-		if err != nil {
-			return err
-		}
-		if n < store.DefaultActivityPurgeLimit {
-			return nil
-		}
-		if err := pause(ctx, max(p.cfg.Pause, time.Since(start))); err != nil {
-			return err
+	for _, purge := range []func(context.Context, *store.ActivityPurgeParams) (int, error){
+		p.cfg.Store.ActivityPurge, p.cfg.Store.DepthPurge,
+	} {
+		for {
+			start := time.Now()
+			n, err := purge(ctx, &store.ActivityPurgeParams{
+				Keep:  p.cfg.ActivityKeep,
+				Limit: store.DefaultActivityPurgeLimit,
+				Now:   p.cfg.Clock.StoreNow(),
+			})
+			if err != nil {
+				return err
+			}
+			if n < store.DefaultActivityPurgeLimit {
+				break
+			}
+			if err := pause(ctx, max(p.cfg.Pause, time.Since(start))); err != nil {
+				return err
+			}
 		}
 	}
+	return nil
 }
 
 // pause waits d of real time, or until ctx ends.

@@ -117,7 +117,8 @@ func TestPassPurgesInBatchesAndSaysSo(t *testing.T) {
 }
 
 // TestPassPurgesOldActivity: a pass deletes the activity series' minutes
-// older than 25 hours, with a retention of 0 too (every event kept).
+// and the depth series' samples older than 25 hours, with a retention of
+// 0 too (every event kept).
 func TestPassPurgesOldActivity(t *testing.T) {
 	t.Parallel()
 	st, err := sqlitestore.Open(t.Context(), testdb.SQLitePath(t), nil)
@@ -150,15 +151,31 @@ func TestPassPurgesOldActivity(t *testing.T) {
 		}
 		return n
 	}
+	wrote, err := st.DepthSample(t.Context(), &store.DepthSampleParams{Now: start})
+	require.NoError(t, err)
+	require.True(t, wrote)
+	samples := func() int {
+		points, err := st.DepthSeries(t.Context(), &store.ActivitySeriesParams{Window: 24 * time.Hour, Step: time.Hour, Now: start.Add(time.Hour)})
+		require.NoError(t, err)
+		n := 0
+		for _, pt := range points {
+			if pt.Sampled {
+				n++
+			}
+		}
+		return n
+	}
 
 	c.Advance(24 * time.Hour)
 	_, err = p.Pass(t.Context())
 	require.NoError(t, err)
 	require.EqualValues(t, 1, attempts(), "a day old: kept")
+	require.Equal(t, 1, samples(), "a day old: kept")
 	c.Advance(2 * time.Hour)
 	_, err = p.Pass(t.Context())
 	require.NoError(t, err)
 	require.Zero(t, attempts(), "26 hours old: purged")
+	require.Zero(t, samples(), "26 hours old: purged")
 	_, err = st.EventGet(t.Context(), claimed[0].Event.ID)
 	require.NoError(t, err, "a retention of 0 keeps every event")
 }
@@ -197,6 +214,10 @@ type fakeStore struct {
 }
 
 func (s *fakeStore) ActivityPurge(context.Context, *store.ActivityPurgeParams) (int, error) {
+	return 0, nil
+}
+
+func (s *fakeStore) DepthPurge(context.Context, *store.ActivityPurgeParams) (int, error) {
 	return 0, nil
 }
 
