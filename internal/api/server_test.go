@@ -1,6 +1,8 @@
 package api_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -190,8 +192,76 @@ func TestStatsSeries(t *testing.T) {
 	}
 	require.Equal(t, int64(4), sum)
 
+	for _, p := range s.Points {
+		require.Nil(t, p.DueNow, "no depth sampled: unknown, not 0")
+		require.Nil(t, p.OldestDueSeconds)
+		require.Nil(t, p.Dead)
+	}
+
 	e.do("GET", "/v1/stats/series?window=2h", nil).apiErr(http.StatusBadRequest, "invalid_window")
 	e.do("GET", "/v1/stats/series?from=x", nil).apiErr(http.StatusBadRequest, "unknown_parameter")
+}
+
+// TestStatsSeriesDepth: the queue's depth sampled once a minute comes
+// back in the points of the minutes sampled, null elsewhere; a step of 15
+// minutes gives the highest of its samples, not their sum.
+func TestStatsSeriesDepth(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.createEndpoint(map[string]any{"consumer_id": "c1"})
+	sample := func() {
+		t.Helper()
+		wrote, err := e.store.DepthSample(t.Context(), &store.DepthSampleParams{Now: e.clock.Now()})
+		require.NoError(t, err)
+		require.True(t, wrote)
+	}
+	sample() // 12:00, an empty queue
+	e.send("c1", "a", `{}`)
+	e.send("c1", "a", `{}`)
+	e.clock.Advance(2*time.Minute + 30*time.Second)
+	sample() // 12:02:30, two due for 2.5 minutes
+	e.clock.Advance(time.Minute)
+	sample() // 12:03:30, for 3.5 minutes
+
+	type point struct {
+		DueNow           *int64   `json:"due_now"`
+		OldestDueSeconds *float64 `json:"oldest_due_seconds"`
+		Dead             *int64   `json:"dead"`
+	}
+	var s struct {
+		Points []point `json:"points"`
+	}
+	r := e.do("GET", "/v1/stats/series", nil)
+	require.Equal(t, http.StatusOK, r.status)
+	require.NoError(t, json.Unmarshal(r.body, &s))
+	require.Contains(t, string(r.body), `"due_now":null,"oldest_due_seconds":null,"dead":null`, "no sample: null")
+	require.Len(t, s.Points, 60)
+	depth := func(p point) string {
+		if p.DueNow == nil {
+			require.Nil(t, p.OldestDueSeconds)
+			require.Nil(t, p.Dead)
+			return "none"
+		}
+		return fmt.Sprintf("%d %g %d", *p.DueNow, *p.OldestDueSeconds, *p.Dead)
+	}
+	// The series ends with 12:02; 12:03 is under way.
+	require.Equal(t, "2 150 0", depth(s.Points[59]))
+	require.Equal(t, "none", depth(s.Points[58]), "12:01 has no sample")
+	require.Equal(t, "0 0 0", depth(s.Points[57]), "an empty queue is 0, not null")
+	require.Equal(t, "none", depth(s.Points[0]))
+
+	e.clock.Advance(time.Hour + 11*time.Minute + 30*time.Second) // 13:15: the steps start at quarter hours
+	r = e.do("GET", "/v1/stats/series?window=24h", nil)
+	require.Equal(t, http.StatusOK, r.status)
+	require.NoError(t, json.Unmarshal(r.body, &s))
+	require.Len(t, s.Points, 96)
+	var got []string
+	for _, p := range s.Points {
+		if d := depth(p); d != "none" {
+			got = append(got, d)
+		}
+	}
+	require.Equal(t, []string{"2 210 0"}, got, "12:00 to 12:15 in one step: the highest of its three samples")
 }
 
 // TestStoreDown: a failing store gives 503 on /readyz and a generic 500

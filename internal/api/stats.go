@@ -76,10 +76,11 @@ var seriesWindows = map[string]struct {
 }
 
 // statsSeries serves GET /v1/stats/series?window=1h|24h (operator only):
-// the activity of the last hour in 60 one-minute points, or of the last
-// day in 96 fifteen-minute points, oldest first, ending with the last
-// whole minute. Every node writes the activity to the database and reads
-// it from there, so every node answers the same.
+// the activity and the queue's depth of the last hour in 60 one-minute
+// points, or of the last day in 96 fifteen-minute points, oldest first,
+// ending with the last whole minute. Every node writes the activity and
+// the depth samples to the database and reads them from there, so every
+// node answers the same.
 func (s *Server) statsSeries(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	if err := checkQuery(q, "window"); err != nil {
@@ -93,13 +94,27 @@ func (s *Server) statsSeries(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return badRequest("invalid_window", "window must be 1h (60 points of a minute) or 24h (96 points of 15 minutes)")
 	}
-	points, err := s.store.ActivitySeries(r.Context(), &store.ActivitySeriesParams{Window: win.window, Step: win.step, Now: s.storeNow()})
+	p := &store.ActivitySeriesParams{Window: win.window, Step: win.step, Now: s.storeNow()}
+	points, err := s.store.ActivitySeries(r.Context(), p)
+	if err != nil {
+		return fmt.Errorf("stats series: %w", err)
+	}
+	// The depth is read over the very window of the activity: without a
+	// Now, each read asks the database clock, which may have passed into
+	// the next minute in between.
+	if n := len(points); n > 0 {
+		p.Now = points[n-1].At.Add(win.step)
+	}
+	depth, err := s.store.DepthSeries(r.Context(), p)
 	if err != nil {
 		return fmt.Errorf("stats series: %w", err)
 	}
 	out := wire.StatsSeries{Window: name, Step: win.stepName, Points: make([]wire.StatsPoint, len(points))}
 	for i := range points {
 		out.Points[i] = toStatsPoint(&points[i], win.step)
+		if i < len(depth) && depth[i].At.Equal(points[i].At) && depth[i].Sampled {
+			addDepth(&out.Points[i], &depth[i].Depth)
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -127,6 +142,12 @@ func toStatsPoint(p *store.ActivityPoint, step time.Duration) wire.StatsPoint {
 		out.LatencyP95MS = &ms
 	}
 	return out
+}
+
+// addDepth gives a point the depth sampled in its step.
+func addDepth(out *wire.StatsPoint, d *store.Depth) {
+	due, dead, oldest := d.DueNow, d.Dead, d.OldestDueAge.Seconds()
+	out.DueNow, out.Dead, out.OldestDueSeconds = &due, &dead, &oldest
 }
 
 // healthz serves GET /healthz: 200 while the process is up. No key needed.

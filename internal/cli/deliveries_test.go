@@ -227,19 +227,26 @@ func TestStatsSeries(t *testing.T) {
 	}
 	_, err = e.store.DeliveryCompleteMany(t.Context(), &store.DeliveryCompleteManyParams{Outcomes: outcomes, Now: at})
 	require.NoError(t, err)
+	// The queue's depth sampled in that minute: nothing due then, one dead.
+	wrote, err := e.store.DepthSample(t.Context(), &store.DepthSampleParams{Now: at})
+	require.NoError(t, err)
+	require.True(t, wrote)
 
 	out := e.run("stats", "--series", "1h")
 	ls := lines(out)
 	require.Len(t, ls, 61, "a header and 60 minutes")
-	require.Regexp(t, `^FROM\s+ATTEMPTS\s+2XX\s+FAILED\s+RETRIES\s+DEAD\s+PER SEC\s+SUCCESS\s+P50\s+P95$`, ls[0])
+	require.Regexp(t, `^FROM\s+ATTEMPTS\s+2XX\s+FAILED\s+RETRIES\s+DEAD\s+PER SEC\s+SUCCESS\s+P50\s+P95\s+DUE NOW\s+OLDEST DUE\s+DEAD LETTERS$`, ls[0])
 	var busy []string
 	for _, l := range ls[1:] {
 		if f := strings.Fields(l); f[2] != "0" {
 			busy = f[2:]
+		} else {
+			require.Equal(t, []string{"-", "-", "-"}, f[len(f)-3:], "no depth sampled: %s", l)
 		}
 	}
 	require.Equal(t, []string{"2", "1", "1", "0", "1", "0.03", "50.0%"}, busy[:7], "the minute of the two attempts")
 	require.Regexp(t, `^[23][0-9]\.[0-9]ms$`, busy[7])
+	require.Equal(t, []string{"0", "0s", "1"}, busy[9:], "its depth: none due, one dead letter")
 
 	var s struct {
 		Window string `json:"window"`

@@ -22,7 +22,10 @@ func statsCmd(stdio IO) *cobra.Command {
 With --series 1h or --series 24h, show instead the activity of the last hour
 (a line a minute) or day (a line per 15 minutes), oldest first: attempts,
 those answered 2xx and not, retries scheduled, deliveries gone dead,
-attempts per second, success rate and attempt latency p50 and p95
+attempts per second, success rate and attempt latency p50 and p95; and the
+queue's depth, sampled once a minute: deliveries due, how long the oldest
+due one had waited, and the dead-letter depth (the highest sample of each
+15 minutes; "-" where no sample was taken)
 (GET /v1/stats/series, operator keys only).`,
 		Args: cobra.NoArgs,
 	}
@@ -65,7 +68,8 @@ attempts per second, success rate and attempt latency p50 and p95
 	return cmd
 }
 
-// printSeries prints the activity of the last window, a line a point.
+// printSeries prints the activity and the queue's depth of the last
+// window, a line a point.
 func printSeries(ctx context.Context, r *remote, c *client.Client, window string) error {
 	s, err := c.StatsSeries(ctx, window)
 	if err != nil {
@@ -75,12 +79,25 @@ func printSeries(ctx context.Context, r *remote, c *client.Client, window string
 		return printRaw(r.stdio.Out, s.Raw)
 	}
 	t := newTable(r.stdio.Out)
-	t.row("FROM", "ATTEMPTS", "2XX", "FAILED", "RETRIES", "DEAD", "PER SEC", "SUCCESS", "P50", "P95")
+	t.row("FROM", "ATTEMPTS", "2XX", "FAILED", "RETRIES", "DEAD", "PER SEC", "SUCCESS", "P50", "P95",
+		"DUE NOW", "OLDEST DUE", "DEAD LETTERS")
 	opt := func(v *float64, format string) string {
 		if v == nil {
 			return "-"
 		}
 		return fmt.Sprintf(format, *v)
+	}
+	count := func(v *int64) string {
+		if v == nil {
+			return "-"
+		}
+		return strconv.FormatInt(*v, 10)
+	}
+	age := func(v *float64) string {
+		if v == nil {
+			return "-"
+		}
+		return time.Duration(*v * float64(time.Second)).Round(time.Second).String()
 	}
 	for _, p := range s.Points {
 		success := "-"
@@ -90,7 +107,8 @@ func printSeries(ctx context.Context, r *remote, c *client.Client, window string
 		t.row(shortTime(p.At), strconv.FormatInt(p.Attempts, 10), strconv.FormatInt(p.Succeeded, 10),
 			strconv.FormatInt(p.Failed, 10), strconv.FormatInt(p.Retries, 10), strconv.FormatInt(p.Exhausted, 10),
 			strconv.FormatFloat(p.DeliveriesPerSecond, 'f', 2, 64), success,
-			opt(p.LatencyP50MS, "%.1fms"), opt(p.LatencyP95MS, "%.1fms"))
+			opt(p.LatencyP50MS, "%.1fms"), opt(p.LatencyP95MS, "%.1fms"),
+			count(p.DueNow), age(p.OldestDueSeconds), count(p.Dead))
 	}
 	return t.flush()
 }

@@ -137,8 +137,9 @@ type Stats struct {
 	OldestDueAgeSeconds float64 `json:"oldest_due_age_seconds"`
 }
 
-// StatsSeries is the answer of GET /v1/stats/series: the activity of the
-// window before the minute under way, in points of Step each, oldest first.
+// StatsSeries is the answer of GET /v1/stats/series: the activity and the
+// queue's depth of the window before the minute under way, in points of
+// Step each, oldest first.
 type StatsSeries struct {
 	// Window is "1h" or "24h"; Step "1m" or "15m".
 	Window string       `json:"window"`
@@ -167,4 +168,12 @@ type StatsPoint struct {
 	// percentile durations, read from a histogram (within its bucket).
 	LatencyP50MS *float64 `json:"latency_p50_ms"`
 	LatencyP95MS *float64 `json:"latency_p95_ms"`
+	// DueNow, OldestDueSeconds and Dead are the queue's depth, sampled
+	// once a minute: the deliveries due, how long the oldest of them had
+	// waited, and the dead-letter depth. A step of several minutes gives
+	// each figure's highest sample. Null where the step has no sample
+	// (unknown, not an empty queue).
+	DueNow           *int64   `json:"due_now"`
+	OldestDueSeconds *float64 `json:"oldest_due_seconds"`
+	Dead             *int64   `json:"dead"`
 }
