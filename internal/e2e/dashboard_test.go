@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -64,11 +65,13 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 }
 
 // TestDashboardInABrowser: an operator signs in to /ui/ in a real browser,
+// sees the queue's depth sampled by the node charted over the last hour,
 // finds a dead delivery in the dead-letter queue, replays it from its page
 // and sees it delivered; a bulk replay's dry run shows its count.
 func TestDashboardInABrowser(t *testing.T) {
 	t.Parallel()
 	e := setup(t, "sqlite://"+testdb.SQLitePath(t))
+	e.runSampler() // 12:00: an empty queue
 	var mu sync.Mutex
 	status := http.StatusInternalServerError
 	rc := newReceiver(t, e.clock, func(_ int, _ *http.Request, w http.ResponseWriter) {
@@ -83,12 +86,31 @@ func TestDashboardInABrowser(t *testing.T) {
 	for range 2 {
 		bulkIDs = append(bulkIDs, e.send("globex", "invoice.paid", `{"n":1}`).Deliveries[0].ID)
 	}
+	// An endpoint that asked for an hour's pause (503 with Retry-After):
+	// its deliveries sent since wait, due, in the queue.
+	paused := newReceiver(t, e.clock, func(_ int, _ *http.Request, w http.ResponseWriter) {
+		w.Header().Set("Retry-After", "3600")
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	e.createEndpoint(map[string]any{"consumer_id": "initech", "url": paused.URL})
+	first := e.send("initech", "order.shipped", `{"n":1}`).Deliveries[0].ID
 	rc.waitHits(t, 3)
+	paused.waitHits(t, 1)
 	for _, id := range append([]string{target}, bulkIDs...) {
 		e.waitStatus(id, "dead")
 	}
+	waitFor(t, "the paused endpoint's first attempt", func() bool {
+		d := e.delivery(first)
+		return d.Status == "pending" && d.AttemptCount == 1
+	})
+	for range 2 {
+		e.send("initech", "order.shipped", `{"n":2}`)
+	}
 	e.settle()
-	// The overview's activity ends with the last whole minute.
+	// 12:01: the sampler samples three dead letters and two deliveries
+	// due for a minute; the overview's charts end with the last whole
+	// minute, so it shows once 12:02 has begun.
+	e.tick(time.Minute)
 	e.tick(time.Minute)
 
 	ctx := newBrowser(t)
@@ -114,12 +136,35 @@ func TestDashboardInABrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#due-now")),
 	)
 	require.Equal(t, "3", text("#dead-depth"), "the overview counts the three dead deliveries")
-	// The three attempts, each answered 500 and each its delivery's last,
-	// in the figures of now and drawn in the last hour's charts.
+	require.Equal(t, "2", text("#due-now"), "and the two waiting for the paused endpoint")
+	// The four attempts, three answered 500 and each its delivery's last,
+	// one answered 503, in the figures of now and drawn in the last hour's
+	// charts.
 	require.Equal(t, "0.00 %", text("#success-now"))
-	require.Equal(t, "100 %", text("#exhausted-now"))
+	require.Equal(t, "75.0 %", text("#exhausted-now"))
+	require.Equal(t, "25.0 %", text("#retry-now"))
 	do(chromedp.WaitVisible(chromedp.CSS("#chart-hour-rate polyline.rate")),
 		chromedp.WaitVisible(chromedp.CSS("#chart-day-retries polyline.exhausted")))
+	// The queue's depth as the sampler took it at 12:01, charted and in
+	// the table of numbers.
+	do(chromedp.WaitVisible(chromedp.CSS("#chart-hour-due polyline.due")),
+		chromedp.WaitVisible(chromedp.CSS("#chart-hour-oldest polyline.oldest")),
+		chromedp.WaitVisible(chromedp.CSS("#chart-hour-dead polyline.dead")),
+		chromedp.WaitVisible(chromedp.CSS("#chart-day-dead polyline.dead")))
+	textContent := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector(`+strconv.Quote(sel)+`).textContent`))
+		require.NoError(t, err)
+		return strings.TrimSpace(s)
+	}
+	require.Contains(t, textContent("#hour-due-desc"), "highest 2 at 12:01, last 2.")
+	require.Contains(t, textContent("#hour-oldest-desc"), "highest 60.0 s at 12:01, last 60.0 s.")
+	require.Contains(t, textContent("#hour-dead-desc"), "highest 3 at 12:01, last 3.")
+	require.Contains(t, textContent("#day-dead-desc"), "last 3. Sampled once a minute, each point the highest sample of its 15 minutes")
+	lastRow, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
+		`Array.from(document.querySelectorAll("#numbers-hour tbody tr:last-child td")).slice(-3).map(td => td.textContent)`))
+	require.NoError(t, err)
+	require.Equal(t, []string{"2", "60.0 s", "3"}, lastRow, "12:01: due now, oldest due, dead letters")
 	screenshot(t, ctx, "ui-overview.png")
 
 	// Finding the dead delivery and replaying it.

@@ -160,6 +160,27 @@ func (e *env) runDispatch() {
 	})
 }
 
+// runSampler starts the node's depth sampler (the one serve and worker
+// run) until the test ends. It counts as a node for tick and settle: idle
+// when it sleeps on the test clock until its next minute, which it
+// samples at the second of the minute it started at.
+func (e *env) runSampler() {
+	e.t.Helper()
+	require.NotNil(e.t, e.app.Sampler)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	e.nodes.Add(1)
+	go func() {
+		defer close(done)
+		_ = e.app.Sampler.Run(ctx)
+	}()
+	e.t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	waitFor(e.t, "the sampler's first sample", e.idle)
+}
+
 // dispatcher starts another dispatcher (another "node") on its own store
 // connection to the same database. It returns the store (so a test can
 // close it, as a crash would) and a stop function.

@@ -46,10 +46,13 @@ type chartLine struct {
 // seriesValue reads one value of a point; ok is false where it has none.
 type seriesValue func(p *wire.StatsPoint) (v float64, ok bool)
 
-// chartLineSpec names a line of a chart and where its values come from.
+// chartLineSpec names a line of a chart and where its values come from;
+// none is what its description says when no point has a value (default
+// "no attempts").
 type chartLineSpec struct {
 	class, label string
 	value        seriesValue
+	none         string
 }
 
 // newChart draws lines over points, scaled from 0 to the largest value
@@ -78,7 +81,11 @@ func newChart(id, title string, s *wire.StatsSeries, fixedMax float64, unit func
 	var desc []string
 	for _, l := range lines {
 		c.Lines = append(c.Lines, chartLine{Class: l.class, Label: l.label, Segments: segments(s.Points, l.value, top)})
-		desc = append(desc, describe(l.label, s.Points, l.value, unit))
+		none := l.none
+		if none == "" {
+			none = "no attempts"
+		}
+		desc = append(desc, describe(l.label, none, s.Points, l.value, unit))
 	}
 	c.Desc = fmt.Sprintf("%s, %s to %s UTC, one point per %s. %s", title, c.From, c.To, stepName(s.Step), strings.Join(desc, " "))
 	return c
@@ -157,8 +164,9 @@ func niceCeil(v float64) float64 {
 	return 10 * p
 }
 
-// describe says a line's range in words, for the chart's <desc>.
-func describe(label string, points []wire.StatsPoint, value seriesValue, unit func(float64) string) string {
+// describe says a line's range in words, for the chart's <desc>; none is
+// what it says when no point has a value.
+func describe(label, none string, points []wire.StatsPoint, value seriesValue, unit func(float64) string) string {
 	var (
 		n             int
 		sum, hi       float64
@@ -177,7 +185,7 @@ func describe(label string, points []wire.StatsPoint, value seriesValue, unit fu
 		lastVal = unit(v)
 	}
 	if n == 0 {
-		return label + ": no attempts."
+		return label + ": " + none + "."
 	}
 	return fmt.Sprintf("%s: average %s, highest %s at %s, last %s.", label, unit(sum/float64(n)), unit(hi), hiAt, lastVal)
 }
@@ -193,6 +201,16 @@ func stepName(step string) string {
 func perSecond(v float64) string { return trimFloat(v) + "/s" }
 func percent(v float64) string   { return trimFloat(v*100) + " %" }
 func millis(v float64) string    { return trimFloat(v) + " ms" }
+func seconds(v float64) string   { return trimFloat(v) + " s" }
+
+// countOf shows a whole number as one, and an average of counts as
+// trimFloat does.
+func countOf(v float64) string {
+	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
+		return strconv.FormatInt(int64(v), 10)
+	}
+	return trimFloat(v)
+}
 
 // trimFloat shows v with at most 3 significant decimals.
 func trimFloat(v float64) string {
@@ -229,7 +247,27 @@ var (
 	}
 	valueRetryRate     = ratioOf(func(p *wire.StatsPoint) int64 { return p.Retries })
 	valueExhaustedRate = ratioOf(func(p *wire.StatsPoint) int64 { return p.Exhausted })
+	// The queue's depth: none where no sample was taken (a gap).
+	valueDue    = sampledCount(func(p *wire.StatsPoint) *int64 { return p.DueNow })
+	valueDead   = sampledCount(func(p *wire.StatsPoint) *int64 { return p.Dead })
+	valueOldest = func(p *wire.StatsPoint) (float64, bool) {
+		if p.OldestDueSeconds == nil {
+			return 0, false
+		}
+		return *p.OldestDueSeconds, true
+	}
 )
+
+// sampledCount is a depth sample's count; none where there is none.
+func sampledCount(field func(p *wire.StatsPoint) *int64) seriesValue {
+	return func(p *wire.StatsPoint) (float64, bool) {
+		v := field(p)
+		if v == nil {
+			return 0, false
+		}
+		return float64(*v), true
+	}
+}
 
 // ratioOf is a count's share of the point's attempts; none without any.
 func ratioOf(count func(p *wire.StatsPoint) int64) seriesValue {
@@ -245,14 +283,30 @@ func ratioOf(count func(p *wire.StatsPoint) int64) seriesValue {
 func seriesCharts(prefix string, s *wire.StatsSeries) []chart {
 	return []chart{
 		newChart(prefix+"-rate", "Deliveries per second", s, 0, perSecond,
-			chartLineSpec{"rate", "Attempts per second", valueRate}),
+			chartLineSpec{"rate", "Attempts per second", valueRate, ""}),
 		newChart(prefix+"-success", "Success rate", s, 1, percent,
-			chartLineSpec{"success", "Answered 2xx", valueSuccess}),
+			chartLineSpec{"success", "Answered 2xx", valueSuccess, ""}),
 		newChart(prefix+"-latency", "Attempt latency", s, 0, millis,
-			chartLineSpec{"p50", "p50", valueP50}, chartLineSpec{"p95", "p95", valueP95}),
+			chartLineSpec{"p50", "p50", valueP50, ""}, chartLineSpec{"p95", "p95", valueP95, ""}),
 		newChart(prefix+"-retries", "Retry and exhaustion rate", s, 0, percent,
-			chartLineSpec{"retry", "Retried", valueRetryRate}, chartLineSpec{"exhausted", "Went dead", valueExhaustedRate}),
+			chartLineSpec{"retry", "Retried", valueRetryRate, ""}, chartLineSpec{"exhausted", "Went dead", valueExhaustedRate, ""}),
+		depthChart(prefix+"-due", "Due now", s, countOf, chartLineSpec{"due", "Due now", valueDue, "no sample"}),
+		depthChart(prefix+"-oldest", "Oldest due age", s, seconds, chartLineSpec{"oldest", "Oldest due waited", valueOldest, "no sample"}),
+		depthChart(prefix+"-dead", "Dead-letter depth", s, countOf, chartLineSpec{"dead", "Dead letters", valueDead, "no sample"}),
 	}
+}
+
+// depthChart draws a level of the queue sampled once a minute, and says
+// how: a step of several minutes shows its highest sample, and a time
+// without a sample is a gap in the line, not a zero.
+func depthChart(id, title string, s *wire.StatsSeries, unit func(float64) string, line chartLineSpec) chart {
+	c := newChart(id, title, s, 0, unit, line)
+	how := "Sampled once a minute"
+	if s.Step != "1m" {
+		how += ", each point the highest sample of its " + stepName(s.Step)
+	}
+	c.Desc += " " + how + "; a gap is a time without a sample."
+	return c
 }
 
 // recent sums the last n points of a series: the overview's figures of
@@ -298,6 +352,8 @@ type seriesRow struct {
 	Attempts, Succeeded, Failed  int64
 	Retries, Exhausted           int64
 	PerSecond, Success, P50, P95 string
+	// Due, Oldest and Dead are the depth sampled, "—" where none was.
+	Due, Oldest, Dead string
 }
 
 func seriesRows(s *wire.StatsSeries) []seriesRow {
@@ -306,7 +362,7 @@ func seriesRows(s *wire.StatsSeries) []seriesRow {
 		p := &s.Points[i]
 		row := seriesRow{At: p.At.UTC().Format("2006-01-02 15:04"), Attempts: p.Attempts, Succeeded: p.Succeeded,
 			Failed: p.Failed, Retries: p.Retries, Exhausted: p.Exhausted, PerSecond: trimFloat(p.DeliveriesPerSecond),
-			Success: "—", P50: "—", P95: "—"}
+			Success: "—", P50: "—", P95: "—", Due: "—", Oldest: "—", Dead: "—"}
 		if v, ok := valueSuccess(p); ok {
 			row.Success = percent(v)
 		}
@@ -315,6 +371,15 @@ func seriesRows(s *wire.StatsSeries) []seriesRow {
 		}
 		if v, ok := valueP95(p); ok {
 			row.P95 = millis(v)
+		}
+		if v, ok := valueDue(p); ok {
+			row.Due = countOf(v)
+		}
+		if v, ok := valueOldest(p); ok {
+			row.Oldest = seconds(v)
+		}
+		if v, ok := valueDead(p); ok {
+			row.Dead = countOf(v)
 		}
 		out[i] = row
 	}

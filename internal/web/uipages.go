@@ -58,11 +58,12 @@ type overviewWindow struct {
 // recentMinutes is how many of the last minutes the figures of now sum.
 const recentMinutes = 5
 
-// overview serves GET /ui/: the queue's figures of now and the activity of
-// the last hour and the last day, drawn as charts, all read from the
-// database (GET /v1/stats?counts=false and GET /v1/stats/series), so every
-// node shows the same. Its cost is the due queue, the dead letters and a
-// day of minutes, never the history kept.
+// overview serves GET /ui/: the queue's figures of now, and the activity
+// and the queue's depth (sampled once a minute) of the last hour and the
+// last day, drawn as charts, all read from the database (GET
+// /v1/stats?counts=false and GET /v1/stats/series), so every node shows
+// the same. Its cost is the due queue, the dead letters and a day of
+// minutes, never the history kept.
 func (u *UI) overview(w http.ResponseWriter, r *http.Request, s *uiSession) {
 	var (
 		d         overviewData
