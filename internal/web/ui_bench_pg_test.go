@@ -127,5 +127,8 @@ func pgFill(b *testing.B, url string, events int) {
 	exec(`INSERT INTO activity_minutes (minute, node, attempts, succeeded, failed, retries, exhausted, lat04, lat06, lat08, lat12)
 		SELECT date_trunc('minute', now()) - n * interval '1 minute', 'bench', 500 + n % 37, 480 + n % 37, 20, 15, 5, 100, 300 + n % 37, 90, 10
 		FROM generate_series(1, 1500) AS n`)
-	exec(`VACUUM ANALYZE deliveries, events, endpoints, endpoint_queue, activity_minutes`)
+	exec(`INSERT INTO depth_minutes (minute, due_now, oldest_due_ms, dead)
+		SELECT date_trunc('minute', now()) - n * interval '1 minute', 2500 + n % 97, 1000 * (n % 61), 7500 + n
+		FROM generate_series(1, 1500) AS n`)
+	exec(`VACUUM ANALYZE deliveries, events, endpoints, endpoint_queue, activity_minutes, depth_minutes`)
 }

@@ -39,7 +39,8 @@ const (
 // BenchmarkUIPages renders each dashboard page, server side, as a signed-in
 // operator, and each page of the consumer portal as consumer c0 (whose 100
 // endpoints' deliveries are as many as any other's), on SQLite with 100,000 endpoints and benchDeliveries
-// deliveries (or HERALD_BENCH_DELIVERIES), and a day of activity. Each page
+// deliveries (or HERALD_BENCH_DELIVERIES), and a day of activity and of
+// depth samples. Each page
 // must answer in under 100 ms; the benchmark fails when one does not.
 //
 // The rows are written straight into the database (bulkFill), copied from
@@ -332,5 +333,9 @@ func bulkFill(b *testing.B, path string, events int) {
 	exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1500)
 		INSERT INTO activity_minutes (minute, node, attempts, succeeded, failed, retries, exhausted, lat04, lat06, lat08, lat12)
 		SELECT (? / 60 - n.i) * 60, '', 500 + n.i % 37, 480 + n.i % 37, 20, 15, 5, 100, 300 + n.i % 37, 90, 10 FROM n`, now.Unix())
+	// And as long of the queue's depth, a sample a minute.
+	exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1500)
+		INSERT INTO depth_minutes (minute, due_now, oldest_due_ms, dead)
+		SELECT (? / 60 - n.i) * 60, 2500 + n.i % 97, 1000 * (n.i % 61), 7500 + n.i FROM n`, now.Unix())
 	exec(`COMMIT`)
 }
