@@ -210,12 +210,15 @@ func New(st store.Store, opts Options) *Metrics {
 
 	m.notices = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: NameNoticesSent,
-		Help: "Notices this node handled for mail (--smtp-url), by kind (failing, disabled, dead) and result: sent, failed (tried again later), limited (the endpoint was mailed about within the hour), no_address, dropped (queue full or retries spent).",
+		Help: "Notices this node handled for mail (--smtp-url), by kind (failing, disabled, dead) and result: sent, failed (tried again later), limited (the endpoint was mailed about within the hour), no_address, unconfirmed (the address is not confirmed yet), dropped (queue full or retries spent); and the mails asking an address to confirm it (kind confirmation), sent or failed.",
 	}, []string{"kind", "result"})
 	for _, k := range notice.Kinds {
 		for _, r := range notice.Results {
 			m.notices.WithLabelValues(k, r)
 		}
+	}
+	for _, r := range notice.ConfirmationResults {
+		m.notices.WithLabelValues(notice.KindConfirmation, r)
 	}
 
 	queueErrors := prometheus.NewCounter(prometheus.CounterOpts{

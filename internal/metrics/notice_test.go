@@ -19,6 +19,9 @@ func TestNoticesCountedByKindAndResult(t *testing.T) {
 			require.Zero(t, must(t, r, NameNoticesSent, "kind", k, "result", res), k+" "+res)
 		}
 	}
+	for _, res := range notice.ConfirmationResults {
+		require.Zero(t, must(t, r, NameNoticesSent, "kind", notice.KindConfirmation, "result", res), res)
+	}
 	m.NoticeCounted(notice.KindDead, notice.ResultSent)
 	m.NoticeCounted(notice.KindDead, notice.ResultSent)
 	m.NoticeCounted(notice.KindFailing, notice.ResultDropped)

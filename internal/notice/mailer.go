@@ -3,6 +3,10 @@
 // the same moments as Herald's herald.* events, for owners who watch an
 // inbox rather than a webhook.
 //
+// Notices go to a confirmed address only: a new address is pending until
+// the link mailed to it (Confirmer) is opened, so that no one can point
+// Herald's mail at a stranger.
+//
 // Mail never slows delivery: notifications are queued in memory (bounded;
 // a full queue drops with a count) and one goroutine per node sends them.
 // At most one mail per endpoint per interval (an hour) goes out across all
@@ -32,6 +36,9 @@ const (
 	KindFailing  = "failing"
 	KindDisabled = "disabled"
 	KindDead     = "dead"
+	// KindConfirmation is the mail that asks an address to confirm it
+	// (Confirmer); its results are sent or failed.
+	KindConfirmation = "confirmation"
 )
 
 // Results of a notice, the metric's result label.
@@ -45,14 +52,19 @@ const (
 	ResultLimited = "limited"
 	// ResultNoAddress: the consumer has no notification address.
 	ResultNoAddress = "no_address"
+	// ResultUnconfirmed: the consumer's address is not confirmed yet, so
+	// nothing is mailed to it.
+	ResultUnconfirmed = "unconfirmed"
 	// ResultDropped: the queue was full, or the retries ran out.
 	ResultDropped = "dropped"
 )
 
-// Kinds and Results list the label values, for the metric.
+// Kinds and Results list the label values of notices, for the metric.
 var (
 	Kinds   = []string{KindFailing, KindDisabled, KindDead}
-	Results = []string{ResultSent, ResultFailed, ResultLimited, ResultNoAddress, ResultDropped}
+	Results = []string{ResultSent, ResultFailed, ResultLimited, ResultNoAddress, ResultUnconfirmed, ResultDropped}
+	// ConfirmationResults are the results of KindConfirmation.
+	ConfirmationResults = []string{ResultSent, ResultFailed}
 )
 
 // Store is what the mailer reads and writes.
@@ -252,6 +264,13 @@ func (m *Mailer) handle(ctx context.Context, it item) {
 	}
 	if cn.Email == "" {
 		m.count(it.kind, ResultNoAddress)
+		return
+	}
+	if !cn.Confirmed() {
+		// Pending: whoever set the address may not own it, so nothing
+		// goes there until its reader opened the confirmation link.
+		m.count(it.kind, ResultUnconfirmed)
+		log.Debug("notice not mailed: the address is not confirmed")
 		return
 	}
 	if d.URL == "" {

@@ -74,10 +74,23 @@ func (e *env) endpoint(consumer, url string) *herald.Endpoint {
 	return ep
 }
 
+// address sets consumer's address confirmed (as an operator may).
 func (e *env) address(consumer, email string) {
 	e.t.Helper()
-	_, err := e.store.ConsumerNotificationsSet(context.Background(), &store.ConsumerNotificationsSetParams{ConsumerID: consumer, Email: email, Now: e.clock.Now()})
+	_, err := e.store.ConsumerNotificationsSet(context.Background(), &store.ConsumerNotificationsSetParams{
+		ConsumerID: consumer, Email: email, Confirmed: true, Now: e.clock.Now(),
+	})
 	require.NoError(e.t, err)
+}
+
+// pending sets consumer's address as a consumer does: pending.
+func (e *env) pending(consumer, email string) {
+	e.t.Helper()
+	got, err := e.store.ConsumerNotificationsSet(context.Background(), &store.ConsumerNotificationsSetParams{
+		ConsumerID: consumer, Email: email, Now: e.clock.Now(),
+	})
+	require.NoError(e.t, err)
+	require.False(e.t, got.Confirmed())
 }
 
 func next(t *testing.T, results chan result) result {
