@@ -102,6 +102,7 @@ func TestEveryCall(t *testing.T) {
 		{"PUT /v1/consumers/{consumer_id}/notifications", "/v1/consumers/c1/notifications", `{"email":"Ops <ops@example.com>"}`, http.StatusBadRequest},
 		{"GET /v1/consumers/{consumer_id}/notifications", "/v1/consumers/c1/notifications", nil, http.StatusOK},
 		{"PUT /v1/consumers/{consumer_id}/notifications", "/v1/consumers/c1/notifications", `{"email":null}`, http.StatusOK},
+		{"POST /v1/consumers/{consumer_id}/notifications/confirm", "/v1/consumers/c1/notifications/confirm", `{"token":"wrong"}`, http.StatusBadRequest},
 		{"POST /v1/event-types", "/v1/event-types", `{"name":"order.refunded","description":"An order was refunded.","schema":{"type":"object","required":["order_id"]},"example":{"order_id":"o_1"}}`, http.StatusCreated},
 		{"POST /v1/event-types", "/v1/event-types", `{"name":"order.refunded"}`, http.StatusConflict},
 		{"POST /v1/event-types", "/v1/event-types", `{"name":"order.voided","schema":{"type":"strung"}}`, http.StatusBadRequest},

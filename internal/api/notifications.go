@@ -1,19 +1,52 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/heraldhooks/herald"
 	"github.com/heraldhooks/herald/internal/auth"
+	"github.com/heraldhooks/herald/internal/logkey"
+	"github.com/heraldhooks/herald/internal/notice"
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/wire"
 )
 
+// A confirmation link works for ConfirmationTTL, and a new one for the
+// same address is mailed at most once per ConfirmationEvery (a PUT of the
+// address sooner sends nothing), so that the API cannot be used to flood
+// an inbox.
+const (
+	ConfirmationTTL   = 48 * time.Hour
+	ConfirmationEvery = 5 * time.Minute
+)
+
+// ConfirmationMailer mails a pending notification address the link that
+// confirms it (notice.Confirmer), and returns once the mail server took
+// the mail or refused it.
+type ConfirmationMailer interface {
+	MailConfirmation(ctx context.Context, c notice.Confirmation) error
+}
+
+// What a PUT did about the confirmation of a pending address, for the
+// answer's detail.
+type confirmationOutcome int
+
+const (
+	confirmationNone    confirmationOutcome = iota // nothing to do, or a GET
+	confirmationSent                               // a link was mailed
+	confirmationTooSoon                            // one was mailed less than ConfirmationEvery ago
+	confirmationFailed                             // the mail server refused it
+)
+
 // consumerNotificationsGet serves GET
 // /v1/consumers/{consumer_id}/notifications: the address Herald mails the
-// consumer's notices to (email null when none is set).
+// consumer's notices to (email null when none is set) and where its
+// confirmation stands.
 func (s *Server) consumerNotificationsGet(w http.ResponseWriter, r *http.Request) error {
 	consumer := r.PathValue("consumer_id")
 	if err := validateConsumerID(consumer); err != nil {
@@ -23,7 +56,7 @@ func (s *Server) consumerNotificationsGet(w http.ResponseWriter, r *http.Request
 	if err != nil {
 		return fmt.Errorf("get consumer notifications: %w", err)
 	}
-	writeJSON(w, http.StatusOK, notificationsAnswer(cn))
+	writeJSON(w, http.StatusOK, s.notificationsAnswer(cn, confirmationNone))
 	return nil
 }
 
@@ -32,6 +65,14 @@ func (s *Server) consumerNotificationsGet(w http.ResponseWriter, r *http.Request
 // sets the address (null or "" clears it). The address is one bare
 // mailbox (herald.ValidateEmail), else 400 invalid_email; email is
 // required, so that a body that forgot it clears nothing.
+//
+// A new address is pending: Herald mails it a confirmation link, and
+// mails it notices only once the link was opened. A PUT of the pending
+// address again resends the link, at most once per ConfirmationEvery. An
+// operator key may pass "confirmed": true to set the address confirmed at
+// once (the operator vouches for it); a consumer key may not (403
+// forbidden), since confirming is what keeps a consumer from pointing
+// Herald's mail at a stranger.
 func (s *Server) consumerNotificationsPut(w http.ResponseWriter, r *http.Request) error {
 	consumer := r.PathValue("consumer_id")
 	if err := validateConsumerID(consumer); err != nil {
@@ -58,28 +99,172 @@ func (s *Server) consumerNotificationsPut(w http.ResponseWriter, r *http.Request
 			return badRequest("invalid_email", "email: %v", err)
 		}
 	}
+	confirmed := req.Confirmed != nil && *req.Confirmed
+	if p, _ := auth.FromContext(r.Context()); confirmed && !p.IsOperator() {
+		return forbidden("confirmed: only an operator key may set an address confirmed; " +
+			"the address is confirmed by opening the link Herald mails to it")
+	}
 	cn, err := s.store.ConsumerNotificationsSet(r.Context(), &store.ConsumerNotificationsSetParams{
-		ConsumerID: consumer, Email: email, Now: s.storeNow(),
+		ConsumerID: consumer, Email: email, Confirmed: confirmed, Now: s.storeNow(),
 	})
 	if err != nil {
 		return fmt.Errorf("set consumer notifications: %w", err)
 	}
-	writeJSON(w, http.StatusOK, notificationsAnswer(cn))
+	outcome := confirmationNone
+	if cn.Email != "" && !cn.Confirmed() && s.confirm != nil {
+		cn, outcome, err = s.sendConfirmation(r.Context(), cn)
+		if err != nil {
+			return err
+		}
+	}
+	writeJSON(w, http.StatusOK, s.notificationsAnswer(cn, outcome))
 	return nil
 }
 
-// notificationsAnswer is the wire form of a consumer's settings.
-func notificationsAnswer(cn *store.ConsumerNotifications) wire.ConsumerNotifications {
-	out := wire.ConsumerNotifications{ConsumerID: cn.ConsumerID}
+// sendConfirmation issues a confirmation token for cn's pending address
+// and mails its link, unless one was issued less than ConfirmationEvery
+// ago (or another node is issuing one now). A mail the server refused
+// withdraws its token, so a retry may follow at once; the address stays
+// as it is.
+func (s *Server) sendConfirmation(ctx context.Context, cn *store.ConsumerNotifications) (*store.ConsumerNotifications, confirmationOutcome, error) {
+	token, err := auth.NewPortalToken()
+	if err != nil {
+		return nil, confirmationNone, err
+	}
+	hash := auth.Hash(token)
+	issued, ok, err := s.store.ConsumerNotificationsIssue(ctx, &store.ConsumerNotificationsIssueParams{
+		ConsumerID: cn.ConsumerID, Email: cn.Email, TokenHash: hash,
+		TTL: ConfirmationTTL, Every: ConfirmationEvery, Now: s.storeNow(),
+	})
+	if err != nil {
+		return nil, confirmationNone, fmt.Errorf("issue confirmation: %w", err)
+	}
+	if !ok {
+		if issued.Email != cn.Email || issued.Confirmed() {
+			return issued, confirmationNone, nil // changed meanwhile
+		}
+		return issued, confirmationTooSoon, nil
+	}
+	err = s.confirm.MailConfirmation(ctx, notice.Confirmation{
+		ConsumerID: cn.ConsumerID, Email: cn.Email, Token: token, ExpiresAt: issued.ConfirmationExpiresAt,
+	})
+	if err == nil {
+		return issued, confirmationSent, nil
+	}
+	s.log.Error("confirmation mail not sent", logkey.ConsumerID, cn.ConsumerID, logkey.Error, err)
+	// Not sent: withdraw the token, even if the caller went away.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := s.store.ConsumerNotificationsUnissue(wctx, &store.ConsumerNotificationsUnissueParams{
+		ConsumerID: cn.ConsumerID, TokenHash: hash,
+	}); err != nil {
+		return nil, confirmationNone, fmt.Errorf("withdraw confirmation: %w", err)
+	}
+	now, err := s.store.ConsumerNotificationsGet(wctx, cn.ConsumerID)
+	if err != nil {
+		return nil, confirmationNone, fmt.Errorf("get consumer notifications: %w", err)
+	}
+	return now, confirmationFailed, nil
+}
+
+// consumerNotificationsConfirm serves POST
+// /v1/consumers/{consumer_id}/notifications/confirm {"token": "…"}: the
+// token of the link mailed to the pending address confirms it, once. A
+// token that is not the consumer's live one (wrong, another consumer's,
+// or replaced by a newer link or a change of address) answers 400
+// invalid_token, an expired one 410 token_expired, one used already 409
+// token_used. The token is 32 random bytes, so guessing is hopeless and
+// no attempt limit is needed; only its SHA-256 is stored.
+func (s *Server) consumerNotificationsConfirm(w http.ResponseWriter, r *http.Request) error {
+	consumer := r.PathValue("consumer_id")
+	if err := validateConsumerID(consumer); err != nil {
+		return err
+	}
+	var req wire.ConfirmNotificationsRequest
+	if _, err := decodeBody(w, r, maxSmallBody, false, &req); err != nil {
+		return err
+	}
+	if req.Token == "" {
+		return badRequest("invalid_token", "token is required: the token of the confirmation link mailed to the address")
+	}
+	cn, err := s.store.ConsumerNotificationsConfirm(r.Context(), &store.ConsumerNotificationsConfirmParams{
+		ConsumerID: consumer, TokenHash: auth.Hash(req.Token), Now: s.storeNow(),
+	})
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return badRequest("invalid_token", "token: not the live confirmation token of consumer %s's address "+
+			"(a wrong token, or one replaced by a newer confirmation link or a change of address)", consumer)
+	case errors.Is(err, store.ErrConfirmationExpired):
+		return &apiError{http.StatusGone, "token_expired", "token: this confirmation link has expired; " +
+			"set the address again to mail a new one"}
+	case errors.Is(err, store.ErrConfirmationUsed):
+		return &apiError{http.StatusConflict, "token_used", "token: this confirmation link was used already; the address is confirmed"}
+	case err != nil:
+		return fmt.Errorf("confirm consumer notifications: %w", err)
+	}
+	writeJSON(w, http.StatusOK, s.notificationsAnswer(cn, confirmationNone))
+	return nil
+}
+
+// notificationsAnswer is the wire form of a consumer's settings, with a
+// sentence on where the address stands after outcome.
+func (s *Server) notificationsAnswer(cn *store.ConsumerNotifications, outcome confirmationOutcome) wire.ConsumerNotifications {
+	out := wire.ConsumerNotifications{ConsumerID: cn.ConsumerID, MailEnabled: s.confirm != nil}
+	out.UpdatedAt = timeOrNull(cn.UpdatedAt)
 	if cn.Email != "" {
 		email := cn.Email
 		out.Email = &email
+		status := wire.NotificationsPending
+		if cn.Confirmed() {
+			status = wire.NotificationsConfirmed
+			out.ConfirmedAt = timeOrNull(cn.ConfirmedAt)
+		}
+		out.Status = &status
+		out.ConfirmationSentAt = timeOrNull(cn.ConfirmationSentAt)
+		out.ConfirmationExpiresAt = timeOrNull(cn.ConfirmationExpiresAt)
 	}
-	if !cn.UpdatedAt.IsZero() {
-		t := cn.UpdatedAt.UTC()
-		out.UpdatedAt = &t
-	}
+	out.Detail = s.notificationsDetail(cn, outcome)
 	return out
+}
+
+// timeOrNull is t in UTC, or null for the zero time.
+func timeOrNull(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+// notificationsDetail says in a sentence where cn's address stands.
+func (s *Server) notificationsDetail(cn *store.ConsumerNotifications, outcome confirmationOutcome) string {
+	const layout = "2006-01-02 15:04 UTC"
+	switch {
+	case cn.Email == "":
+		return "No address is set: no notices are mailed."
+	case cn.Confirmed() && s.confirm == nil:
+		return "The address is confirmed, but mail is not configured on this server (--smtp-url): no notices are mailed."
+	case cn.Confirmed():
+		return "The address is confirmed: notices are mailed to " + cn.Email + "."
+	case s.confirm == nil:
+		return "Mail is not configured on this server (--smtp-url), so no confirmation can be sent and nothing is mailed. " +
+			"The address is kept: set it again once mail is configured to send its confirmation."
+	case outcome == confirmationFailed:
+		return "The confirmation mail could not be sent just now; set the address again to retry. Nothing is mailed until it is confirmed."
+	case outcome == confirmationSent:
+		return "A confirmation link was mailed to " + cn.Email + "; notices are mailed there once it is opened (it works until " +
+			cn.ConfirmationExpiresAt.UTC().Format(layout) + ")."
+	case outcome == confirmationTooSoon:
+		return "A confirmation link was mailed to " + cn.Email + " at " + cn.ConfirmationSentAt.UTC().Format(layout) +
+			"; another can be sent from " + cn.ConfirmationSentAt.Add(ConfirmationEvery).UTC().Format(layout) + " (set the address again)."
+	case cn.ConfirmationSentAt.IsZero():
+		return "Waiting for confirmation: no link was mailed yet; set the address again to send one."
+	case !cn.ConfirmationExpiresAt.After(s.clock.Now()):
+		return "The confirmation link mailed at " + cn.ConfirmationSentAt.UTC().Format(layout) +
+			" has expired; set the address again to mail a new one."
+	}
+	return "Waiting for confirmation: nothing is mailed to " + cn.Email + " until the link mailed to it at " +
+		cn.ConfirmationSentAt.UTC().Format(layout) + " is opened. Set the address again to mail another (at most one every 5 minutes)."
 }
 
 // consumerPath holds the path's {consumer_id} to p's consumer: another

@@ -3,6 +3,8 @@ package api_test
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -11,12 +13,20 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/notice/smtptest"
+	"github.com/heraldhooks/herald/internal/wire"
 )
 
 type notificationsOut struct {
-	ConsumerID string     `json:"consumer_id"`
-	Email      *string    `json:"email"`
-	UpdatedAt  *time.Time `json:"updated_at"`
+	ConsumerID            string     `json:"consumer_id"`
+	Email                 *string    `json:"email"`
+	UpdatedAt             *time.Time `json:"updated_at"`
+	Status                *string    `json:"status"`
+	ConfirmedAt           *time.Time `json:"confirmed_at"`
+	ConfirmationSentAt    *time.Time `json:"confirmation_sent_at"`
+	ConfirmationExpiresAt *time.Time `json:"confirmation_expires_at"`
+	MailEnabled           bool       `json:"mail_enabled"`
+	Detail                string     `json:"detail"`
 }
 
 func TestConsumerNotifications(t *testing.T) {
@@ -27,9 +37,12 @@ func TestConsumerNotifications(t *testing.T) {
 		e := setup(t)
 		var got notificationsOut
 		e.do("GET", "/v1/consumers/cust_42/notifications", nil).must(http.StatusOK, &got)
-		require.Equal(t, notificationsOut{ConsumerID: "cust_42"}, got, "never set: email and updated_at null")
+		require.Equal(t, notificationsOut{ConsumerID: "cust_42", Detail: "No address is set: no notices are mailed."}, got,
+			"never set: email and updated_at null")
 		r := e.do("GET", "/v1/consumers/cust_42/notifications", nil)
-		require.JSONEq(t, `{"consumer_id":"cust_42","email":null,"updated_at":null}`, string(r.body))
+		require.JSONEq(t, `{"consumer_id":"cust_42","email":null,"updated_at":null,"status":null,"confirmed_at":null,
+			"confirmation_sent_at":null,"confirmation_expires_at":null,"mail_enabled":false,
+			"detail":"No address is set: no notices are mailed."}`, string(r.body))
 
 		e.do("PUT", "/v1/consumers/cust_42/notifications", `{"email":"ops@example.com"}`).must(http.StatusOK, &got)
 		require.Equal(t, "ops@example.com", *got.Email)
@@ -116,4 +129,204 @@ func TestOperatorDisableNotifies(t *testing.T) {
 	require.Equal(t, "https://a.example.com/hooks", p.URL)
 	require.Equal(t, "disabled by the operator: abuse", p.Reason)
 	require.True(t, p.DisabledAt.Equal(e.clock.Now()))
+}
+
+// mailedToken waits for the n-th mail and returns the token of its
+// confirmation link, checking it goes to to and links to the server's
+// confirmation page for consumer.
+func mailedToken(t *testing.T, mail *smtptest.Server, n int, to, consumer string) string {
+	t.Helper()
+	got := mail.Wait(t, n, 10*time.Second)[n-1]
+	require.Equal(t, []string{to}, got.To)
+	link := regexp.MustCompile(`https://hooks\.example\.com/portal/confirm\?\S+`).FindString(got.Body)
+	require.NotEmpty(t, link, got.Body)
+	u, err := url.Parse(link)
+	require.NoError(t, err)
+	require.Equal(t, consumer, u.Query().Get("consumer"))
+	token := u.Query().Get("token")
+	require.Len(t, token, 43, "32 random bytes")
+	return token
+}
+
+// TestNotificationConfirmation: a new address is pending and mailed a
+// link with a single-use token valid 48 hours; the token confirms it
+// once, on its own consumer only; a resend waits 5 minutes; an operator
+// may vouch for an address, a consumer may not; without mail nothing is
+// sent and the answer says so.
+func TestNotificationConfirmation(t *testing.T) {
+	t.Parallel()
+	const path = "/v1/consumers/cust_42/notifications"
+	confirmBody := func(token string) string { return `{"token":"` + token + `"}` }
+
+	t.Run("NewAddressIsPendingUntilTheMailedTokenConfirmsIt", func(t *testing.T) {
+		t.Parallel()
+		mail := smtptest.Start(t)
+		e := setup(t, func(o *options) { o.mail = mail })
+		var got notificationsOut
+		e.do("PUT", path, `{"email":"ops@example.com"}`).must(http.StatusOK, &got)
+		require.Equal(t, wire.NotificationsPending, *got.Status)
+		require.True(t, got.MailEnabled)
+		require.Nil(t, got.ConfirmedAt)
+		require.True(t, got.ConfirmationSentAt.Equal(e.clock.Now()))
+		require.True(t, got.ConfirmationExpiresAt.Equal(e.clock.Now().Add(48*time.Hour)))
+		require.Contains(t, got.Detail, "A confirmation link was mailed to ops@example.com")
+		token := mailedToken(t, mail, 1, "ops@example.com", "cust_42")
+		require.Contains(t, mail.Mails()[0].Body, token)
+
+		got = notificationsOut{}
+		e.do("GET", path, nil).must(http.StatusOK, &got)
+		require.Equal(t, wire.NotificationsPending, *got.Status)
+		require.Contains(t, got.Detail, "Waiting for confirmation")
+
+		// A wrong token confirms nothing.
+		e.do("POST", path+"/confirm", confirmBody("x"+token[1:])).apiErr(http.StatusBadRequest, "invalid_token")
+		e.do("POST", path+"/confirm", `{}`).apiErr(http.StatusBadRequest, "invalid_token")
+		e.do("POST", path+"/confirm", `{"token":"`+token+`","email":"x@example.com"}`).apiErr(http.StatusBadRequest, "unknown_field")
+		e.do("GET", path, nil).must(http.StatusOK, &got)
+		require.Equal(t, wire.NotificationsPending, *got.Status)
+
+		e.clock.Advance(time.Hour)
+		got = notificationsOut{}
+		e.do("POST", path+"/confirm", confirmBody(token)).must(http.StatusOK, &got)
+		require.Equal(t, wire.NotificationsConfirmed, *got.Status)
+		require.True(t, got.ConfirmedAt.Equal(e.clock.Now()))
+		require.Equal(t, "ops@example.com", *got.Email)
+		require.Contains(t, got.Detail, "notices are mailed to ops@example.com")
+		// Used once, it is used.
+		msg := e.do("POST", path+"/confirm", confirmBody(token)).apiErr(http.StatusConflict, "token_used")
+		require.Contains(t, msg, "used already")
+
+		// The confirmed address set again stays confirmed, and is not
+		// mailed again; a new one is pending and mailed.
+		got = notificationsOut{}
+		e.do("PUT", path, `{"email":"ops@example.com"}`).must(http.StatusOK, &got)
+		require.Equal(t, wire.NotificationsConfirmed, *got.Status)
+		got = notificationsOut{}
+		e.do("PUT", path, `{"email":"new@example.com"}`).must(http.StatusOK, &got)
+		require.Equal(t, wire.NotificationsPending, *got.Status)
+		require.Nil(t, got.ConfirmedAt)
+		mailedToken(t, mail, 2, "new@example.com", "cust_42")
+		e.do("POST", path+"/confirm", confirmBody(token)).apiErr(http.StatusBadRequest, "invalid_token")
+		require.Len(t, mail.Mails(), 2)
+	})
+
+	t.Run("ExpiredToken", func(t *testing.T) {
+		t.Parallel()
+		mail := smtptest.Start(t)
+		e := setup(t, func(o *options) { o.mail = mail })
+		e.do("PUT", path, `{"email":"ops@example.com"}`).must(http.StatusOK, nil)
+		token := mailedToken(t, mail, 1, "ops@example.com", "cust_42")
+		e.clock.Advance(48 * time.Hour)
+		var got notificationsOut
+		e.do("GET", path, nil).must(http.StatusOK, &got)
+		require.Contains(t, got.Detail, "has expired")
+		e.do("POST", path+"/confirm", confirmBody(token)).apiErr(http.StatusGone, "token_expired")
+		e.do("GET", path, nil).must(http.StatusOK, &got)
+		require.Equal(t, wire.NotificationsPending, *got.Status)
+		// Set again, a new link works.
+		e.do("PUT", path, `{"email":"ops@example.com"}`).must(http.StatusOK, nil)
+		e.do("POST", path+"/confirm", confirmBody(mailedToken(t, mail, 2, "ops@example.com", "cust_42"))).must(http.StatusOK, nil)
+	})
+
+	t.Run("ResendAtMostEveryFiveMinutes", func(t *testing.T) {
+		t.Parallel()
+		mail := smtptest.Start(t)
+		e := setup(t, func(o *options) { o.mail = mail })
+		e.do("PUT", path, `{"email":"ops@example.com"}`).must(http.StatusOK, nil)
+		first := mailedToken(t, mail, 1, "ops@example.com", "cust_42")
+		e.clock.Advance(5*time.Minute - time.Second)
+		var got notificationsOut
+		e.do("PUT", path, `{"email":"ops@example.com"}`).must(http.StatusOK, &got)
+		require.Equal(t, wire.NotificationsPending, *got.Status)
+		require.True(t, got.ConfirmationSentAt.Equal(start), "the first link stands")
+		require.Contains(t, got.Detail, "another can be sent from 2024-05-01 12:05 UTC")
+		require.True(t, got.UpdatedAt.Equal(start), "the same address set again is no change")
+		require.Len(t, mail.Mails(), 1)
+
+		e.clock.Advance(time.Second)
+		e.do("PUT", path, `{"email":"ops@example.com"}`).must(http.StatusOK, &got)
+		require.True(t, got.ConfirmationSentAt.Equal(e.clock.Now()))
+		second := mailedToken(t, mail, 2, "ops@example.com", "cust_42")
+		require.NotEqual(t, first, second)
+		e.do("POST", path+"/confirm", confirmBody(first)).apiErr(http.StatusBadRequest, "invalid_token")
+		e.do("POST", path+"/confirm", confirmBody(second)).must(http.StatusOK, nil)
+	})
+
+	t.Run("RefusedMailCanBeRetriedAtOnce", func(t *testing.T) {
+		t.Parallel()
+		mail := smtptest.Start(t)
+		e := setup(t, func(o *options) { o.mail = mail })
+		mail.FailNext(1)
+		var got notificationsOut
+		e.do("PUT", path, `{"email":"ops@example.com"}`).must(http.StatusOK, &got)
+		require.Equal(t, wire.NotificationsPending, *got.Status)
+		require.Nil(t, got.ConfirmationSentAt)
+		require.Contains(t, got.Detail, "could not be sent")
+		require.Empty(t, mail.Mails())
+		e.do("PUT", path, `{"email":"ops@example.com"}`).must(http.StatusOK, &got)
+		require.NotNil(t, got.ConfirmationSentAt)
+		e.do("POST", path+"/confirm", confirmBody(mailedToken(t, mail, 1, "ops@example.com", "cust_42"))).must(http.StatusOK, nil)
+	})
+
+	t.Run("WithoutMailNothingIsSentAndNothingLost", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t)
+		var got notificationsOut
+		e.do("PUT", path, `{"email":"ops@example.com"}`).must(http.StatusOK, &got)
+		require.Equal(t, "ops@example.com", *got.Email)
+		require.Equal(t, wire.NotificationsPending, *got.Status)
+		require.False(t, got.MailEnabled)
+		require.Nil(t, got.ConfirmationSentAt)
+		require.Contains(t, got.Detail, "Mail is not configured on this server")
+		got = notificationsOut{}
+		e.do("GET", path, nil).must(http.StatusOK, &got)
+		require.Equal(t, "ops@example.com", *got.Email, "the address is kept")
+		require.Contains(t, got.Detail, "Mail is not configured on this server")
+	})
+
+	t.Run("OperatorMayVouchConsumerMayNot", func(t *testing.T) {
+		t.Parallel()
+		mail := smtptest.Start(t)
+		e := setup(t, func(o *options) { o.mail = mail })
+		var got notificationsOut
+		e.do("PUT", path, `{"email":"ops@example.com","confirmed":true}`).must(http.StatusOK, &got)
+		require.Equal(t, wire.NotificationsConfirmed, *got.Status)
+		require.True(t, got.ConfirmedAt.Equal(e.clock.Now()))
+		require.Empty(t, mail.Mails(), "an address the operator vouches for is mailed no link")
+
+		key := e.createKey("consumer", "cust_42")
+		msg := e.doKey(key.Key, "PUT", path, `{"email":"mine@example.com","confirmed":true}`).apiErr(http.StatusForbidden, "forbidden")
+		require.Contains(t, msg, "only an operator key")
+		e.do("GET", path, nil).must(http.StatusOK, &got)
+		require.Equal(t, "ops@example.com", *got.Email, "a refused call changes nothing")
+		require.Empty(t, mail.Mails())
+		e.doKey(key.Key, "PUT", path, `{"email":"mine@example.com","confirmed":false}`).must(http.StatusOK, &got)
+		require.Equal(t, wire.NotificationsPending, *got.Status)
+		token := mailedToken(t, mail, 1, "mine@example.com", "cust_42")
+		// The consumer confirms with its own key, as the mail tells.
+		e.doKey(key.Key, "POST", path+"/confirm", confirmBody(token)).must(http.StatusOK, &got)
+		require.Equal(t, wire.NotificationsConfirmed, *got.Status)
+	})
+
+	t.Run("ATokenConfirmsItsOwnConsumerOnly", func(t *testing.T) {
+		t.Parallel()
+		mail := smtptest.Start(t)
+		e := setup(t, func(o *options) { o.mail = mail })
+		a := e.createKey("consumer", "cust_a")
+		e.do("PUT", "/v1/consumers/cust_b/notifications", `{"email":"b@example.com"}`).must(http.StatusOK, nil)
+		bToken := mailedToken(t, mail, 1, "b@example.com", "cust_b")
+		e.doKey(a.Key, "PUT", "/v1/consumers/cust_a/notifications", `{"email":"a@example.com"}`).must(http.StatusOK, nil)
+		mailedToken(t, mail, 2, "a@example.com", "cust_a")
+
+		e.doKey(a.Key, "POST", "/v1/consumers/cust_b/notifications/confirm", confirmBody(bToken)).apiErr(http.StatusNotFound, "not_found")
+		e.doKey(a.Key, "POST", "/v1/consumers/cust_a/notifications/confirm", confirmBody(bToken)).apiErr(http.StatusBadRequest, "invalid_token")
+		e.do("POST", "/v1/consumers/cust_a/notifications/confirm", confirmBody(bToken)).apiErr(http.StatusBadRequest, "invalid_token")
+		var got notificationsOut
+		for _, c := range []string{"cust_a", "cust_b"} {
+			e.do("GET", "/v1/consumers/"+c+"/notifications", nil).must(http.StatusOK, &got)
+			require.Equal(t, wire.NotificationsPending, *got.Status, c)
+		}
+		e.do("POST", "/v1/consumers/cust_b/notifications/confirm", confirmBody(bToken)).must(http.StatusOK, &got)
+		require.Equal(t, wire.NotificationsConfirmed, *got.Status)
+	})
 }

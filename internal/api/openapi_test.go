@@ -194,7 +194,8 @@ func TestOpenAPIRoutes(t *testing.T) {
 // TestOpenAPIForbiddenFollowsScope: a /v1 call documents 403 forbidden
 // exactly when its route's scope rule can answer it (operator-only calls,
 // and those that name a consumer in the query or the body); a call about
-// one id never answers 403, only 404, so it documents none.
+// one id never answers 403, only 404, so it documents none. The one
+// other 403 is a body field only an operator key may set (forbidsField).
 func TestOpenAPIForbiddenFollowsScope(t *testing.T) {
 	t.Parallel()
 	s, err := parseSpec()
@@ -207,7 +208,11 @@ func TestOpenAPIForbiddenFollowsScope(t *testing.T) {
 		require.True(t, ok, "%s %s", rt.Method, rt.Path)
 		responses, _ := op["responses"].(map[string]any)
 		_, documented := responses["403"]
-		canForbid := rt.Access == api.AccessOperator || rt.Access == api.AccessConsumerQuery || rt.Access == api.AccessConsumerBody
+		// Calls with a body field that only an operator key may set
+		// ("confirmed": an operator vouches for an address).
+		forbidsField := rt.Method+" "+rt.Path == "PUT /v1/consumers/{consumer_id}/notifications"
+		canForbid := rt.Access == api.AccessOperator || rt.Access == api.AccessConsumerQuery || rt.Access == api.AccessConsumerBody ||
+			forbidsField
 		require.Equal(t, canForbid, documented, "%s %s (scope rule %s): 403 documented", rt.Method, rt.Path, rt.Access)
 		if documented {
 			resp, err := s.deref(responses["403"])

@@ -180,6 +180,10 @@ func scopeCalls() map[string]scopeCall {
 		"PUT /v1/consumers/{consumer_id}/notifications": {func(tn *tenant) string {
 			return "/v1/consumers/" + tn.consumer + "/notifications"
 		}, func(*tenant) any { return `{"email":"changed@example.com"}` }, http.StatusOK},
+		// A key that reaches the consumer gets as far as the token check.
+		"POST /v1/consumers/{consumer_id}/notifications/confirm": {func(tn *tenant) string {
+			return "/v1/consumers/" + tn.consumer + "/notifications/confirm"
+		}, func(*tenant) any { return `{"token":"not-a-token"}` }, http.StatusBadRequest},
 	}
 }
 

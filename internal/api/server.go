@@ -95,6 +95,10 @@ type Config struct {
 	// herald.* events tell of what Herald does itself), but mails the
 	// endpoint's owner about it (--smtp-url). It must not block.
 	Notify func(herald.Notification)
+	// Confirmations, when set, mails a new notification address the link
+	// that confirms it (--smtp-url). Nil: this server sends no mail, and
+	// the answers about notification addresses say so.
+	Confirmations ConfirmationMailer
 }
 
 // Server is the HTTP API. It is an http.Handler, safe for concurrent use.
@@ -108,6 +112,7 @@ type Server struct {
 	maxBatchBody int64
 	catalog      *catalog.Cache
 	notify       func(herald.Notification)
+	confirm      ConfirmationMailer
 	tests        testLimiter
 	mux          *http.ServeMux
 }
@@ -122,6 +127,7 @@ func New(cfg Config) *Server {
 		maxPayload:   cfg.MaxPayloadBytes,
 		maxBatchBody: int64(cfg.MaxBatchBytes),
 		notify:       cfg.Notify,
+		confirm:      cfg.Confirmations,
 		mux:          http.NewServeMux(),
 	}
 	if s.clock == nil {
@@ -224,6 +230,7 @@ func (s *Server) routes() []Route {
 		{"DELETE", "/v1/consumers/{consumer_id}/portal-sessions", AccessOperator, s.portalSessionRevoke},
 		{"GET", "/v1/consumers/{consumer_id}/notifications", AccessConsumerPath, s.consumerNotificationsGet},
 		{"PUT", "/v1/consumers/{consumer_id}/notifications", AccessConsumerPath, s.consumerNotificationsPut},
+		{"POST", "/v1/consumers/{consumer_id}/notifications/confirm", AccessConsumerPath, s.consumerNotificationsConfirm},
 	}
 }
 

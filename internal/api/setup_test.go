@@ -17,6 +17,9 @@ import (
 	"github.com/heraldhooks/herald"
 	"github.com/heraldhooks/herald/internal/api"
 	"github.com/heraldhooks/herald/internal/clock"
+	"github.com/heraldhooks/herald/internal/config"
+	"github.com/heraldhooks/herald/internal/notice"
+	"github.com/heraldhooks/herald/internal/notice/smtptest"
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/pgstore"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore"
@@ -48,6 +51,9 @@ type options struct {
 	notify func(herald.Notification)
 	// postgres serves a fresh PostgreSQL store instead of SQLite.
 	postgres bool
+	// mail, when set, is the SMTP server confirmation links are mailed
+	// through (the API's Confirmations, links to https://hooks.example.com).
+	mail *smtptest.Server
 }
 
 // onPostgres is the setup option that serves a PostgreSQL store.
@@ -84,6 +90,12 @@ func setup(t *testing.T, opts ...func(*options)) *env {
 	if o.wrap != nil {
 		served = o.wrap(st)
 	}
+	var confirmations api.ConfirmationMailer
+	if o.mail != nil {
+		cfg, err := config.ParseSMTP(o.mail.URL, "")
+		require.NoError(t, err)
+		confirmations = notice.NewConfirmer(notice.NewSMTP(cfg), "https://hooks.example.com", nil)
+	}
 	srv := httptest.NewServer(api.New(api.Config{
 		Store:                served,
 		Clock:                clk,
@@ -93,6 +105,7 @@ func setup(t *testing.T, opts ...func(*options)) *env {
 		MaxPayloadBytes:      o.maxPayload,
 		MaxBatchBytes:        o.maxBatch,
 		Notify:               o.notify,
+		Confirmations:        confirmations,
 	}))
 	t.Cleanup(srv.Close)
 	return &env{t: t, url: srv.URL, store: st, clock: clk, spec: doc}

@@ -67,6 +67,7 @@ func wireDocs() map[string]wireDoc {
 		"PortalRevoked":                {typ: reflect.TypeFor[wire.PortalRevoked](), at: "DELETE /v1/consumers/{consumer_id}/portal-sessions 200"},
 		"ConsumerNotificationsRequest": {typ: reflect.TypeFor[wire.ConsumerNotificationsRequest](), at: "PUT /v1/consumers/{consumer_id}/notifications request"},
 		"ConsumerNotifications":        {typ: reflect.TypeFor[wire.ConsumerNotifications](), at: "GET /v1/consumers/{consumer_id}/notifications 200"},
+		"ConfirmNotificationsRequest":  {typ: reflect.TypeFor[wire.ConfirmNotificationsRequest](), at: "POST /v1/consumers/{consumer_id}/notifications/confirm request"},
 		"List":                         {typ: reflect.TypeFor[wire.List[json.RawMessage]](), at: "GET /v1/endpoints 200"},
 		"Error":                        {typ: reflect.TypeFor[wire.Error](), at: schema("Error")},
 		"ErrorDetail":                  {typ: reflect.TypeFor[wire.ErrorDetail](), at: schema("Error") + "/properties/error"},

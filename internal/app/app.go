@@ -160,6 +160,7 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 
 	a.Metrics = metrics.New(st, metrics.Options{Clock: deps.Clock, Logger: deps.Logger})
 	var notify func(herald.Notification)
+	var confirmations api.ConfirmationMailer
 	if cfg.SMTPURL != "" {
 		smtpCfg, err := config.ParseSMTP(cfg.SMTPURL, cfg.SMTPFrom)
 		if err != nil { // Validate has refused it already
@@ -174,6 +175,12 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 			Counted: a.Metrics.NoticeCounted,
 		})
 		notify = a.Mailer.Notify
+		confirmations = notice.NewConfirmer(notice.NewSMTP(smtpCfg), cfg.PublicBaseURL(), a.Metrics.NoticeCounted)
+		if withAPI && cfg.PublicURL == "" {
+			deps.Logger.Warn("no --public-url: the confirmation links mailed to notification addresses point at "+
+				cfg.PublicBaseURL()+"; set --public-url (HERALD_PUBLIC_URL) to where browsers reach Herald",
+				"public_url", cfg.PublicBaseURL())
+		}
 	}
 
 	if withAPI {
@@ -190,6 +197,7 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 			AllowPrivateNetworks: cfg.AllowPrivateNetworks,
 			MaxPayloadBytes:      cfg.MaxPayloadBytes,
 			Notify:               notify,
+			Confirmations:        confirmations,
 		})
 		assets := web.NewAssets()
 		portal := web.NewPortal(web.PortalConfig{Store: st, API: apiHandler, Assets: assets, Clock: deps.Clock,

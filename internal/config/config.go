@@ -79,6 +79,30 @@ type Config struct {
 	SMTPURL string
 	// SMTPFrom is the sender of notices; it overrides the URL's ?from=.
 	SMTPFrom string
+	// PublicURL is where people's browsers reach this Herald (such as
+	// https://hooks.example.com): the links Herald mails (the
+	// confirmation of a notification address) start with it. Empty:
+	// http:// and Addr (PublicBaseURL), right only when browsers reach
+	// Herald there. Links are never built from a request's Host header,
+	// which whoever sets an address could forge to steal its token.
+	PublicURL string
+}
+
+// PublicBaseURL is where links Herald mails point: PublicURL without a
+// trailing slash, or else http:// and Addr (an unspecified host, as in
+// ":8080" or "0.0.0.0:8080", written as localhost).
+func (c *Config) PublicBaseURL() string {
+	if c.PublicURL != "" {
+		return strings.TrimRight(c.PublicURL, "/")
+	}
+	host, port, err := net.SplitHostPort(c.Addr)
+	if err != nil {
+		return "http://" + c.Addr
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }
 
 // Default returns the configuration used when nothing is set.
@@ -187,6 +211,11 @@ func (c *Config) Validate(needAddr bool) error {
 			errs = append(errs, fmt.Errorf("encryption-key: %w", err))
 		}
 	}
+	if c.PublicURL != "" {
+		if err := checkPublicURL(c.PublicURL); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if c.SMTPURL != "" {
 		if _, err := ParseSMTP(c.SMTPURL, c.SMTPFrom); err != nil {
 			errs = append(errs, err)
@@ -195,6 +224,17 @@ func (c *Config) Validate(needAddr bool) error {
 		errs = append(errs, errors.New("smtp-from: needs --smtp-url (HERALD_SMTP_URL): without it no mail is sent"))
 	}
 	return errors.Join(errs...)
+}
+
+// checkPublicURL accepts a base URL for links: http or https, a host, an
+// optional port and path, no user, query or fragment.
+func checkPublicURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil ||
+		u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" || strings.ContainsAny(raw, " \t\r\n") {
+		return fmt.Errorf("public-url: %q is not a base URL such as https://hooks.example.com", raw)
+	}
+	return nil
 }
 
 // checkOrigin accepts an origin a frame-ancestors list may name: http or
@@ -273,5 +313,6 @@ func (c Config) LogValue() slog.Value {
 		slog.String("pprof_addr", c.PprofAddr),
 		slog.String("smtp_url", RedactSMTP(c.SMTPURL)),
 		slog.String("smtp_from", c.SMTPFrom),
+		slog.String("public_url", c.PublicURL),
 	)
 }

@@ -168,3 +168,33 @@ func TestPortalFrameAncestors(t *testing.T) {
 		require.ErrorContains(t, c.Validate(true), "portal-frame-ancestors: ", bad)
 	}
 }
+
+// TestPublicURL: --public-url is a base URL for the links Herald mails;
+// without it they point at --addr.
+func TestPublicURL(t *testing.T) {
+	t.Parallel()
+	c := config.Default()
+	for _, good := range []string{"https://hooks.example.com", "https://hooks.example.com/", "http://127.0.0.1:8080", "https://example.com/herald"} {
+		c.PublicURL = good
+		require.NoError(t, c.Validate(true), good)
+	}
+	for _, bad := range []string{"hooks.example.com", "ftp://hooks.example.com", "https://", "https://u:p@hooks.example.com",
+		"https://hooks.example.com/?x=1", "https://hooks.example.com/#x", "https://hooks.example.com/a b"} {
+		c.PublicURL = bad
+		require.ErrorContains(t, c.Validate(true), "public-url: ", bad)
+	}
+
+	for _, tc := range []struct{ public, addr, want string }{
+		{"https://hooks.example.com/", "127.0.0.1:8080", "https://hooks.example.com"},
+		{"https://example.com/herald", "127.0.0.1:8080", "https://example.com/herald"},
+		{"", "127.0.0.1:8080", "http://127.0.0.1:8080"},
+		{"", ":8080", "http://localhost:8080"},
+		{"", "0.0.0.0:9000", "http://localhost:9000"},
+		{"", "[::]:9000", "http://localhost:9000"},
+		{"", "[::1]:9000", "http://[::1]:9000"},
+	} {
+		c := config.Default()
+		c.PublicURL, c.Addr = tc.public, tc.addr
+		require.Equal(t, tc.want, c.PublicBaseURL(), "%+v", tc)
+	}
+}

@@ -108,11 +108,20 @@ func setup(t *testing.T, db string, opts ...func(*options)) *env {
 		cfg.LeaseMargin = o.leaseMargin
 	}
 	cfg.SMTPURL = o.smtpURL
+	// The server's address is known before the node starts, so the links
+	// it mails (--public-url) lead back to it.
+	srv := httptest.NewUnstartedServer(nil)
+	cfg.PublicURL = "http://" + srv.Listener.Addr().String()
 	c := clock.NewTest(start)
 	ctx, cancel := context.WithCancel(context.Background())
 	a, err := app.New(ctx, cfg, app.Deps{Clock: c, Logger: o.logger}, true)
+	if err != nil {
+		srv.Close()
+	}
 	require.NoError(t, err)
-	e := &env{t: t, db: db, clock: c, app: a, api: httptest.NewServer(a.Handler)}
+	srv.Config.Handler = a.Handler
+	srv.Start()
+	e := &env{t: t, db: db, clock: c, app: a, api: srv}
 	done := make(chan struct{})
 	if o.noDispatch {
 		close(done)

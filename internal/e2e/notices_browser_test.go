@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -14,8 +15,11 @@ import (
 )
 
 // TestPortalSettingsInABrowser: a consumer opens the portal in a real
-// browser, sets its notification address on the Settings page, and the
-// next dead delivery of one of its endpoints is mailed there.
+// browser and sets its notification address on the Settings page; the
+// address is pending, and a dead delivery is not mailed to it. The
+// confirmation mail's link, opened in the browser, shows a Confirm
+// button; once pressed, the Settings page says confirmed, and the next
+// dead delivery of one of its endpoints is mailed there.
 func TestPortalSettingsInABrowser(t *testing.T) {
 	t.Parallel()
 	mail := smtptest.Start(t)
@@ -47,11 +51,37 @@ func TestPortalSettingsInABrowser(t *testing.T) {
 	do(chromedp.SendKeys(chromedp.CSS("#email"), "ops@example.com"),
 		chromedp.Click(chromedp.CSS("#save-settings")),
 		chromedp.WaitVisible(chromedp.CSS(".flash.ok")))
-	require.Contains(t, text(".flash.ok"), "ops@example.com")
+	require.Contains(t, text(".flash.ok"), "A confirmation link was mailed to ops@example.com")
+	require.Equal(t, "pending", text("#email-status"))
 	screenshot(t, ctx, "portal-settings.png")
 
+	// The confirmation mail holds a link back to this server.
+	confirmation := mail.Wait(t, 1, time.Minute)[0]
+	require.Equal(t, []string{"ops@example.com"}, confirmation.To)
+	require.Contains(t, confirmation.Subject, "confirm this address")
+	confirmURL := regexp.MustCompile(`http://\S+/portal/confirm\?\S+`).FindString(confirmation.Body)
+	require.True(t, strings.HasPrefix(confirmURL, e.api.URL+"/portal/confirm?"), "%q in %s", confirmURL, confirmation.Body)
+
+	// Pending: a dead delivery is not mailed.
 	e.send("cust_42", "order.created", `{"n":1}`)
-	got := mail.Wait(t, 1, time.Minute)[0]
+	e.waitMetrics("the dead delivery's notice held back", func(s scrape) bool {
+		return s.get(`herald_notices_sent_total{kind="dead",result="unconfirmed"}`) == 1
+	})
+	require.Len(t, mail.Mails(), 1)
+
+	// Opening the link shows a button; pressing it confirms.
+	do(chromedp.Navigate(confirmURL), chromedp.WaitVisible(chromedp.CSS("#confirm-address")))
+	require.Equal(t, "Confirm your address", text("h1"))
+	require.Len(t, mail.Mails(), 1)
+	do(chromedp.Click(chromedp.CSS("#confirm-address")), chromedp.WaitVisible(chromedp.CSS("main h1")))
+	require.Equal(t, "Address confirmed", text("main h1"))
+	require.Contains(t, text("main p"), "ops@example.com")
+	do(chromedp.Navigate(e.api.URL+"/portal/settings"), chromedp.WaitVisible(chromedp.CSS("#email-status")))
+	require.Equal(t, "confirmed", text("#email-status"))
+
+	// Confirmed: the next dead delivery is mailed.
+	e.send("cust_42", "order.created", `{"n":2}`)
+	got := mail.Wait(t, 2, time.Minute)[1]
 	require.Equal(t, []string{"ops@example.com"}, got.To)
 	require.Equal(t, "Herald: a delivery to your endpoint "+ep.ID+" went dead", got.Subject)
 	require.Contains(t, got.Body, "HTTP 400")

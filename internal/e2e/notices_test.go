@@ -35,7 +35,8 @@ func TestNoticesByMail(t *testing.T) {
 		})
 		ep := e.createEndpoint(map[string]any{"consumer_id": "c1", "url": bad.URL, "event_types": []string{"order.*"},
 			"retry_schedule": []string{"0s", "1s", "1s"}})
-		e.must(http.StatusOK, "PUT", "/v1/consumers/c1/notifications", map[string]any{"email": "ops@example.com"}, nil)
+		// The operator vouches for the address: no confirmation mail.
+		e.must(http.StatusOK, "PUT", "/v1/consumers/c1/notifications", map[string]any{"email": "ops@example.com", "confirmed": true}, nil)
 		// Another consumer's endpoint fails too; it has no address.
 		other := e.createEndpoint(map[string]any{"consumer_id": "c2", "url": bad.URL, "retry_schedule": []string{"0s"}})
 

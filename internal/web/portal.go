@@ -60,8 +60,9 @@ type Portal struct {
 // the signed-in pages are the consumer's endpoints (/portal/, the home),
 // an endpoint's page and its forms, the message log
 // (/portal/deliveries), a delivery's and an event's page, the event type
-// catalog (/portal/event-types); POST
-// /portal/session/end signs out.
+// catalog (/portal/event-types), the settings (/portal/settings); POST
+// /portal/session/end signs out. /portal/confirm, the page a mailed
+// confirmation link opens, needs no session.
 func NewPortal(cfg PortalConfig) *Portal {
 	p := &Portal{
 		api: cfg.API,

@@ -19,6 +19,9 @@ import (
 	"github.com/heraldhooks/herald/internal/api"
 	"github.com/heraldhooks/herald/internal/auth"
 	"github.com/heraldhooks/herald/internal/clock"
+	"github.com/heraldhooks/herald/internal/config"
+	"github.com/heraldhooks/herald/internal/notice"
+	"github.com/heraldhooks/herald/internal/notice/smtptest"
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore"
 	"github.com/heraldhooks/herald/internal/testdb"
@@ -41,6 +44,13 @@ type env struct {
 // given, are the origins that may frame the portal.
 func setup(t *testing.T, tls bool, frame ...string) *env {
 	t.Helper()
+	return setupWith(t, tls, nil, frame...)
+}
+
+// setupWith is setup with mail, when not nil, the SMTP server the API
+// mails confirmation links through, links to this server.
+func setupWith(t *testing.T, tls bool, mail *smtptest.Server, frame ...string) *env {
+	t.Helper()
 	st, err := sqlitestore.Open(t.Context(), testdb.SQLitePath(t), nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
@@ -51,22 +61,28 @@ func setup(t *testing.T, tls bool, frame ...string) *env {
 		Hash: sha256.Sum256([]byte(consumerKey)), Prefix: consumerKey[:12],
 	}, Now: clk.StoreNow()})
 	require.NoError(t, err)
-	apiHandler := api.New(api.Config{Store: st, Clock: clk, APIKeyHash: sha256.Sum256([]byte(operatorKey))})
+	srv := httptest.NewUnstartedServer(nil)
+	t.Cleanup(srv.Close)
+	var confirmations api.ConfirmationMailer
+	if mail != nil {
+		cfg, err := config.ParseSMTP(mail.URL, "")
+		require.NoError(t, err)
+		confirmations = notice.NewConfirmer(notice.NewSMTP(cfg), "http://"+srv.Listener.Addr().String(), nil)
+	}
+	apiHandler := api.New(api.Config{Store: st, Clock: clk, APIKeyHash: sha256.Sum256([]byte(operatorKey)), Confirmations: confirmations})
 	portal := web.NewPortal(web.PortalConfig{Store: st, API: apiHandler, Clock: clk, FrameAncestors: frame})
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if web.IsPortalPath(r.URL.Path) {
 			portal.ServeHTTP(w, r)
 			return
 		}
 		apiHandler.ServeHTTP(w, r)
 	})
-	var srv *httptest.Server
 	if tls {
-		srv = httptest.NewTLSServer(h)
+		srv.StartTLS()
 	} else {
-		srv = httptest.NewServer(h)
+		srv.Start()
 	}
-	t.Cleanup(srv.Close)
 	return &env{srv: srv, clock: clk, store: st}
 }
 
