@@ -41,7 +41,7 @@ bench: ## Run the Go benchmarks of the hot paths (signing, sending, ingest throu
 
 screenshots: ## Write a PNG of each dashboard and portal page to docs/ (drives /usr/bin/chromium, headless, through the browser test)
 	mkdir -p docs
-	HERALD_SCREENSHOTS=$(CURDIR)/docs $(GO) test -count=1 -run '^(TestDashboardInABrowser|TestPortalInABrowser|TestPortalFramedInABrowser)$$' ./internal/e2e
+	HERALD_SCREENSHOTS=$(CURDIR)/docs $(GO) test -count=1 -run '^(TestDashboardInABrowser|TestPortalInABrowser|TestPortalFramedInABrowser|TestPortalSettingsInABrowser)$$' ./internal/e2e
 
 run: ## Run herald serve on ./herald.db
 	$(GO) run ./cmd/herald serve

@@ -72,8 +72,10 @@ func TestPortalSettingsInABrowser(t *testing.T) {
 	// Opening the link shows a button; pressing it confirms.
 	do(chromedp.Navigate(confirmURL), chromedp.WaitVisible(chromedp.CSS("#confirm-address")))
 	require.Equal(t, "Confirm your address", text("h1"))
+	screenshot(t, ctx, "portal-confirm.png")
 	require.Len(t, mail.Mails(), 1)
-	do(chromedp.Click(chromedp.CSS("#confirm-address")), chromedp.WaitVisible(chromedp.CSS("main h1")))
+	do(chromedp.Click(chromedp.CSS("#confirm-address")), chromedp.WaitNotPresent(chromedp.CSS("#confirm-address")),
+		chromedp.WaitVisible(chromedp.CSS("main h1")))
 	require.Equal(t, "Address confirmed", text("main h1"))
 	require.Contains(t, text("main p"), "ops@example.com")
 	do(chromedp.Navigate(e.api.URL+"/portal/settings"), chromedp.WaitVisible(chromedp.CSS("#email-status")))
