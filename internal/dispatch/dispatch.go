@@ -58,6 +58,12 @@ type Config struct {
 	// DrainTimeout is how long a stopping dispatcher lets attempts in flight
 	// finish before it cancels them and hands their leases back (default 30 s).
 	DrainTimeout time.Duration
+	// OutcomeRetryFor is how long a failed outcome write is tried again
+	// (default 30 s): through a database restart or failover, so that
+	// attempts that happened are recorded instead of being sent again once
+	// their leases expire. Past it the outcomes are dropped and their
+	// leases expire: at least once, never lost.
+	OutcomeRetryFor time.Duration
 	// Linger is how long a dispatcher woken for new work waits before it
 	// claims, and how long the outcome writer waits for more outcomes
 	// beside the first, so that at low rates one claim and one outcome
@@ -130,6 +136,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.DrainTimeout <= 0 {
 		c.DrainTimeout = 30 * time.Second
+	}
+	if c.OutcomeRetryFor <= 0 {
+		c.OutcomeRetryFor = defaultOutcomeRetryFor
 	}
 	if c.Rand == nil {
 		c.Rand = rand.Float64
@@ -626,12 +635,8 @@ func (d *Dispatcher) writeResults(results <-chan result, slots chan<- struct{}, 
 
 // Bounds on writing a batch of outcomes again after the write failed.
 const (
-	// outcomeRetryFor is how long a failed outcome write is tried again:
-	// through a database restart or failover, so that attempts that
-	// happened are recorded instead of being sent again once their leases
-	// expire. Past it the outcomes are dropped and their leases expire:
-	// at least once, never lost.
-	outcomeRetryFor = 30 * time.Second
+	// defaultOutcomeRetryFor is Config.OutcomeRetryFor's default.
+	defaultOutcomeRetryFor = 30 * time.Second
 	// outcomeRetryFirst is the first wait before trying again; it doubles
 	// up to outcomeRetryMax.
 	outcomeRetryFirst = 50 * time.Millisecond
@@ -640,12 +645,16 @@ const (
 
 // write writes a batch and says, for each outcome, whether the store
 // applied it (none when the write failed). A failed outcome write is tried
-// again, with backoff, for outcomeRetryFor: every write is fenced by its
+// again, with backoff, for Config.OutcomeRetryFor: every write is fenced by its
 // lease token, so a second try applies nothing that the first did, nor
 // anything another node has claimed since. Meanwhile the batch's slots stay
 // taken, so the node claims nothing new from a database it cannot write to.
 func (d *Dispatcher) write(outcomes []store.DeliveryOutcome, releases []store.Lease) (applied []bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), outcomeRetryFor)
+	// The writes share one deadline, never shorter than the default retry
+	// time, so a short OutcomeRetryFor bounds the tries again, not the
+	// first try's time.
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), max(d.cfg.OutcomeRetryFor, defaultOutcomeRetryFor))
 	defer cancel()
 	if len(outcomes) > 0 {
 		wait := outcomeRetryFirst
@@ -663,7 +672,7 @@ func (d *Dispatcher) write(outcomes []store.DeliveryOutcome, releases []store.Le
 				break
 			}
 			applied = nil
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || time.Since(start)+wait > d.cfg.OutcomeRetryFor {
 				// The leases will expire and the deliveries will be
 				// claimed again: at least once, never lost.
 				d.log.Error("write outcomes: giving up", logkey.Count, len(outcomes), logkey.Try, try, logkey.Error, err)

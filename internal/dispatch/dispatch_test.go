@@ -545,6 +545,44 @@ func TestOutcomeWriteSurvivesADatabaseRestart(t *testing.T) {
 	require.Equal(t, int64(1), requests.Load(), "the webhook went once")
 }
 
+// TestOutcomeWriteGivesUpAfterOutcomeRetryFor: a database away for longer
+// than OutcomeRetryFor costs the outcomes (their leases expire and the
+// deliveries go again: at least once), and the dispatcher goes on: its
+// slots come back, and it stops without waiting for the database.
+func TestOutcomeWriteGivesUpAfterOutcomeRetryFor(t *testing.T) {
+	t.Parallel()
+	base, c, _ := setup(t, func(w http.ResponseWriter, _ *http.Request) {})
+	st := &failingWrites{Store: base}
+	st.down.Store(true)
+	id := ingest(t, st, c)
+	var written, applied atomic.Int64
+	stop, done := runDispatcher(t, dispatch.Config{
+		Store:           st,
+		Sender:          sender.New(sender.Config{AllowPrivateNetworks: true}),
+		Clock:           c,
+		Concurrency:     1,
+		OutcomeRetryFor: 300 * time.Millisecond,
+		Hooks: dispatch.Hooks{
+			OutcomeWritten: func(_ *store.ClaimedDelivery, _ *store.DeliveryOutcome, _ time.Time, ok bool) {
+				written.Add(1)
+				if ok {
+					applied.Add(1)
+				}
+			},
+		},
+	})
+	waitFor(t, func() bool { return written.Load() == 1 })
+	require.Zero(t, applied.Load(), "the outcome was dropped")
+	failed := st.failed.Load()
+	require.Greater(t, failed, int64(1), "tried again before giving up")
+
+	d, err := base.DeliveryGet(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, herald.StatusDelivering, d.Status, "its lease holds until it expires")
+	stop()
+	waitClosed(t, done)
+}
+
 // nextDueSpy is the real store, keeping the wait its latest read of the
 // next due time answered.
 type nextDueSpy struct {

@@ -43,7 +43,7 @@ func TestCrashedNodeLeasesExpireAndWorkIsDelivered(t *testing.T) {
 
 		// Node 1 claims everything, then "crashes": its database connection
 		// goes away before it can write or release anything.
-		st1, stop1, done1 := e.dispatcher(events)
+		st1, stop1, done1 := e.crashingDispatcher(events)
 		rc.waitHits(t, events)
 		require.NoError(t, st1.Close())
 		stop1()
@@ -107,7 +107,7 @@ func TestLostLeasesAreCountedAsRedeliveries(t *testing.T) {
 		}
 
 		// Another node claims everything and dies before it writes anything.
-		st1, stop1, done1 := e.dispatcher(events)
+		st1, stop1, done1 := e.crashingDispatcher(events)
 		rc.waitHits(t, events)
 		require.NoError(t, st1.Close())
 		stop1()

@@ -191,19 +191,35 @@ func (e *env) runSampler() {
 }
 
 // dispatcher starts another dispatcher (another "node") on its own store
-// connection to the same database. It returns the store (so a test can
-// close it, as a crash would) and a stop function.
+// connection to the same database. It returns the store and a stop
+// function.
 func (e *env) dispatcher(concurrency int) (store.Store, context.CancelFunc, <-chan struct{}) {
+	e.t.Helper()
+	return e.dispatcherWith(concurrency, 0)
+}
+
+// crashingDispatcher is a dispatcher whose store the test closes under it,
+// as a crash would: it writes nothing more, and since a crashed process
+// does not try its outcome writes again, neither does it (a dispatcher
+// tries a failed outcome write again for 30 s, so its stop would wait that
+// long for nothing).
+func (e *env) crashingDispatcher(concurrency int) (store.Store, context.CancelFunc, <-chan struct{}) {
+	e.t.Helper()
+	return e.dispatcherWith(concurrency, time.Millisecond)
+}
+
+func (e *env) dispatcherWith(concurrency int, outcomeRetryFor time.Duration) (store.Store, context.CancelFunc, <-chan struct{}) {
 	e.t.Helper()
 	st, err := e.app.OpenStore(context.Background())
 	require.NoError(e.t, err)
 	d := dispatch.New(dispatch.Config{
-		Store:        st,
-		Sender:       sender.New(sender.Config{AllowPrivateNetworks: true, UserAgent: "Herald/test"}),
-		Clock:        e.clock,
-		Concurrency:  concurrency,
-		PollInterval: pollInterval,
-		DrainTimeout: time.Millisecond,
+		Store:           st,
+		Sender:          sender.New(sender.Config{AllowPrivateNetworks: true, UserAgent: "Herald/test"}),
+		Clock:           e.clock,
+		Concurrency:     concurrency,
+		PollInterval:    pollInterval,
+		DrainTimeout:    time.Millisecond,
+		OutcomeRetryFor: outcomeRetryFor,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -337,7 +337,7 @@ func TestFIFOOrderThroughRetriesAndACrash(t *testing.T) {
 			evs = append(evs, e.send("c1", "a.b", fmt.Sprintf(`{"n":%d}`, i)).ID)
 		}
 
-		st1, stop1, done1 := e.dispatcher(8)
+		st1, stop1, done1 := e.crashingDispatcher(8)
 		rc.waitHits(t, 1)
 		e.settle()
 		require.Equal(t, 1, rc.count(), "a head waiting on its retry holds back the rest")
