@@ -48,11 +48,14 @@ func (s *Server) endpointCreate(w http.ResponseWriter, r *http.Request) error {
 
 // endpointList serves
 // GET /v1/endpoints?consumer_id=&sort=&include=health&limit=&cursor=.
-// sort is one of store.EndpointSorts (default -created, newest first);
-// each is an index's order, so a page costs one index range. With
-// include=health each endpoint's health carries the figures GET one
-// endpoint gives (the last hour's attempts and success rate, in flight,
-// due, dead, score), read for the page's endpoints alone in one store call.
+// sort is one of store.EndpointSorts (default -created, newest first):
+// by a column, an index's order, so a page costs one index range; or by
+// health, due or dead, the endpoints that need attention first, so a page
+// costs what needs attention (store.EndpointSort). With include=health
+// each endpoint's health carries the figures GET one endpoint gives (the
+// last hour's attempts and success rate, in flight, due, dead, score),
+// read for the page's endpoints alone in one store call, at the time the
+// page was ranked at.
 func (s *Server) endpointList(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	if err := checkQuery(q, "consumer_id", "sort", "include", "limit", "cursor"); err != nil {
@@ -81,8 +84,9 @@ func (s *Server) endpointList(w http.ResponseWriter, r *http.Request) error {
 			}
 		}
 	}
+	now := s.storeNow()
 	page, err := s.store.EndpointList(r.Context(), &store.EndpointListParams{
-		ConsumerID: q.Get("consumer_id"), Sort: sort, Cursor: cursor, Limit: limit,
+		ConsumerID: q.Get("consumer_id"), Sort: sort, Cursor: cursor, Limit: limit, Now: now,
 	})
 	if errors.Is(err, store.ErrInvalidCursor) {
 		return badRequest("invalid_cursor", "cursor must be a next_cursor value from an earlier page of this list, with the same sort")
@@ -96,7 +100,7 @@ func (s *Server) endpointList(w http.ResponseWriter, r *http.Request) error {
 		for i, ep := range page.Items {
 			ids[i] = ep.ID
 		}
-		if figures, err = s.store.EndpointFigures(r.Context(), &store.EndpointFiguresParams{IDs: ids, Now: s.storeNow()}); err != nil {
+		if figures, err = s.store.EndpointFigures(r.Context(), &store.EndpointFiguresParams{IDs: ids, Now: now}); err != nil {
 			return fmt.Errorf("list endpoints: %w", err)
 		}
 	}

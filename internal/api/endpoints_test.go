@@ -270,7 +270,57 @@ func TestEndpointList(t *testing.T) {
 		var page listOut[endpointOut]
 		e.do("GET", "/v1/endpoints?limit=1", nil).must(http.StatusOK, &page)
 		e.do("GET", "/v1/endpoints?sort=url&cursor="+page.NextCursor, nil).apiErr(http.StatusBadRequest, "invalid_cursor")
+		// Nor of an order by figures.
+		e.do("GET", "/v1/endpoints?sort=health&cursor="+page.NextCursor, nil).apiErr(http.StatusBadRequest, "invalid_cursor")
 	})
+}
+
+func TestEndpointListRanked(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	var ids []string
+	for range 3 {
+		ids = append(ids, e.createEndpoint(map[string]any{"consumer_id": "cust_a"}).ID)
+		e.clock.Advance(time.Millisecond)
+	}
+	e.createEndpoint(map[string]any{"consumer_id": "cust_b"})
+	// One delivery to each of cust_a's endpoints, due now; the second
+	// endpoint's goes dead as it is disabled.
+	require.Len(t, e.send("cust_a", "order.created", `{}`).Deliveries, 3)
+	e.do("POST", "/v1/endpoints/"+ids[1]+"/disable", `{}`).must(http.StatusOK, nil)
+	e.clock.Advance(time.Second)
+
+	walk := func(query string) (got []string) {
+		cursor := ""
+		for range 10 {
+			var page listOut[endpointOut]
+			e.do("GET", "/v1/endpoints?consumer_id=cust_a&limit=2&include=health&"+query+"&cursor="+cursor, nil).must(http.StatusOK, &page)
+			for _, ep := range page.Data {
+				got = append(got, ep.ID)
+				if ep.ID == ids[1] {
+					require.Equal(t, 1, *ep.Health.Dead, "the figures come with the page")
+				}
+			}
+			if cursor = page.NextCursor; cursor == "" {
+				return got
+			}
+		}
+		require.FailNow(t, "pagination does not end")
+		return nil
+	}
+	for _, tc := range []struct {
+		query string
+		want  []string
+	}{
+		{"sort=-dead", []string{ids[1], ids[2], ids[0]}},
+		{"sort=health", []string{ids[1], ids[0], ids[2]}},
+		{"sort=-health", []string{ids[2], ids[0], ids[1]}},
+		{"sort=due", []string{ids[0], ids[2], ids[1]}},
+	} {
+		t.Run(tc.query, func(t *testing.T) {
+			require.Equal(t, tc.want, walk(tc.query))
+		})
+	}
 }
 
 func TestEndpointListSorted(t *testing.T) {

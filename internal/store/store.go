@@ -279,18 +279,29 @@ type EndpointCreateParams struct {
 
 // EndpointListParams filters endpoints; an empty ConsumerID lists all.
 // Sort orders them (EndpointSortNewest when empty); a Cursor is only good
-// for the Sort that made it.
+// for the Sort that made it. Now is the time the ranked orders (health,
+// due) read their figures at.
 type EndpointListParams struct {
 	ConsumerID string
 	Sort       EndpointSort
 	Cursor     string
 	Limit      int
+	Now        time.Time
 }
 
-// EndpointSort is an order of an endpoint list. Each is the order of an
-// index, with or without a consumer filter, so a page costs one index
-// range whatever the number of endpoints; ties go by id, in the same
-// direction. A leading "-" reverses an order.
+// EndpointSort is an order of an endpoint list. Ties go by id, in the
+// same direction, and a leading "-" reverses an order.
+//
+// The orders by creation, consumer and URL are each an index's, with or
+// without a consumer filter, so a page costs one index range whatever the
+// number of endpoints.
+//
+// The orders by health, due and dead (EndpointSortHealth,
+// EndpointSortHealthDesc, EndpointSortDue, EndpointSortDead) go by
+// figures no column holds. Each splits the endpoints in two: the few that
+// need attention, ranked, and the rest, in id order; a page costs what
+// needs attention (endpoints failing, due or dead), never the number of
+// endpoints or of deliveries (endpointsort.go says how).
 type EndpointSort string
 
 // The endpoint orders.
@@ -305,12 +316,32 @@ const (
 	// EndpointSortURL: by URL, A to Z (byte order).
 	EndpointSortURL     EndpointSort = "url"
 	EndpointSortURLDesc EndpointSort = "-url"
+	// EndpointSortHealth: worst health first. First the endpoints scoring 0
+	// (disabled, or breaker open) and those with a half-open breaker or a
+	// failed attempt in the last hour, by herald.HealthScore from the
+	// lowest (ties by id; those of them with no score after the scored),
+	// then every other endpoint, in id order: those failed no attempt in
+	// the last hour, which score 100 or have no score.
+	EndpointSortHealth EndpointSort = "health"
+	// EndpointSortHealthDesc: best health first, the exact reverse of
+	// EndpointSortHealth.
+	EndpointSortHealthDesc EndpointSort = "-health"
+	// EndpointSortDue: the endpoints with deliveries due now first, the one
+	// whose work has waited longest first (by its due mark in the endpoint
+	// queue, no later than its oldest due delivery, and equal to it once
+	// the queue is tidied: Store.EndpointQueueTidy), then every other
+	// endpoint, oldest first (by id).
+	EndpointSortDue EndpointSort = "due"
+	// EndpointSortDead: the most dead deliveries first, then the
+	// endpoints with none; ties, and those with none, newest first.
+	EndpointSortDead EndpointSort = "-dead"
 )
 
 // EndpointSorts lists every EndpointSort, the default first.
 func EndpointSorts() []EndpointSort {
 	return []EndpointSort{EndpointSortNewest, EndpointSortOldest, EndpointSortConsumer,
-		EndpointSortConsumerDesc, EndpointSortURL, EndpointSortURLDesc}
+		EndpointSortConsumerDesc, EndpointSortURL, EndpointSortURLDesc,
+		EndpointSortHealth, EndpointSortHealthDesc, EndpointSortDue, EndpointSortDead}
 }
 
 // Valid reports whether s is one of EndpointSorts (or empty, the default).
@@ -326,8 +357,8 @@ func (s EndpointSort) Valid() bool {
 	return false
 }
 
-// Key is the column s orders by first ("created", "consumer" or "url"),
-// and whether it runs descending.
+// Key is what s orders by first ("created", "consumer", "url", "health",
+// "due" or "dead"), and whether it runs descending.
 func (s EndpointSort) Key() (key string, desc bool) {
 	if s == "" {
 		s = EndpointSortNewest
@@ -355,7 +386,9 @@ func ParseSortCursor(c string) (key, id string, ok bool) {
 	return string(b), id, true
 }
 
-// EndpointCursor is the cursor that continues a list sorted by s after ep.
+// EndpointCursor is the cursor that continues a list sorted by s after ep,
+// for the sorts by a column (see Ranked; a ranked sort's cursor is a
+// RankCursor).
 func EndpointCursor(s EndpointSort, ep *herald.Endpoint) string {
 	switch key, _ := s.Key(); key {
 	case "consumer":

@@ -90,9 +90,14 @@ func (s *Store) EndpointGet(ctx context.Context, id string) (*herald.Endpoint, e
 	return ep, nil
 }
 
-// EndpointList lists endpoints newest first, of one consumer or of all.
+// EndpointList lists endpoints newest first, of one consumer or of all,
+// or in the order p.Sort names: a column's (endpointListQuery), or a
+// ranked one (listRanked).
 func (s *Store) EndpointList(ctx context.Context, p *store.EndpointListParams) (*store.Page[*herald.Endpoint], error) {
 	limit := store.ClampLimit(p.Limit)
+	if p.Sort.Ranked() {
+		return s.listRanked(ctx, p, limit)
+	}
 	q, args, err := endpointListQuery(p, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list endpoints: %w", err)
@@ -122,7 +127,7 @@ func (s *Store) EndpointList(ctx context.Context, p *store.EndpointListParams) (
 // or endpoints_consumer_url_idx (0013_endpoint_figures.sql), whose text
 // columns sort in byte order (COLLATE "C"), as SQLite's do.
 func endpointListQuery(p *store.EndpointListParams, limit int) (string, []any, error) {
-	if !p.Sort.Valid() {
+	if !p.Sort.Valid() || p.Sort.Ranked() {
 		return "", nil, fmt.Errorf("unknown sort %q", p.Sort)
 	}
 	key, desc := p.Sort.Key()

@@ -57,7 +57,7 @@ func TestPlans(t *testing.T) {
 	t.Run("CandidatesProbeTheClaimIndex", func(t *testing.T) {
 		t.Parallel()
 		plan := explain(t, s, candidatesSQL, t0, 10, 10, []string{})
-		require.Regexp(t, `(Index|Index Only|Bitmap Index) Scan (using|on) endpoint_queue_due_idx`, plan,
+		require.Regexp(t, `(Index|Index Only|Bitmap Index) Scan (using|on) endpoint_queue_rank_idx`, plan,
 			"endpoints are found by their due marks, not by walking every endpoint")
 		require.Regexp(t, `(Index Scan using|Bitmap Index Scan on) endpoints_pkey[^\n]*\n\s+Index Cond: \(id = ANY \(\$0\)\)`, plan,
 			"the endpoints are fetched by the ids of the due marks")
@@ -104,6 +104,9 @@ func TestPlans(t *testing.T) {
 	t.Run("EndpointSortsWalkTheirIndexes", func(t *testing.T) {
 		t.Parallel()
 		for _, sort := range store.EndpointSorts() {
+			if sort.Ranked() {
+				continue // EndpointRankedSorts* look at theirs
+			}
 			for _, consumer := range []string{"", "c1"} {
 				for _, cursor := range []string{"", store.EndpointCursor(sort, &herald.Endpoint{ID: "ep_x", ConsumerID: "c", URL: "u"})} {
 					q, args, err := endpointListQuery(&store.EndpointListParams{ConsumerID: consumer, Sort: sort, Cursor: cursor}, 50)
@@ -113,6 +116,68 @@ func TestPlans(t *testing.T) {
 					require.NotContains(t, plan, "Seq Scan", q)
 				}
 			}
+		}
+	})
+
+	t.Run("EndpointRankedSortsWalkTheirIndexes", func(t *testing.T) {
+		t.Parallel()
+		after := &store.Rank{ID: "ep_x", Value: 3}
+		for _, consumer := range []string{"", "c1"} {
+			// index names the index each walk follows (with the consumer
+			// filter, within the consumer's).
+			index := func(all, within string) string {
+				if consumer != "" {
+					return within
+				}
+				return all
+			}
+			for _, tc := range []struct {
+				name, index string
+				q           string
+				args        args
+			}{
+				{"DeadHead", index("endpoint_dead_rank_idx", "endpoint_dead_consumer_idx"), "", nil},
+				{"DeadRest", index("endpoints_pkey", "endpoints_consumer_idx"), "", nil},
+				{"DueHead", "endpoint_queue_rank_idx", "", nil},
+				{"DueRest", index("endpoints_pkey", "endpoints_consumer_idx"), "", nil},
+				{"HealthZero", index("endpoints_unwell_idx", "endpoints_consumer_unwell_idx"), "", nil},
+				{"HealthRest", index("endpoints_pkey", "endpoints_consumer_idx"), "", nil},
+			} {
+				for _, cursor := range []bool{false, true} {
+					switch tc.name {
+					case "DeadHead":
+						tc.q, tc.args = deadHeadSQL(consumer, map[bool]*store.Rank{true: after}[cursor], 50)
+					case "DeadRest":
+						tc.q, tc.args = deadRestSQL(consumer, map[bool]string{true: "ep_x"}[cursor], 50)
+					case "DueHead":
+						tc.q, tc.args = dueHeadSQL(consumer, t0, map[bool]*store.Rank{true: after}[cursor], 50)
+					case "DueRest":
+						tc.q, tc.args = dueRestSQL(consumer, t0, map[bool]string{true: "ep_x"}[cursor], 50)
+					case "HealthZero":
+						tc.q, tc.args = healthZeroSQL(consumer, map[bool]string{true: "ep_x"}[cursor], cursor, 50)
+					case "HealthRest":
+						tc.q, tc.args = healthRestSQL(consumer, t0, map[bool]string{true: "ep_x"}[cursor], cursor, 50)
+					}
+					plan := explainOrdered(t, s, tc.q, tc.args...)
+					require.Contains(t, plan, tc.index, "%s (consumer %q, cursor %t):\n%s", tc.name, consumer, cursor, plan)
+					require.NotContains(t, plan, "Sort", "%s: the index gives the order:\n%s", tc.name, plan)
+					require.NotContains(t, plan, "Seq Scan", "%s:\n%s", tc.name, plan)
+					if strings.HasPrefix(tc.name, "Due") {
+						require.Contains(t, plan, "deliveries_claim_idx", "%s: a probe of the endpoint's due deliveries", tc.name)
+					}
+				}
+			}
+			// The failing endpoints: the half-open ones and those failed
+			// lately, each an index of its own (within a consumer of a
+			// handful of endpoints, the planner may as well walk those).
+			q, a := healthFailingSQL(consumer, t0)
+			plan := explain(t, s, q, a...)
+			if consumer == "" {
+				require.Regexp(t, `endpoints_(consumer_)?unwell_idx`, plan, "the half-open endpoints")
+				require.Contains(t, plan, "endpoints_failed_idx", "the endpoints failed lately:\n%s", plan)
+			}
+			require.Contains(t, plan, "attempts_endpoint_idx", "their last hour's attempts:\n%s", plan)
+			require.NotContains(t, plan, "Seq Scan", plan)
 		}
 	})
 }

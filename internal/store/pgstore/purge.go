@@ -73,6 +73,14 @@ const (
 	purgeEventsSQL     = `DELETE FROM events WHERE id = ANY($1::text[])`
 )
 
+// purgeLockEndpointsSQL locks the endpoints of the dead deliveries of the
+// events in $1, in id order.
+const purgeLockEndpointsSQL = `
+SELECT 1 FROM endpoints
+WHERE id IN (SELECT endpoint_id FROM deliveries WHERE event_id = ANY($1::text[]) AND status = 'dead')
+ORDER BY id
+FOR KEY SHARE`
+
 // lockEnded locks the deliveries of the candidate events and returns the
 // events that can still go: every delivery of theirs is locked by this
 // transaction, and ended before the cutoff as it is now.
@@ -182,6 +190,14 @@ func (s *Store) EventPurge(ctx context.Context, p *store.EventPurgeParams) (stor
 		res.Done = seen < limit
 		if len(candidates) == 0 {
 			return nil
+		}
+		// The dead deliveries' endpoints are locked first, as every writer
+		// of dead deliveries locks them: the delete takes from their
+		// counts in endpoint_dead (0015_endpoint_sorts.sql). FOR KEY SHARE
+		// waits only for an outcome batch (FOR UPDATE), never for ingest
+		// or claims.
+		if _, err := tx.Exec(ctx, purgeLockEndpointsSQL, candidates); err != nil {
+			return fmt.Errorf("lock endpoints: %w", err)
 		}
 		gone, err := lockEnded(ctx, tx, candidates, cutoff)
 		if err != nil {

@@ -27,7 +27,7 @@ import (
 var candidatesQuery = `SELECT ` + prefixed("e", endpointColumns) + `, e.bucket_tokens, e.bucket_at,
 		(SELECT count(*) FROM deliveries f INDEXED BY deliveries_in_flight
 			WHERE f.endpoint_id = e.id AND f.status = 'delivering' AND f.due_at > ?1) AS in_flight
-	FROM endpoint_queue q INDEXED BY endpoint_queue_due
+	FROM endpoint_queue q INDEXED BY endpoint_queue_rank
 	CROSS JOIN endpoints e ON e.id = q.endpoint_id
 	WHERE q.due_at <= ?1 AND e.enabled = 1 AND e.deleted_at IS NULL AND (e.blocked_until IS NULL OR e.blocked_until <= ?1)
 		AND CASE WHEN e.ordering = 'fifo' THEN

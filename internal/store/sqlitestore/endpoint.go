@@ -206,8 +206,14 @@ func (s *Store) EndpointGet(ctx context.Context, id string) (*herald.Endpoint, e
 }
 
 // EndpointList lists endpoints newest first, of one consumer or of all.
+//
+// A ranked order (p.Sort.Ranked: health, due, dead) is listed by
+// listRanked.
 func (s *Store) EndpointList(ctx context.Context, p *store.EndpointListParams) (*store.Page[*herald.Endpoint], error) {
 	limit := store.ClampLimit(p.Limit)
+	if p.Sort.Ranked() {
+		return s.listRanked(ctx, p, limit)
+	}
 	query, args, err := endpointListQuery(p, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list endpoints: %w", err)
@@ -236,7 +242,7 @@ func (s *Store) EndpointList(ctx context.Context, p *store.EndpointListParams) (
 // index's order: the primary key, endpoints_consumer, and endpoints_url or
 // endpoints_consumer_url (0013_endpoint_figures.sql).
 func endpointListQuery(p *store.EndpointListParams, limit int) (string, []any, error) {
-	if !p.Sort.Valid() {
+	if !p.Sort.Valid() || p.Sort.Ranked() {
 		return "", nil, fmt.Errorf("unknown sort %q", p.Sort)
 	}
 	key, desc := p.Sort.Key()

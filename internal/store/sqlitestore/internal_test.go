@@ -217,6 +217,9 @@ func TestHotQueriesUseTheirIndexes(t *testing.T) {
 	t.Run("EndpointSorts", func(t *testing.T) {
 		t.Parallel()
 		for _, sort := range store.EndpointSorts() {
+			if sort.Ranked() {
+				continue // EndpointRankedSorts* look at theirs
+			}
 			for _, consumer := range []string{"", "c1"} {
 				for _, cursor := range []string{"", store.EndpointCursor(sort, &herald.Endpoint{ID: "ep_x", ConsumerID: "c", URL: "u"})} {
 					query, args, err := endpointListQuery(&store.EndpointListParams{ConsumerID: consumer, Sort: sort, Cursor: cursor}, 50)
@@ -230,6 +233,53 @@ func TestHotQueriesUseTheirIndexes(t *testing.T) {
 			}
 		}
 	})
+}
+
+func TestRankedSortsUseTheirIndexes(t *testing.T) {
+	t.Parallel()
+	s := openInternal(t)
+	after := &store.Rank{ID: "ep_x", Value: 3}
+	t0 := time.Unix(1_800_000_000, 0)
+	for _, consumer := range []string{"", "c1"} {
+		// index names the index a walk follows (with the consumer filter,
+		// within the consumer's).
+		index := func(all, within string) string {
+			if consumer != "" {
+				return within
+			}
+			return all
+		}
+		for _, cursor := range []bool{false, true} {
+			for _, tc := range []struct {
+				name, index string
+				q           *query
+			}{
+				{"DeadHead", index("endpoint_dead_rank", "endpoint_dead_consumer"),
+					deadHeadQuery(consumer, map[bool]*store.Rank{true: after}[cursor], 50)},
+				{"DeadRest", index("sqlite_autoindex_endpoints_1", "endpoints_consumer"),
+					deadRestQuery(consumer, map[bool]string{true: "ep_x"}[cursor], 50)},
+				{"DueHead", "endpoint_queue_rank",
+					dueHeadQuery(consumer, t0, map[bool]*store.Rank{true: after}[cursor], 50)},
+				{"DueRest", index("sqlite_autoindex_endpoints_1", "endpoints_consumer"),
+					dueRestQuery(consumer, t0, map[bool]string{true: "ep_x"}[cursor], 50)},
+				{"HealthZero", index("endpoints_unwell", "endpoints_consumer_unwell"),
+					healthZeroQuery(consumer, map[bool]string{true: "ep_x"}[cursor], cursor, 50)},
+				{"HealthRest", index("sqlite_autoindex_endpoints_1", "endpoints_consumer"),
+					healthRestQuery(consumer, t0, map[bool]string{true: "ep_x"}[cursor], cursor, 50)},
+			} {
+				plan := queryPlan(t, s, tc.q.sql.String(), tc.q.args...)
+				require.Contains(t, plan, tc.index, "%s (consumer %q, cursor %t):\n%s", tc.name, consumer, cursor, plan)
+				require.NotContains(t, plan, "TEMP B-TREE", "%s: the index gives the order:\n%s", tc.name, plan)
+				require.NotRegexp(t, `(?m)SCAN (e|d|q)$`, plan, "%s: a walk of a whole table:\n%s", tc.name, plan)
+			}
+		}
+		q := healthFailingQuery(consumer, t0)
+		plan := queryPlan(t, s, q.sql.String(), q.args...)
+		require.Contains(t, plan, "endpoints_failed", "the endpoints failed lately:\n%s", plan)
+		require.Regexp(t, `endpoints_(consumer_)?unwell`, plan, "the half-open endpoints")
+		require.Contains(t, plan, "attempts_endpoint_status", plan)
+		require.NotRegexp(t, `(?m)SCAN (e|endpoints)( USING INDEX sqlite_autoindex_endpoints_1)?$`, plan, "a walk of every endpoint:\n%s", plan)
+	}
 }
 
 func TestProtectionMigrationKeepsExistingRows(t *testing.T) {

@@ -25,7 +25,7 @@ FROM (
 			WHERE d.endpoint_id = q.endpoint_id AND d.status IN ` + liveStatuses + `
 				AND (d.attempt_count > 0) = 1
 			ORDER BY d.due_at LIMIT 1), 9223372036854775807)) AS due_at
-	FROM (SELECT endpoint_id FROM endpoint_queue INDEXED BY endpoint_queue_due
+	FROM (SELECT endpoint_id FROM endpoint_queue INDEXED BY endpoint_queue_rank
 		WHERE due_at <= ?1 ORDER BY random() LIMIT CAST(?2 AS INTEGER)) AS q
 ) AS n
 WHERE endpoint_queue.endpoint_id = n.id AND n.due_at > endpoint_queue.due_at`

@@ -148,7 +148,8 @@ func testFiguresLimit(t *testing.T, s store.Store) {
 	require.Equal(t, limit-1, read(at(9*time.Second), small.ID).Dead)
 }
 
-// testEndpointListSorts walks every order of an endpoint list, a page of
+// testEndpointListSorts walks every order of an endpoint list by a
+// column (the ranked ones are sort.go's), a page of
 // two at a time, with and without a consumer filter, and compares it with
 // the order worked out here: byte order of the key, ties by id in the
 // same direction.
@@ -172,6 +173,9 @@ func testEndpointListSorts(t *testing.T, s store.Store) {
 	require.NoError(t, s.EndpointDelete(t.Context(), &store.EndpointDeleteParams{ID: gone.ID, Now: at(time.Minute)}))
 
 	for _, sort := range store.EndpointSorts() {
+		if sort.Ranked() {
+			continue // sort.go
+		}
 		for _, consumer := range []string{"", "b"} {
 			t.Run(fmt.Sprintf("%s/consumer=%s", sort, consumer), func(t *testing.T) {
 				var want []string

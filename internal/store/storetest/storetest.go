@@ -72,6 +72,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Notify", notifyCases()},
 		{"Health", healthCases()},
 		{"Figures", figuresCases()},
+		{"Sort", sortCases()},
 		{"APIKey", apiKeyCases()},
 		{"PortalSession", portalCases()},
 		{"OperatorSession", operatorSessionCases()},
