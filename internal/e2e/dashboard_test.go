@@ -227,6 +227,20 @@ func TestDashboardInABrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`th[aria-sort="ascending"] #sort-url`)),
 	)
 	require.Regexp(t, `^(\d+|—)$`, text(`#row-`+bulk.ID+` td[data-col="score"]`))
+	// Its Dead header puts the most dead first, its Health header the
+	// worst health first: links, so they work without a script too.
+	do(
+		chromedp.Click(chromedp.CSS("#sort-dead")),
+		chromedp.WaitVisible(chromedp.CSS(`th[aria-sort="descending"] #sort-dead`)),
+	)
+	dead, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll('#endpoints td[data-col="dead"]')).map(td => td.textContent)`))
+	require.NoError(t, err)
+	require.NotEmpty(t, dead)
+	require.IsNonIncreasing(t, figuresOf(t, dead), "the most dead first")
+	do(
+		chromedp.Click(chromedp.CSS("#sort-health")),
+		chromedp.WaitVisible(chromedp.CSS(`th[aria-sort="ascending"] #sort-health`)),
+	)
 	do(
 		chromedp.Click(chromedp.CSS(`a[href="/ui/endpoints/`+bulk.ID+`"]`)),
 		chromedp.WaitVisible(chromedp.CSS("#endpoint-state")),
@@ -246,4 +260,17 @@ func TestDashboardInABrowser(t *testing.T) {
 	)
 	require.Contains(t, text("#payload"), `"total": "9.99"`)
 	screenshot(t, ctx, "ui-event.png")
+}
+
+// figuresOf reads the counts of a table's column as the dashboard shows
+// them ("1,000+" at the limit).
+func figuresOf(t *testing.T, cells []string) []int {
+	t.Helper()
+	out := make([]int, len(cells))
+	for i, c := range cells {
+		n, err := strconv.Atoi(strings.TrimSuffix(strings.ReplaceAll(c, ",", ""), "+"))
+		require.NoError(t, err, "cell %q", c)
+		out[i] = n
+	}
+	return out
 }

@@ -91,6 +91,15 @@ func pgFill(b *testing.B, url string, events int) {
 		"url": "'http://127.0.0.1:9/hook/' || n",
 	})
 	exec(`INSERT INTO endpoints (` + cols + `) SELECT ` + vals + ` FROM generate_series(1, 99999) AS n, (SELECT * FROM endpoints LIMIT 1) AS t`)
+	// benchUnwell, as on SQLite.
+	exec(`UPDATE endpoints SET health = health || jsonb_build_object(
+			'last_failure_at', now() - (substr(id, 9)::int % 3600) * interval '1 second', 'consecutive_failures', 1)
+		WHERE id LIKE 'ep_bench%' AND (substr(id, 9)::int % 100 = 0 OR substr(id, 9)::int >= 99950)`)
+	exec(`UPDATE endpoints SET health = health || jsonb_build_object('breaker_state', 'open',
+			'probe_at', now() + interval '5 minutes', 'last_failure_at', now() - interval '1 minute', 'consecutive_failures', 5),
+			blocked_until = now() + interval '5 minutes'
+		WHERE id LIKE 'ep_bench%' AND substr(id, 9)::int % 1000 = 1`)
+	exec(`UPDATE endpoints SET enabled = false, disabled_reason = 'gone' WHERE id LIKE 'ep_bench%' AND substr(id, 9)::int % 1000 = 2`)
 	for _, i := range indexes {
 		exec(`DROP INDEX ` + i.name)
 	}
@@ -130,5 +139,5 @@ func pgFill(b *testing.B, url string, events int) {
 	exec(`INSERT INTO depth_minutes (minute, due_now, oldest_due_ms, dead)
 		SELECT date_trunc('minute', now()) - n * interval '1 minute', 2500 + n % 97, 1000 * (n % 61), 7500 + n
 		FROM generate_series(1, 1500) AS n`)
-	exec(`VACUUM ANALYZE deliveries, events, endpoints, endpoint_queue, activity_minutes, depth_minutes`)
+	exec(`VACUUM ANALYZE deliveries, events, endpoints, endpoint_queue, endpoint_dead, activity_minutes, depth_minutes`)
 }

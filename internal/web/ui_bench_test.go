@@ -48,7 +48,9 @@ const (
 // take minutes, not hours: of the deliveries, 97 % delivered, 1.5 % dead,
 // 0.5 % cancelled, 0.5 % pending and due, and 0.5 % pending for later;
 // and the endpoints table's first page has benchAttempts attempts an
-// endpoint in the last hour.
+// endpoint in the last hour. Of the endpoints, 1 % (and the first page's)
+// failed an attempt in the last hour, 0.1 % have an open breaker and
+// 0.1 % are disabled (benchUnwell): what the order by health ranks.
 func BenchmarkUIPages(b *testing.B) {
 	ctx := b.Context()
 	deliveries := benchSize(b)
@@ -138,6 +140,13 @@ func benchPages(b *testing.B, st store.Store, someEndpoint, someEvent, someDeliv
 		{"EndpointsByURL", "/ui/endpoints?sort=url", nil, nil},
 		{"EndpointsByConsumerDescending", "/ui/endpoints?sort=-consumer", nil, nil},
 		{"EndpointsOfAConsumerByURL", "/ui/endpoints?consumer_id=c7&sort=-url", nil, nil},
+		{"EndpointsByHealth", "/ui/endpoints?sort=health", nil, nil},
+		{"EndpointsByHealthBestFirst", "/ui/endpoints?sort=-health", nil, nil},
+		{"EndpointsByDue", "/ui/endpoints?sort=due", nil, nil},
+		{"EndpointsByDead", "/ui/endpoints?sort=-dead", nil, nil},
+		{"EndpointsOfAConsumerByHealth", "/ui/endpoints?consumer_id=c7&sort=health", nil, nil},
+		{"EndpointsOfAConsumerByDue", "/ui/endpoints?consumer_id=c7&sort=due", nil, nil},
+		{"EndpointsOfAConsumerByDead", "/ui/endpoints?consumer_id=c7&sort=-dead", nil, nil},
 		{"Endpoint", "/ui/endpoints/" + someEndpoint, nil, nil},
 		{"Events", "/ui/events", nil, nil},
 		{"EventsOfATypeAndConsumer", "/ui/events?event_type=order.created&consumer_id=c7", nil, nil},
@@ -277,6 +286,15 @@ func bulkFill(b *testing.B, path string, events int) {
 	exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
 		INSERT INTO endpoints (`+cols+`) SELECT `+vals+` FROM n, (SELECT * FROM endpoints LIMIT 1) AS t`,
 		benchEndpoints-1, benchConsumers)
+	// benchUnwell: failed within the hour (1 %, and the first page), an
+	// open breaker (0.1 %), disabled (0.1 %).
+	exec(`UPDATE endpoints SET health = json_set(health, '$.last_failure_at', ? - (rowid % 3600) * 1000000,
+			'$.consecutive_failures', 1)
+		WHERE rowid % 100 = 0 OR id >= printf('ep_bench%07d', ? - 50)`, nowUS, benchEndpoints)
+	exec(`UPDATE endpoints SET health = json_set(health, '$.breaker_state', 'open', '$.probe_at', ?,
+			'$.last_failure_at', ?, '$.consecutive_failures', 5), blocked_until = ?
+		WHERE rowid % 1000 = 1`, nowUS+300_000_000, nowUS-60_000_000, nowUS+300_000_000)
+	exec(`UPDATE endpoints SET enabled = 0, disabled_reason = 'gone' WHERE rowid % 1000 = 2`)
 	for _, q := range indexes {
 		name := strings.Fields(q)[2]
 		if strings.EqualFold(name, "INDEX") { // CREATE UNIQUE INDEX name

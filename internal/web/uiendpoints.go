@@ -83,23 +83,32 @@ func count(n *int) string {
 }
 
 // sortColumn is the header of a sortable column: a link that sorts by it
-// (or, when the table is sorted by it already, the other way), and how the
-// table is sorted by it now ("ascending", "descending", or "").
+// (or, when the table is sorted by it already, the other way where there
+// is one), and how the table is sorted by it now ("ascending",
+// "descending", "other" for an order that is not the column's values', or
+// "").
 type sortColumn struct {
 	Href, Order string
 }
 
 // endpointSortColumns are the columns the endpoints table sorts by, each
-// with its first direction. Only these: each is an index's order
-// (store.EndpointSort). Health, due and dead are counted per page, so no
-// index could give their order.
+// with its first direction, and what the column's order is when the table
+// is sorted by it (when it is not simply the column's values ascending or
+// descending). Consumer, URL and created are an index's order; health,
+// due and dead put the endpoints that need attention first
+// (store.EndpointSort): health worst first (and back), due the longest
+// waiting first, dead the most first, none of them the other way.
 var endpointSortColumns = []struct {
 	key   string
 	first store.EndpointSort
+	order string
 }{
-	{"consumer", store.EndpointSortConsumer},
-	{"url", store.EndpointSortURL},
-	{"created", store.EndpointSortNewest},
+	{"consumer", store.EndpointSortConsumer, ""},
+	{"url", store.EndpointSortURL, ""},
+	{"health", store.EndpointSortHealth, ""},
+	{"due", store.EndpointSortDue, "other"},
+	{"dead", store.EndpointSortDead, ""},
+	{"created", store.EndpointSortNewest, ""},
 }
 
 // sortColumns are the headers of the table sorted by cur, each link
@@ -112,11 +121,16 @@ func sortColumns(consumer string, cur store.EndpointSort) map[string]sortColumn 
 		var order string
 		if c.key == curKey {
 			order = "ascending"
-			next = store.EndpointSort(c.key)
+			reverse := store.EndpointSort("-" + c.key)
 			if curDesc {
 				order = "descending"
-			} else {
-				next = store.EndpointSort("-" + c.key)
+				reverse = store.EndpointSort(c.key)
+			}
+			if c.order != "" {
+				order = c.order
+			}
+			if reverse.Valid() {
+				next = reverse
 			}
 		}
 		q := url.Values{}
@@ -135,9 +149,11 @@ func sortColumns(consumer string, cur store.EndpointSort) map[string]sortColumn 
 // /v1/endpoints?include=health, 50 a page in the order sort names (newest
 // first by default), each row with its health score, breaker, the last
 // hour's success rate, and its deliveries in flight, due and dead. A page
-// costs one range of an endpoints index and, for the 50 endpoints on it,
-// a bounded look at each one's attempts and queue (store.EndpointFigures):
-// the same with 10 or 100,000 endpoints, and whatever the history kept.
+// costs one range of an endpoints index (or, sorted by health, due or
+// dead, what needs attention: store.EndpointSort) and, for the 50
+// endpoints on it, a bounded look at each one's attempts and queue
+// (store.EndpointFigures): the same with 10 or 100,000 endpoints, and
+// whatever the history kept.
 func (u *UI) endpoints(w http.ResponseWriter, r *http.Request, s *uiSession) {
 	q := r.URL.Query()
 	d := endpointsData{Consumer: strings.TrimSpace(q.Get("consumer_id")), Sort: store.EndpointSort(q.Get("sort"))}

@@ -163,6 +163,50 @@ func TestUIEndpointsTable(t *testing.T) {
 		require.Contains(t, rows[quiet.ID]["score.html"], `class="badge muted"`)
 	})
 
+	t.Run("SortedByTheFigures", func(t *testing.T) {
+		// With the quiet endpoint above: the worst health first (score 0:
+		// the open breaker, the dead deliveries' failures, disabled), then
+		// those that failed nothing in the hour; due work first; the most
+		// dead first. Each header says how the table is sorted, and
+		// links the other way where there is one.
+		ids := func(eps ...*herald.Endpoint) []string {
+			var out []string
+			for _, ep := range eps {
+				out = append(out, ep.ID)
+			}
+			return out
+		}
+		quiets, err := e.st.EndpointList(ctx, &store.EndpointListParams{ConsumerID: "cust_e"})
+		require.NoError(t, err)
+		require.Len(t, quiets.Items, 1)
+		quiet := quiets.Items[0]
+		for _, tc := range []struct {
+			sort, header string
+			want         []string
+		}{
+			{"health", `<th class="num" aria-sort="ascending" title="[^"]*"><a id="sort-health" href="/ui/endpoints\?sort=-health">Health ▲</a></th>`,
+				ids(open, dead, disabled, busy, quiet)},
+			{"-health", `<th class="num" aria-sort="descending" title="[^"]*"><a id="sort-health" href="/ui/endpoints\?sort=health">Health ▼</a></th>`,
+				ids(quiet, busy, disabled, dead, open)},
+			{"due", `<th class="num" aria-sort="other" title="[^"]*"><a id="sort-due" href="/ui/endpoints\?sort=due">Due ◆</a></th>`,
+				ids(busy, open, dead, disabled, quiet)},
+			{"-dead", `<th class="num" aria-sort="descending" title="[^"]*"><a id="sort-dead" href="/ui/endpoints\?sort=-dead">Dead ▼</a></th>`,
+				ids(dead, quiet, busy, disabled, open)},
+		} {
+			a := call(t, c, http.MethodGet, e.srv.URL+"/ui/endpoints?sort="+tc.sort, "", "", nil)
+			require.Equal(t, http.StatusOK, a.status, a.body)
+			got, _ := tableRows(t, a.body)
+			require.Equal(t, tc.want, got, "sort %s", tc.sort)
+			require.Regexp(t, tc.header, html.UnescapeString(a.body))
+		}
+		// Sorted otherwise, each links its first order.
+		a := call(t, c, http.MethodGet, e.srv.URL+"/ui/endpoints?consumer_id=cust_a", "", "", nil)
+		body := html.UnescapeString(a.body)
+		require.Contains(t, body, `<a id="sort-health" href="/ui/endpoints?consumer_id=cust_a&sort=health">Health</a>`)
+		require.Contains(t, body, `<a id="sort-due" href="/ui/endpoints?consumer_id=cust_a&sort=due">Due</a>`)
+		require.Contains(t, body, `<a id="sort-dead" href="/ui/endpoints?consumer_id=cust_a&sort=-dead">Dead</a>`)
+	})
+
 	t.Run("EndpointPageShowsTheSame", func(t *testing.T) {
 		for _, tc := range []struct {
 			id                   string
