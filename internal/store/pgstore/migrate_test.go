@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -125,4 +126,74 @@ func TestConfirmationMigrationKeepsAddressesConfirmed(t *testing.T) {
 	d, err := s.ConsumerNotificationsGet(ctx, "d")
 	require.NoError(t, err)
 	require.False(t, d.Confirmed())
+}
+
+// TestMigrateEndpointSorts checks what migration 0015 makes of rows
+// written before it: the dead deliveries are counted per endpoint, and a
+// breaker opened before it ranks its endpoint first by health.
+func TestMigrateEndpointSorts(t *testing.T) {
+	t.Parallel()
+	s := openUnmigrated(t)
+	ctx := t.Context()
+	all, err := migrations()
+	require.NoError(t, err)
+	_, err = s.pool.Exec(ctx, `CREATE TABLE schema_migrations (
+		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`)
+	require.NoError(t, err)
+	for _, m := range all {
+		if m.Version >= 15 {
+			break
+		}
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", m.Version, m.Name)
+			return err
+		})
+		require.NoError(t, err, m.Name)
+	}
+
+	// a: three dead of c1's; b: one dead of c2's; c: c1's too, its three
+	// deliveries pending and its breaker open.
+	a := createEndpoint(t, s, "c1")
+	c := createEndpoint(t, s, "c1")
+	b := createEndpoint(t, s, "c2")
+	ingest(t, s, "c1", 3)
+	ingest(t, s, "c2", 1)
+	_, err = s.pool.Exec(ctx, `UPDATE deliveries SET status = 'dead', dead_reason = 'exhausted', due_at = NULL
+		WHERE endpoint_id IN ($1, $2)`, a.ID, b.ID)
+	require.NoError(t, err)
+	_, err = s.pool.Exec(ctx, `UPDATE endpoints SET health = health || '{"breaker_state": "open"}' WHERE id = $1`, c.ID)
+	require.NoError(t, err)
+
+	require.NoError(t, s.Migrate(ctx))
+	list := func(sort store.EndpointSort, consumer string) []string {
+		t.Helper()
+		page, err := s.EndpointList(ctx, &store.EndpointListParams{Sort: sort, ConsumerID: consumer, Now: t0})
+		require.NoError(t, err)
+		var ids []string
+		for _, ep := range page.Items {
+			ids = append(ids, ep.ID)
+		}
+		return ids
+	}
+	require.Equal(t, []string{a.ID, b.ID, c.ID}, list(store.EndpointSortDead, ""))
+	require.Equal(t, []string{a.ID, c.ID}, list(store.EndpointSortDead, "c1"))
+	rest := []string{a.ID, b.ID}
+	slices.Sort(rest)
+	require.Equal(t, append([]string{c.ID}, rest...), list(store.EndpointSortHealth, ""))
+
+	// The counts go on from there: a replay takes one of a's.
+	rows, err := s.pool.Query(ctx, "SELECT id FROM deliveries WHERE endpoint_id = $1 LIMIT 2", a.ID)
+	require.NoError(t, err)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	for _, id := range ids {
+		_, err := s.DeliveryReplay(ctx, &store.DeliveryReplayParams{ID: id, Now: t0})
+		require.NoError(t, err)
+	}
+	var dead int64
+	require.NoError(t, s.pool.QueryRow(ctx, "SELECT dead FROM endpoint_dead WHERE endpoint_id = $1", a.ID).Scan(&dead))
+	require.EqualValues(t, 1, dead)
 }

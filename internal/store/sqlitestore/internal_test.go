@@ -2,6 +2,7 @@ package sqlitestore
 
 import (
 	"database/sql"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -376,4 +377,82 @@ func TestConfirmationMigrationKeepsAddressesConfirmed(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, d.Confirmed())
 	require.True(t, d.ConfirmedAt.IsZero())
+}
+
+// TestEndpointSortsMigrationCountsExistingRows checks what migration 0015
+// makes of rows written before it: the dead deliveries are counted per
+// endpoint, and a breaker opened before it ranks its endpoint first by
+// health.
+func TestEndpointSortsMigrationCountsExistingRows(t *testing.T) {
+	t.Parallel()
+	s, err := Open(t.Context(), testdb.SQLitePath(t), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	ctx := t.Context()
+	ms, err := migrations()
+	require.NoError(t, err)
+	_, err = s.writer.ExecContext(ctx, `CREATE TABLE schema_migrations (
+		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT`)
+	require.NoError(t, err)
+	for _, m := range ms {
+		if m.Version >= 15 {
+			break
+		}
+		_, err = s.writer.ExecContext(ctx, m.SQL)
+		require.NoError(t, err, m.Name)
+		_, err = s.writer.ExecContext(ctx, `INSERT INTO schema_migrations VALUES (?, ?, 0)`, m.Version, m.Name)
+		require.NoError(t, err)
+	}
+
+	// a: three dead of c1's; b: one dead of c2's; c: c1's too, with a
+	// pending delivery and its breaker open.
+	var eps []*herald.Endpoint
+	for i, consumer := range []string{"c1", "c2", "c1"} {
+		ep, err := s.EndpointCreate(ctx, &store.EndpointCreateParams{Endpoint: &herald.Endpoint{
+			ConsumerID: consumer, URL: "https://x.example/", EventTypes: []string{"*"}, Secret: "whsec_x",
+			Enabled: true, SignatureScheme: herald.SchemeStandard,
+		}, Now: time.Unix(int64(1_800_000_000+i), 0)})
+		require.NoError(t, err)
+		eps = append(eps, ep)
+	}
+	a, b, c := eps[0], eps[1], eps[2]
+	_, err = s.writer.ExecContext(ctx, `INSERT INTO events (id, consumer_id, event_type, payload, created_at)
+		VALUES ('evt_1', 'c1', 'order.created', x'7b7d', 0)`)
+	require.NoError(t, err)
+	for i, d := range []struct {
+		ep     *herald.Endpoint
+		status string
+	}{
+		{a, "dead"}, {a, "dead"}, {a, "dead"}, {b, "dead"}, {c, "pending"},
+	} {
+		_, err = s.writer.ExecContext(ctx, `INSERT INTO deliveries (id, event_id, endpoint_id, consumer_id, event_type,
+				status, attempt_count, due_at, lease_token, last_status_code, last_error, dead_reason, created_at, updated_at)
+			VALUES (?, 'evt_1', ?, ?, 'order.created', ?, 0, CASE WHEN ? = 'pending' THEN 0 END, 0, 0, '', '', 0, 0)`,
+			fmt.Sprintf("dlv_%d", i), d.ep.ID, d.ep.ConsumerID, d.status, d.status)
+		require.NoError(t, err)
+	}
+	_, err = s.writer.ExecContext(ctx, `UPDATE endpoints SET health = json_set(health, '$.breaker_state', 'open') WHERE id = ?`, c.ID)
+	require.NoError(t, err)
+
+	require.NoError(t, s.Migrate(ctx))
+	list := func(sort store.EndpointSort, consumer string) []string {
+		t.Helper()
+		page, err := s.EndpointList(ctx, &store.EndpointListParams{Sort: sort, ConsumerID: consumer})
+		require.NoError(t, err)
+		var ids []string
+		for _, ep := range page.Items {
+			ids = append(ids, ep.ID)
+		}
+		return ids
+	}
+	require.Equal(t, []string{a.ID, b.ID, c.ID}, list(store.EndpointSortDead, ""))
+	require.Equal(t, []string{a.ID, c.ID}, list(store.EndpointSortDead, "c1"))
+	require.Equal(t, []string{c.ID, a.ID, b.ID}, list(store.EndpointSortHealth, ""))
+
+	// The counts go on from there: a replay takes one of a's.
+	_, err = s.DeliveryReplay(ctx, &store.DeliveryReplayParams{ID: "dlv_0"})
+	require.NoError(t, err)
+	var dead int64
+	require.NoError(t, s.reader.QueryRowContext(ctx, `SELECT dead FROM endpoint_dead WHERE endpoint_id = ?`, a.ID).Scan(&dead))
+	require.EqualValues(t, 2, dead)
 }
