@@ -234,11 +234,16 @@ func (r ranker) DueRest(ctx context.Context, consumer string, t time.Time, after
 	return ids, nil
 }
 
-// healthZeroQuery is HealthZero's: a range of endpoints_unwell (whose
-// condition it repeats, so that SQLite sees the index fits).
+// healthZeroQuery is HealthZero's: a range of endpoints_unwell, or of
+// endpoints_consumer_unwell within a consumer (whose condition it
+// repeats, so that SQLite sees the index fits).
 func healthZeroQuery(consumer, after string, desc bool, n int) *query {
+	index := "endpoints_unwell"
+	if consumer != "" {
+		index = "endpoints_consumer_unwell"
+	}
 	q := &query{}
-	q.add(`SELECT e.id FROM endpoints e
+	q.add(`SELECT e.id FROM endpoints e INDEXED BY `+index+`
 		WHERE e.deleted_at IS NULL AND (e.enabled = 0 OR e.breaker_state <> 'closed')
 			AND (e.enabled = 0 OR e.breaker_state = 'open')`).consumer("e.consumer_id", consumer)
 	return q.idAfter(after, desc, n)
@@ -255,25 +260,28 @@ func (r ranker) HealthZero(ctx context.Context, consumer, after string, desc boo
 
 // healthFailingQuery is HealthFailing's: the half-open endpoints from
 // endpoints_unwell and those failed within the hour from a range of
-// endpoints_failed, each with its last hour's attempts counted as
-// figuresQuery counts them (the newest store.FigureLimit).
+// endpoints_failed, read from those indexes alone (no endpoint's row), each
+// with its last hour's attempts counted as figuresQuery counts them (the
+// newest store.FigureLimit).
 func healthFailingQuery(consumer string, t time.Time) *query {
 	q := &query{}
-	q.add(`SELECT e.id, e.breaker_state,
+	q.add(`SELECT c.id, c.breaker_state,
 			(SELECT json_array(count(*), coalesce(sum(x.ok), 0)) FROM
 				(SELECT a.status_code BETWEEN 200 AND 299 AS ok FROM attempts a INDEXED BY attempts_endpoint_status
-					WHERE a.endpoint_id = e.id AND a.attempted_at > ?1 - 3600000000 AND a.attempted_at <= ?1
+					WHERE a.endpoint_id = c.id AND a.attempted_at > ?1 - 3600000000 AND a.attempted_at <= ?1
 					ORDER BY a.attempted_at DESC LIMIT ?2) AS x)
-		FROM endpoints e
-		WHERE e.id IN (
-			SELECT id FROM endpoints INDEXED BY endpoints_unwell
-			WHERE deleted_at IS NULL AND (enabled = 0 OR breaker_state <> 'closed') AND breaker_state = 'half_open'
-			UNION ALL
-			SELECT id FROM endpoints INDEXED BY endpoints_failed
-			WHERE deleted_at IS NULL AND last_failure_at IS NOT NULL AND last_failure_at > ?1 - 3600000000)
-		AND e.enabled = 1 AND e.breaker_state <> 'open'`, micros(t), store.FigureLimit).
-		consumer("e.consumer_id", consumer)
-	return q
+		FROM (
+			SELECT id, breaker_state FROM endpoints INDEXED BY endpoints_unwell
+			WHERE deleted_at IS NULL AND (enabled = 0 OR breaker_state <> 'closed')
+				AND enabled = 1 AND breaker_state = 'half_open'`, micros(t), store.FigureLimit).
+		consumer("consumer_id", consumer).
+		add(`
+			UNION
+			SELECT id, breaker_state FROM endpoints INDEXED BY endpoints_failed
+			WHERE deleted_at IS NULL AND last_failure_at IS NOT NULL AND last_failure_at > ?1 - 3600000000
+				AND enabled = 1 AND breaker_state <> 'open'`).
+		consumer("consumer_id", consumer)
+	return q.add(`) AS c`)
 }
 
 // HealthFailing lists the failing endpoints with their last hour's figures.

@@ -73,11 +73,13 @@ ALTER TABLE endpoints ADD COLUMN last_failure_at INTEGER
     GENERATED ALWAYS AS (json_extract(health, '$.last_failure_at')) VIRTUAL;
 
 -- Score 0 whatever the attempts: disabled, or the breaker open; with the
--- half-open ones, the endpoints whose breaker is not closed. Few.
-CREATE INDEX endpoints_unwell ON endpoints (id)
+-- half-open ones, the endpoints whose breaker is not closed. Few. Each
+-- index holds what the order by health asks of an endpoint (its state and
+-- consumer), so ranking reads no endpoint's row, only its entries.
+CREATE INDEX endpoints_unwell ON endpoints (id, enabled, breaker_state)
     WHERE deleted_at IS NULL AND (enabled = 0 OR breaker_state <> 'closed');
-CREATE INDEX endpoints_consumer_unwell ON endpoints (consumer_id, id)
+CREATE INDEX endpoints_consumer_unwell ON endpoints (consumer_id, id, enabled, breaker_state)
     WHERE deleted_at IS NULL AND (enabled = 0 OR breaker_state <> 'closed');
 -- The endpoints that failed an attempt lately: a range from an hour ago.
-CREATE INDEX endpoints_failed ON endpoints (last_failure_at)
+CREATE INDEX endpoints_failed ON endpoints (last_failure_at, id, enabled, breaker_state, consumer_id)
     WHERE deleted_at IS NULL AND last_failure_at IS NOT NULL;
