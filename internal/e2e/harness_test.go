@@ -83,7 +83,7 @@ type options struct {
 	noDispatch  bool
 	denyPrivate bool
 	leaseMargin time.Duration // 0: the default
-	logger      *slog.Logger  // nil: discard
+	logger      *slog.Logger  // nil: warnings and errors, shown if the test fails
 	smtpURL     string        // --smtp-url; the node runs its mailer
 	// frameAncestors may frame the portal (--portal-frame-ancestors).
 	frameAncestors []string
@@ -113,6 +113,16 @@ func setup(t *testing.T, db string, opts ...func(*options)) *env {
 	srv := httptest.NewUnstartedServer(nil)
 	cfg.PublicURL = "http://" + srv.Listener.Addr().String()
 	c := clock.NewTest(start)
+	if o.logger == nil {
+		// The node's warnings and errors, shown when the test fails.
+		var logs lockedBuffer
+		o.logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("the node's warnings and errors:\n%s", tail(logs.String(), 16<<10))
+			}
+		})
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a, err := app.New(ctx, cfg, app.Deps{Clock: c, Logger: o.logger}, true)
 	if err != nil {
@@ -522,4 +532,16 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(heraldBuild.dir)
 	}
 	os.Exit(code)
+}
+
+// tail is the last n bytes of s at most, from a line's start.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[len(s)-n:]
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	return "…\n" + s
 }
