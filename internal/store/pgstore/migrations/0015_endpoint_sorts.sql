@@ -42,6 +42,22 @@ GROUP BY endpoint_id;
 CREATE FUNCTION herald_endpoint_dead_count() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
+    -- Most statements move nothing in or out of dead (an ingest, a claim,
+    -- an outcome that delivers): a look at the transition rows ends them
+    -- before any write is planned. (Each branch names only the transition
+    -- tables its event has.)
+    IF TG_OP = 'INSERT' THEN
+        IF NOT EXISTS (SELECT 1 FROM new_rows n WHERE n.status = 'dead') THEN
+            RETURN NULL;
+        END IF;
+    ELSIF TG_OP = 'DELETE' THEN
+        IF NOT EXISTS (SELECT 1 FROM old_rows o WHERE o.status = 'dead') THEN
+            RETURN NULL;
+        END IF;
+    ELSIF NOT EXISTS (SELECT 1 FROM new_rows n WHERE n.status = 'dead')
+        AND NOT EXISTS (SELECT 1 FROM old_rows o WHERE o.status = 'dead') THEN
+        RETURN NULL;
+    END IF;
     IF TG_OP = 'INSERT' THEN
         INSERT INTO endpoint_dead AS d (endpoint_id, consumer_id, dead)
         SELECT n.endpoint_id, min(n.consumer_id), count(*)
