@@ -312,3 +312,31 @@ func rankHealth(ctx context.Context, r EndpointRanker, consumer string, now time
 	}
 	return out, nil
 }
+
+// RankIDs are the endpoint ids of rs, in order.
+func RankIDs(rs []Rank) []string {
+	ids := make([]string, len(rs))
+	for i, r := range rs {
+		ids[i] = r.ID
+	}
+	return ids
+}
+
+// RankedPage is the page of a ranked order: the endpoints of the first
+// limit ranks of rs (RankEndpoints asked for limit+1) in rank order, as
+// byID holds them, and a cursor after them when rs has more. An endpoint
+// deleted since it was ranked is not in byID and is left out; the cursor
+// still follows the ranks.
+func RankedPage(rs []Rank, limit int, byID map[string]*herald.Endpoint) *Page[*herald.Endpoint] {
+	out := &Page[*herald.Endpoint]{Items: []*herald.Endpoint{}}
+	for i, r := range rs {
+		if i == limit {
+			out.NextCursor = RankCursor(rs[limit-1])
+			break
+		}
+		if ep, ok := byID[r.ID]; ok {
+			out.Items = append(out.Items, ep)
+		}
+	}
+	return out
+}

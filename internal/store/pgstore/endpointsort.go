@@ -28,10 +28,7 @@ func (s *Store) listRanked(ctx context.Context, p *store.EndpointListParams, lim
 	if err != nil {
 		return nil, fmt.Errorf("list endpoints: %w", err)
 	}
-	ids := make([]string, len(rs))
-	for i, r := range rs {
-		ids[i] = r.ID
-	}
+	ids := store.RankIDs(rs)
 	rows, err := s.pool.Query(ctx, "SELECT "+endpointCols+" FROM endpoints WHERE id = ANY($1::text[])", ids)
 	if err != nil {
 		return nil, fmt.Errorf("list endpoints: %w", err)
@@ -48,19 +45,7 @@ func (s *Store) listRanked(ctx context.Context, p *store.EndpointListParams, lim
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list endpoints: %w", err)
 	}
-	// An endpoint deleted since it was ranked is left out; the cursor
-	// still follows the ranks.
-	out := &store.Page[*herald.Endpoint]{Items: []*herald.Endpoint{}}
-	for i, r := range rs {
-		if i == limit {
-			out.NextCursor = store.RankCursor(rs[limit-1])
-			break
-		}
-		if ep, ok := byID[r.ID]; ok {
-			out.Items = append(out.Items, ep)
-		}
-	}
-	return out, nil
+	return store.RankedPage(rs, limit, byID), nil
 }
 
 // args collects the positional arguments of a query.

@@ -28,10 +28,7 @@ func (s *Store) listRanked(ctx context.Context, p *store.EndpointListParams, lim
 	if err != nil {
 		return nil, fmt.Errorf("list endpoints: %w", err)
 	}
-	ids := make([]string, len(rs))
-	for i, r := range rs {
-		ids[i] = r.ID
-	}
+	ids := store.RankIDs(rs)
 	list, err := json.Marshal(ids)
 	if err != nil {
 		return nil, fmt.Errorf("list endpoints: %w", err)
@@ -53,19 +50,7 @@ func (s *Store) listRanked(ctx context.Context, p *store.EndpointListParams, lim
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list endpoints: %w", err)
 	}
-	// An endpoint deleted since it was ranked is left out; the cursor
-	// still follows the ranks.
-	out := &store.Page[*herald.Endpoint]{Items: []*herald.Endpoint{}}
-	for i, r := range rs {
-		if i == limit {
-			out.NextCursor = store.RankCursor(rs[limit-1])
-			break
-		}
-		if ep, ok := byID[r.ID]; ok {
-			out.Items = append(out.Items, ep)
-		}
-	}
-	return out, nil
+	return store.RankedPage(rs, limit, byID), nil
 }
 
 // query is a query being built and its arguments.
