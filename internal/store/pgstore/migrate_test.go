@@ -94,27 +94,8 @@ func TestConfirmationMigrationKeepsAddressesConfirmed(t *testing.T) {
 	t.Parallel()
 	s := openUnmigrated(t)
 	ctx := t.Context()
-	all, err := migrations()
-	require.NoError(t, err)
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `CREATE TABLE schema_migrations (
-			version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-			return err
-		}
-		for _, m := range all {
-			if m.Version >= 16 {
-				break
-			}
-			if _, err := tx.Exec(ctx, m.SQL); err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", m.Version, m.Name); err != nil {
-				return err
-			}
-		}
-		_, err := tx.Exec(ctx, `INSERT INTO consumer_notifications VALUES ('c', 'ops@example.com', $1), ('d', '', $1)`, t0)
-		return err
-	})
+	migrateBelow(t, s, 16)
+	_, err := s.pool.Exec(ctx, `INSERT INTO consumer_notifications VALUES ('c', 'ops@example.com', $1), ('d', '', $1)`, t0)
 	require.NoError(t, err)
 
 	require.NoError(t, s.Migrate(ctx))
@@ -135,24 +116,7 @@ func TestMigrateEndpointSorts(t *testing.T) {
 	t.Parallel()
 	s := openUnmigrated(t)
 	ctx := t.Context()
-	all, err := migrations()
-	require.NoError(t, err)
-	_, err = s.pool.Exec(ctx, `CREATE TABLE schema_migrations (
-		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`)
-	require.NoError(t, err)
-	for _, m := range all {
-		if m.Version >= 15 {
-			break
-		}
-		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, m.SQL); err != nil {
-				return err
-			}
-			_, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", m.Version, m.Name)
-			return err
-		})
-		require.NoError(t, err, m.Name)
-	}
+	migrateBelow(t, s, 15)
 
 	// a: three dead of c1's; b: one dead of c2's; c: c1's too, its three
 	// deliveries pending and its breaker open.
@@ -161,7 +125,7 @@ func TestMigrateEndpointSorts(t *testing.T) {
 	b := createEndpoint(t, s, "c2")
 	ingest(t, s, "c1", 3)
 	ingest(t, s, "c2", 1)
-	_, err = s.pool.Exec(ctx, `UPDATE deliveries SET status = 'dead', dead_reason = 'exhausted', due_at = NULL
+	_, err := s.pool.Exec(ctx, `UPDATE deliveries SET status = 'dead', dead_reason = 'exhausted', due_at = NULL
 		WHERE endpoint_id IN ($1, $2)`, a.ID, b.ID)
 	require.NoError(t, err)
 	_, err = s.pool.Exec(ctx, `UPDATE endpoints SET health = health || '{"breaker_state": "open"}' WHERE id = $1`, c.ID)
@@ -196,4 +160,30 @@ func TestMigrateEndpointSorts(t *testing.T) {
 	var dead int64
 	require.NoError(t, s.pool.QueryRow(ctx, "SELECT dead FROM endpoint_dead WHERE endpoint_id = $1", a.ID).Scan(&dead))
 	require.EqualValues(t, 1, dead)
+}
+
+// migrateBelow applies the migrations before version to s, each in its
+// transaction and recorded as Migrate does, to set up a database as an
+// older Herald left it.
+func migrateBelow(t *testing.T, s *Store, version int) {
+	t.Helper()
+	ctx := t.Context()
+	all, err := migrations()
+	require.NoError(t, err)
+	_, err = s.pool.Exec(ctx, `CREATE TABLE schema_migrations (
+		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`)
+	require.NoError(t, err)
+	for _, m := range all {
+		if m.Version >= version {
+			break
+		}
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, m.SQL); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", m.Version, m.Name)
+			return err
+		})
+		require.NoError(t, err, m.Name)
+	}
 }

@@ -115,20 +115,7 @@ func TestMigrateSecretEncryption(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, old.Close()) })
 	ctx := t.Context()
-	all, err := migrations()
-	require.NoError(t, err)
-	_, err = old.pool.Exec(ctx, `CREATE TABLE schema_migrations (
-		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`)
-	require.NoError(t, err)
-	for _, m := range all {
-		if m.Version >= 4 {
-			break
-		}
-		_, err := old.pool.Exec(ctx, m.SQL)
-		require.NoError(t, err, m.Name)
-		_, err = old.pool.Exec(ctx, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", m.Version, m.Name)
-		require.NoError(t, err)
-	}
+	migrateBelow(t, old, 4)
 	const secret, previous = "whsec_b2xkIHNlY3JldCBmcm9tIGJlZm9yZQ==", "whsec_b2xkZXIgc3RpbGw="
 	_, err = old.pool.Exec(ctx, `
 		INSERT INTO endpoints (id, consumer_id, url, description, event_types, secret, previous_secret,

@@ -348,20 +348,7 @@ func TestConfirmationMigrationKeepsAddressesConfirmed(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	ctx := t.Context()
-	ms, err := migrations()
-	require.NoError(t, err)
-	_, err = s.writer.ExecContext(ctx, `CREATE TABLE schema_migrations (
-		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT`)
-	require.NoError(t, err)
-	for _, m := range ms {
-		if m.Version >= 16 {
-			break
-		}
-		_, err = s.writer.ExecContext(ctx, m.SQL)
-		require.NoError(t, err, m.Name)
-		_, err = s.writer.ExecContext(ctx, `INSERT INTO schema_migrations VALUES (?, ?, 0)`, m.Version, m.Name)
-		require.NoError(t, err)
-	}
+	migrateBelow(t, s, 16)
 	set := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	_, err = s.writer.ExecContext(ctx, `INSERT INTO consumer_notifications VALUES ('c', 'ops@example.com', ?), ('d', '', ?)`,
 		set.UnixMicro(), set.UnixMicro())
@@ -389,20 +376,7 @@ func TestEndpointSortsMigrationCountsExistingRows(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	ctx := t.Context()
-	ms, err := migrations()
-	require.NoError(t, err)
-	_, err = s.writer.ExecContext(ctx, `CREATE TABLE schema_migrations (
-		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT`)
-	require.NoError(t, err)
-	for _, m := range ms {
-		if m.Version >= 15 {
-			break
-		}
-		_, err = s.writer.ExecContext(ctx, m.SQL)
-		require.NoError(t, err, m.Name)
-		_, err = s.writer.ExecContext(ctx, `INSERT INTO schema_migrations VALUES (?, ?, 0)`, m.Version, m.Name)
-		require.NoError(t, err)
-	}
+	migrateBelow(t, s, 15)
 
 	// a: three dead of c1's; b: one dead of c2's; c: c1's too, with a
 	// pending delivery and its breaker open.
@@ -455,4 +429,25 @@ func TestEndpointSortsMigrationCountsExistingRows(t *testing.T) {
 	var dead int64
 	require.NoError(t, s.reader.QueryRowContext(ctx, `SELECT dead FROM endpoint_dead WHERE endpoint_id = ?`, a.ID).Scan(&dead))
 	require.EqualValues(t, 2, dead)
+}
+
+// migrateBelow applies the migrations before version to s, recording
+// them as Migrate does, to set up a database as an older Herald left it.
+func migrateBelow(t *testing.T, s *Store, version int) {
+	t.Helper()
+	ctx := t.Context()
+	ms, err := migrations()
+	require.NoError(t, err)
+	_, err = s.writer.ExecContext(ctx, `CREATE TABLE schema_migrations (
+		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT`)
+	require.NoError(t, err)
+	for _, m := range ms {
+		if m.Version >= version {
+			break
+		}
+		_, err = s.writer.ExecContext(ctx, m.SQL)
+		require.NoError(t, err, m.Name)
+		_, err = s.writer.ExecContext(ctx, `INSERT INTO schema_migrations VALUES (?, ?, 0)`, m.Version, m.Name)
+		require.NoError(t, err)
+	}
 }

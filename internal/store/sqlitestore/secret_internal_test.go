@@ -21,20 +21,7 @@ func TestSecretEncryptionMigrationKeepsExistingRows(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, old.Close()) })
 	ctx := t.Context()
-	ms, err := migrations()
-	require.NoError(t, err)
-	_, err = old.writer.ExecContext(ctx, `CREATE TABLE schema_migrations (
-		version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT`)
-	require.NoError(t, err)
-	for _, m := range ms {
-		if m.Version >= 4 {
-			break
-		}
-		_, err = old.writer.ExecContext(ctx, m.SQL)
-		require.NoError(t, err, m.Name)
-		_, err = old.writer.ExecContext(ctx, `INSERT INTO schema_migrations VALUES (?, ?, 0)`, m.Version, m.Name)
-		require.NoError(t, err)
-	}
+	migrateBelow(t, old, 4)
 	const secret, previous = "whsec_b2xkIHNlY3JldCBmcm9tIGJlZm9yZQ==", "whsec_b2xkZXIgc3RpbGw="
 	_, err = old.writer.ExecContext(ctx, `INSERT INTO endpoints (id, consumer_id, url, description, event_types,
 			secret, previous_secret, previous_secret_expires_at, enabled, disabled_reason, timeout_ns, retry_schedule,
