@@ -47,6 +47,18 @@ type ActivityPurgeParams struct {
 	Now   time.Time
 }
 
+// Bounds are how long a purge batch keeps (Keep, at least MinActivityKeep)
+// and how many rows it deletes at most (Limit, or
+// DefaultActivityPurgeLimit).
+func (p *ActivityPurgeParams) Bounds() (keep time.Duration, limit int) {
+	keep = max(p.Keep, MinActivityKeep)
+	limit = p.Limit
+	if limit <= 0 {
+		limit = DefaultActivityPurgeLimit
+	}
+	return keep, limit
+}
+
 // Activity kept and how it is purged.
 const (
 	// MinActivityKeep is the least time activity is kept: a day of

@@ -86,11 +86,7 @@ var activitySums = func() string {
 // oldest first, through the primary key. Rows another transaction holds
 // (an outcome write of the oldest minute kept) are skipped.
 func (s *Store) ActivityPurge(ctx context.Context, p *store.ActivityPurgeParams) (int, error) {
-	keep := max(p.Keep, store.MinActivityKeep)
-	limit := p.Limit
-	if limit <= 0 {
-		limit = store.DefaultActivityPurgeLimit
-	}
+	keep, limit := p.Bounds()
 	tag, err := s.pool.Exec(ctx, `DELETE FROM activity_minutes WHERE (minute, node) IN (
 		SELECT minute, node FROM activity_minutes
 		WHERE minute < date_trunc('minute', coalesce($1::timestamptz, now()) - $2::bigint * interval '1 microsecond')

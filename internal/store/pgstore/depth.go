@@ -71,11 +71,7 @@ func (s *Store) DepthSeries(ctx context.Context, p *store.ActivitySeriesParams) 
 // first, through the primary key; rows another transaction holds are
 // skipped.
 func (s *Store) DepthPurge(ctx context.Context, p *store.ActivityPurgeParams) (int, error) {
-	keep := max(p.Keep, store.MinActivityKeep)
-	limit := p.Limit
-	if limit <= 0 {
-		limit = store.DefaultActivityPurgeLimit
-	}
+	keep, limit := p.Bounds()
 	tag, err := s.pool.Exec(ctx, `DELETE FROM depth_minutes WHERE minute IN (
 		SELECT minute FROM depth_minutes
 		WHERE minute < date_trunc('minute', coalesce($1::timestamptz, now()) - $2::bigint * interval '1 microsecond')

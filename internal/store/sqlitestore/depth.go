@@ -68,11 +68,7 @@ func (s *Store) DepthSeries(ctx context.Context, p *store.ActivitySeriesParams) 
 // DepthPurge deletes up to p.Limit samples older than p.Keep, oldest
 // first, through the primary key.
 func (s *Store) DepthPurge(ctx context.Context, p *store.ActivityPurgeParams) (int, error) {
-	keep := max(p.Keep, store.MinActivityKeep)
-	limit := p.Limit
-	if limit <= 0 {
-		limit = store.DefaultActivityPurgeLimit
-	}
+	keep, limit := p.Bounds()
 	cutoff := store.ActivityMinute(now(p.Now).Add(-keep)).Unix()
 	var n int64
 	err := s.write(ctx, func(tx *sql.Tx) error {
