@@ -42,12 +42,14 @@ import (
 // endpoint_queue (migration 0007), so endpoints with nothing due, however
 // many, cost it nothing: the due marks are read first, into an array, and
 // the endpoints fetched by id, so that no plan (stale statistics, a small
-// table) can turn it into a walk of every endpoint. A non-FIFO endpoint qualifies with a due
-// delivery, new or retry (two probes of the claim index); a FIFO one with
-// a due head. Endpoints whose leased deliveries already reach their
-// configured in-flight cap ($3 when it is 0; 1 for FIFO) are left out
-// early: the cap a claim applies (ratelimit.MaxInFlight) is never higher,
-// so they could start nothing. The last column is the claim's now.
+// table) can turn it into a walk of every endpoint. A non-FIFO endpoint
+// qualifies with a due delivery, new or retry (two probes of
+// delivery_queue's claim index, migration 0017); a FIFO one with a due
+// head. Endpoints whose leased deliveries already reach their configured
+// in-flight cap ($3 when it is 0; 1 for FIFO) are left out early: the cap a
+// claim applies (ratelimit.MaxInFlight) is never higher, so they could
+// start nothing. Only live deliveries are read, never deliveries' history.
+// The last column is the claim's now.
 var candidatesSQL = `
 SELECT ` + qualify("e", endpointCols) + `, coalesce($1::timestamptz, now())
 FROM endpoints e
@@ -59,22 +61,21 @@ WHERE e.id = ANY(ARRAY(
 	AND NOT e.id = ANY($4::text[])
 	AND CASE WHEN e.ordering = 'fifo' THEN coalesce((
 			SELECT h.due_at <= coalesce($1::timestamptz, now())
-			FROM deliveries h
-			WHERE h.endpoint_id = e.id AND h.status IN ('pending', 'delivering')
+			FROM delivery_queue h
+			WHERE h.endpoint_id = e.id
 			ORDER BY h.seq
 			LIMIT 1), false)
 		ELSE EXISTS (
 			SELECT 1 FROM (VALUES (0), (1)) AS k(kind)
 			CROSS JOIN LATERAL (
-				SELECT 1 FROM deliveries d
-				WHERE d.endpoint_id = e.id AND d.status IN ('pending', 'delivering')
-					AND least(d.attempt_count, 1) = k.kind
+				SELECT 1 FROM delivery_queue d
+				WHERE d.endpoint_id = e.id AND d.kind = k.kind
 					AND d.due_at <= coalesce($1::timestamptz, now())
 				LIMIT 1) AS due)
 		END
 	AND (SELECT count(*) FROM (
-			SELECT 1 FROM deliveries l
-			WHERE l.endpoint_id = e.id AND l.status = 'delivering'
+			SELECT 1 FROM delivery_queue l
+			WHERE l.endpoint_id = e.id AND l.leased
 				AND l.due_at > coalesce($1::timestamptz, now())
 			LIMIT CASE WHEN e.ordering = 'fifo' THEN 1
 				WHEN e.max_in_flight > 0 THEN e.max_in_flight ELSE $3::int END
@@ -87,49 +88,57 @@ FOR UPDATE OF e SKIP LOCKED`
 // inFlightSQL counts the leased deliveries (lease not expired) of each
 // endpoint in $1, up to its cap in $3 (beyond the cap the count changes
 // nothing: the endpoint may start none). Each count is a plain index scan
-// of one endpoint's range, stopped at the cap: every finished delivery
-// leaves a dead entry in the leased index until vacuum, within the range
-// for as long as its lease would have run, and a plain scan marks such
-// entries dead as it passes, where a bitmap scan over all the endpoints
-// at once visited each of them on the heap, every claim (7 ms a claim at
-// 5,000 deliveries/s).
+// of one endpoint's range of delivery_queue_leased_idx, stopped at the
+// cap: every finished delivery leaves a dead entry in it until the queue's
+// next vacuum, and a plain scan marks such entries dead as it passes,
+// where a bitmap scan over all the endpoints at once visited each of them
+// on the heap, every claim.
 const inFlightSQL = `
 SELECT c.endpoint_id, (
 	SELECT count(*) FROM (
-		SELECT 1 FROM deliveries l
-		WHERE l.endpoint_id = c.endpoint_id AND l.status = 'delivering'
+		SELECT 1 FROM delivery_queue l
+		WHERE l.endpoint_id = c.endpoint_id AND l.leased
 			AND l.due_at > coalesce($2::timestamptz, now())
 		LIMIT c.cap) AS leased)
 FROM unnest($1::text[], $3::int[]) AS c(endpoint_id, cap)`
 
 // takeSQL leases deliveries: for each endpoint of $2 up to its share $3 of
 // due ones, new before retries, then oldest due first, then in ingest
-// order (one range of the claim index for each kind); for each FIFO
-// endpoint of $5 its head, if that is due and no lower seq is live (a head
-// locked by another writer is skipped, and then the row found is not the
-// head, so nothing is taken). Each lease lasts its endpoint's $4 or $6
-// microseconds. It returns the leased deliveries with their events, their
-// due time before the claim, their seq, and whether each was taken from an
-// expired lease (lost: a delivering row is due only once its lease has run
-// out).
+// order; for each FIFO endpoint of $5 its head (its live delivery of
+// lowest seq), if that is due. The choice is read from delivery_queue (one
+// range of its claim index for each kind, a few more than the share, in
+// case some are locked by another writer), and the deliveries are then
+// locked by id, skipping those another writer holds: a FIFO head held so
+// is not taken, and nothing after it is. Rows are rechecked once locked.
+// Each lease lasts its endpoint's $4 or $6 microseconds. It returns the
+// leased deliveries with their events, their due time before the claim,
+// their seq, and whether each was taken from an expired lease (lost: a
+// delivering row is due only once its lease has run out).
 var takeSQL = `
 WITH normal AS (
 	SELECT y.id, y.due_at, y.seq, y.lost, c.lease_us
 	FROM unnest($2::text[], $3::int[], $4::bigint[]) AS c(endpoint_id, share, lease_us)
 	CROSS JOIN LATERAL (
-		SELECT z.id, z.due_at, z.seq, z.lost
-		FROM (VALUES (0), (1)) AS k(kind)
-		CROSS JOIN LATERAL (
-			SELECT d.id, d.due_at, d.seq, d.status = 'delivering' AS lost
-			FROM deliveries d
-			WHERE d.endpoint_id = c.endpoint_id AND d.status IN ('pending', 'delivering')
-				AND least(d.attempt_count, 1) = k.kind
-				AND d.due_at <= coalesce($1::timestamptz, now())
-			ORDER BY d.due_at, d.seq
-			LIMIT c.share
-			FOR UPDATE OF d SKIP LOCKED
-		) AS z
+		SELECT d.id, d.due_at, d.seq, d.status = 'delivering' AS lost
+		FROM deliveries d
+		WHERE d.id = ANY(ARRAY(
+				SELECT z.delivery_id
+				FROM (VALUES (0), (1)) AS k(kind)
+				CROSS JOIN LATERAL (
+					SELECT q.delivery_id
+					FROM delivery_queue q
+					WHERE q.endpoint_id = c.endpoint_id AND q.kind = k.kind
+						AND q.due_at <= coalesce($1::timestamptz, now())
+					ORDER BY q.due_at, q.seq
+					LIMIT c.share + 8
+				) AS z))
+			-- Live, said so that no index of status serves it: the ids
+			-- are the way in.
+			AND d.status NOT IN ('delivered', 'dead', 'cancelled')
+			AND d.due_at <= coalesce($1::timestamptz, now())
+		ORDER BY least(d.attempt_count, 1), d.due_at, d.seq
 		LIMIT c.share
+		FOR UPDATE OF d SKIP LOCKED
 	) AS y
 ), fifo AS (
 	SELECT h.id, h.due_at, h.seq, h.lost, c.lease_us
@@ -137,16 +146,15 @@ WITH normal AS (
 	CROSS JOIN LATERAL (
 		SELECT d.id, d.due_at, d.seq, d.status = 'delivering' AS lost
 		FROM deliveries d
-		WHERE d.endpoint_id = c.endpoint_id AND d.status IN ('pending', 'delivering')
-		ORDER BY d.seq
-		LIMIT 1
+		WHERE d.id = (
+				SELECT q.delivery_id FROM delivery_queue q
+				WHERE q.endpoint_id = c.endpoint_id
+				ORDER BY q.seq
+				LIMIT 1)
+			AND d.status NOT IN ('delivered', 'dead', 'cancelled')
 		FOR UPDATE OF d SKIP LOCKED
 	) AS h
 	WHERE h.due_at <= coalesce($1::timestamptz, now())
-		AND NOT EXISTS (
-			SELECT 1 FROM deliveries o
-			WHERE o.endpoint_id = c.endpoint_id AND o.status IN ('pending', 'delivering')
-				AND o.seq < h.seq)
 ), picked AS (
 	SELECT * FROM normal UNION ALL SELECT * FROM fifo
 ), leased AS (

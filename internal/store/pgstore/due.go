@@ -11,15 +11,15 @@ import (
 	"github.com/heraldhooks/herald/internal/store"
 )
 
-// nextDueSQL reads the due index (deliveries_due_idx) from now: the first
-// live row due after it, one probe however many rows are due already or
-// finished. The wait is computed in the database, on its clock.
+// nextDueSQL reads the live deliveries' due index (delivery_queue_due_idx)
+// from now: the first due after it, one probe however many are due
+// already. The wait is computed in the database, on its clock.
 const nextDueSQL = `
 	SELECT (extract(epoch FROM d.due_at - n.t) * 1000000)::bigint
 	FROM (SELECT coalesce($1::timestamptz, now()) AS t) n
 	CROSS JOIN LATERAL (
-		SELECT due_at FROM deliveries
-		WHERE status IN ('pending', 'delivering') AND due_at > n.t
+		SELECT due_at FROM delivery_queue
+		WHERE due_at > n.t
 		ORDER BY due_at LIMIT 1
 	) d`
 

@@ -207,6 +207,24 @@ func (s *Store) EndpointUpdate(ctx context.Context, p *store.EndpointUpdateParam
 	return ep, nil
 }
 
+// cancelEndpointSQL cancels the live deliveries of the deleted endpoint
+// $1, found by delivery_queue's claim index rather than among its history.
+const cancelEndpointSQL = `
+UPDATE deliveries
+SET status = 'cancelled', due_at = NULL, updated_at = coalesce($2::timestamptz, now())
+WHERE id IN (SELECT delivery_id FROM delivery_queue WHERE endpoint_id = $1)
+	AND status IN ('pending', 'delivering')`
+
+// disableEndpointSQL sends the live deliveries of the disabled endpoint $1
+// dead, all but $2 (an outcome's own, written by its caller), found by
+// delivery_queue's claim index rather than among its history.
+const disableEndpointSQL = `
+UPDATE deliveries
+SET status = 'dead', dead_reason = 'endpoint_disabled', due_at = NULL,
+	updated_at = coalesce($3::timestamptz, now())
+WHERE id IN (SELECT delivery_id FROM delivery_queue WHERE endpoint_id = $1 AND delivery_id <> $2)
+	AND status IN ('pending', 'delivering')`
+
 // EndpointDelete removes the endpoint and cancels its live deliveries in
 // one transaction; its deliveries and attempts stay as history.
 func (s *Store) EndpointDelete(ctx context.Context, p *store.EndpointDeleteParams) error {
@@ -220,11 +238,7 @@ func (s *Store) EndpointDelete(ctx context.Context, p *store.EndpointDeleteParam
 		if tag.RowsAffected() == 0 {
 			return store.ErrNotFound
 		}
-		_, err = tx.Exec(ctx, `
-			UPDATE deliveries
-			SET status = 'cancelled', due_at = NULL, updated_at = coalesce($2::timestamptz, now())
-			WHERE endpoint_id = $1 AND status IN ('pending', 'delivering')`,
-			p.ID, nowArg(p.Now))
+		_, err = tx.Exec(ctx, cancelEndpointSQL, p.ID, nowArg(p.Now))
 		return err
 	})
 	if err != nil {
@@ -283,12 +297,7 @@ func (s *Store) disableEndpoint(ctx context.Context, tx pgx.Tx, id, reason, keep
 	}
 	// A statement of its own, so it sees deliveries replayed by
 	// transactions that committed while this one waited for the endpoint.
-	_, err = tx.Exec(ctx, `
-		UPDATE deliveries
-		SET status = 'dead', dead_reason = 'endpoint_disabled', due_at = NULL,
-			updated_at = coalesce($3::timestamptz, now())
-		WHERE endpoint_id = $1 AND status IN ('pending', 'delivering') AND id <> $2`,
-		id, keep, nowArg(now))
+	_, err = tx.Exec(ctx, disableEndpointSQL, id, keep, nowArg(now))
 	if err != nil {
 		return nil, err
 	}

@@ -132,14 +132,14 @@ func (r ranker) DeadRest(ctx context.Context, consumer, before string, n int) ([
 }
 
 // dueNowSQL is true when the endpoint aliased q has a delivery due at $1
-// (or the database clock): a probe of deliveries_claim_idx for a new
+// (or the database clock): a probe of delivery_queue_claim_idx for a new
 // delivery, then one for a retry, as the figures count them.
-const dueNowSQL = `(EXISTS (SELECT 1 FROM deliveries x
-		WHERE x.endpoint_id = q.endpoint_id AND x.status IN ('pending', 'delivering')
-			AND least(x.attempt_count, 1) = 0 AND x.due_at <= coalesce($1::timestamptz, now()))
-	OR EXISTS (SELECT 1 FROM deliveries x
-		WHERE x.endpoint_id = q.endpoint_id AND x.status IN ('pending', 'delivering')
-			AND least(x.attempt_count, 1) = 1 AND x.due_at <= coalesce($1::timestamptz, now())))`
+const dueNowSQL = `(EXISTS (SELECT 1 FROM delivery_queue x
+		WHERE x.endpoint_id = q.endpoint_id AND x.kind = 0
+			AND x.due_at <= coalesce($1::timestamptz, now()))
+	OR EXISTS (SELECT 1 FROM delivery_queue x
+		WHERE x.endpoint_id = q.endpoint_id AND x.kind = 1
+			AND x.due_at <= coalesce($1::timestamptz, now())))`
 
 // dueHeadSQL gives the query of DueHead: a range of
 // endpoint_queue_rank_idx up to now, each mark checked by dueNowSQL (a

@@ -143,10 +143,10 @@ func (s *Store) EndpointHealthGet(ctx context.Context, p *store.EndpointHealthPa
 // figuresSQL reads the figures of the endpoints named in $1 at $2 (or the
 // database clock) for Store.EndpointFigures. Each figure is a range of an
 // index, stopped at $3 entries (store.FigureLimit): attempts_endpoint_idx
-// (its INCLUDE holds the status code), and the partial indexes
-// deliveries_leased_idx, deliveries_claim_idx (one range for new
-// deliveries, one for retries) and deliveries_dead_idx, so an endpoint's
-// delivered history is never walked.
+// (its INCLUDE holds the status code), delivery_queue_leased_idx,
+// delivery_queue_claim_idx (one range for new deliveries, one for
+// retries) and the partial deliveries_dead_idx, so an endpoint's delivered
+// history is never walked.
 const figuresSQL = `
 	SELECT e.id, e.health, a.attempts, a.successes, f.in_flight, dn.n + dr.n, dd.n
 	FROM endpoints e,
@@ -158,18 +158,16 @@ const figuresSQL = `
 				ORDER BY attempted_at DESC LIMIT $3) AS x
 		) AS a,
 		LATERAL (
-			SELECT count(*) AS in_flight FROM (SELECT 1 FROM deliveries
-				WHERE endpoint_id = e.id AND status = 'delivering' AND due_at > n.t LIMIT $3) AS x
+			SELECT count(*) AS in_flight FROM (SELECT 1 FROM delivery_queue
+				WHERE endpoint_id = e.id AND leased AND due_at > n.t LIMIT $3) AS x
 		) AS f,
 		LATERAL (
-			SELECT count(*) AS n FROM (SELECT 1 FROM deliveries
-				WHERE endpoint_id = e.id AND status IN ('pending', 'delivering')
-					AND least(attempt_count, 1) = 0 AND due_at <= n.t LIMIT $3) AS x
+			SELECT count(*) AS n FROM (SELECT 1 FROM delivery_queue
+				WHERE endpoint_id = e.id AND kind = 0 AND due_at <= n.t LIMIT $3) AS x
 		) AS dn,
 		LATERAL (
-			SELECT count(*) AS n FROM (SELECT 1 FROM deliveries
-				WHERE endpoint_id = e.id AND status IN ('pending', 'delivering')
-					AND least(attempt_count, 1) = 1 AND due_at <= n.t LIMIT $3) AS x
+			SELECT count(*) AS n FROM (SELECT 1 FROM delivery_queue
+				WHERE endpoint_id = e.id AND kind = 1 AND due_at <= n.t LIMIT $3) AS x
 		) AS dr,
 		LATERAL (
 			SELECT count(*) AS n FROM (SELECT 1 FROM deliveries

@@ -43,7 +43,7 @@ type Store struct {
 	mu     sync.Mutex // guards closed and subs.Add
 	closed bool
 
-	// vacuumedAt is when this node last vacuumed the endpoint queue
+	// vacuumedAt is when this node last vacuumed the queues
 	// (EndpointQueueTidy), in unix nanoseconds of the process clock.
 	vacuumedAt atomic.Int64
 	subs       sync.WaitGroup

@@ -61,26 +61,30 @@ func TestPlans(t *testing.T) {
 			"endpoints are found by their due marks, not by walking every endpoint")
 		require.Regexp(t, `(Index Scan using|Bitmap Index Scan on) endpoints_pkey[^\n]*\n\s+Index Cond: \(id = ANY \(\$0\)\)`, plan,
 			"the endpoints are fetched by the ids of the due marks")
-		require.Contains(t, plan, "Index Scan using deliveries_claim_idx")
-		require.Contains(t, plan, "(LEAST(attempt_count, 1) = ")
-		require.Contains(t, plan, "Index Scan using deliveries_fifo_idx")
-		require.Contains(t, plan, "using deliveries_leased_idx")
+		require.Regexp(t, `Index (Only )?Scan using delivery_queue_claim_idx on delivery_queue d\s.*\n\s+`+
+			`Index Cond: \(\(endpoint_id = e\.id\) AND \(kind = "\*VALUES\*"\.column1\) AND \(due_at <= `, plan)
+		require.Contains(t, plan, "Index Scan using delivery_queue_fifo_idx")
+		require.Contains(t, plan, "using delivery_queue_leased_idx")
+		require.NotContains(t, plan, "on deliveries", "the claim path reads live deliveries only")
 	})
 
 	t.Run("TakeWalksTheClaimIndexPerKind", func(t *testing.T) {
 		t.Parallel()
 		plan := explain(t, s, takeSQL, t0, []string{a.ID}, []int32{2}, []int64{1}, []string{a.ID}, []int64{1})
-		require.Regexp(t, `Index Scan using deliveries_claim_idx on deliveries d .*\n\s+`+
-			`Index Cond: \(\(endpoint_id = c\.endpoint_id\) AND \(LEAST\(attempt_count, 1\) = "\*VALUES\*"\.column1\) `+
-			`AND \(due_at <= `, plan, "one range of the index per endpoint and kind")
-		require.Contains(t, plan, "Index Scan using deliveries_fifo_idx")
-		require.Contains(t, plan, "Index Scan using deliveries_pkey", "leased by id, not by a join over every delivery")
+		require.Regexp(t, `Index (Only )?Scan using delivery_queue_claim_idx on delivery_queue q\s.*\n\s+`+
+			`Index Cond: \(\(endpoint_id = (c\.endpoint_id|\$\d+)\) AND \(kind = "\*VALUES\*"\.column1\) `+
+			`AND \(due_at <= `, plan, "one range of the queue's index per endpoint and kind")
+		require.Contains(t, plan, "Index Scan using delivery_queue_fifo_idx")
+		require.Regexp(t, `(Index Scan using|Bitmap Index Scan on) deliveries_pkey[^\n]*\n\s+Index Cond: \(id = ANY \(`, plan,
+			"deliveries are locked by the ids the queue gave")
+		require.NotRegexp(t, `Seq Scan on deliveries|deliveries_(endpoint|status|consumer|event)_idx`, plan,
+			"never a walk of an endpoint's history, nor of every live delivery")
 	})
 
 	t.Run("InFlightCountsUseTheLeasedIndex", func(t *testing.T) {
 		t.Parallel()
 		plan := explain(t, s, inFlightSQL, []string{a.ID}, t0, []int32{10})
-		require.Contains(t, plan, "Index Only Scan using deliveries_leased_idx")
+		require.Contains(t, plan, "Index Only Scan using delivery_queue_leased_idx")
 		require.NotContains(t, plan, "Bitmap", "a bitmap scan visits every dead entry on the heap")
 	})
 
@@ -95,8 +99,8 @@ func TestPlans(t *testing.T) {
 		t.Parallel()
 		plan := explain(t, s, figuresSQL, []string{a.ID}, t0, 10000)
 		require.Regexp(t, `Index (Only )?Scan (Backward )?using attempts_endpoint_idx`, plan)
-		require.Contains(t, plan, "using deliveries_leased_idx")
-		require.Regexp(t, `Index (Only )?Scan using deliveries_claim_idx`, plan)
+		require.Contains(t, plan, "using delivery_queue_leased_idx")
+		require.Regexp(t, `Index (Only )?Scan using delivery_queue_claim_idx`, plan)
 		require.Regexp(t, `Index (Only )?Scan using deliveries_dead_idx`, plan)
 		require.NotContains(t, plan, "Seq Scan")
 	})
@@ -163,7 +167,7 @@ func TestPlans(t *testing.T) {
 					require.NotContains(t, plan, "Sort", "%s: the index gives the order:\n%s", tc.name, plan)
 					require.NotContains(t, plan, "Seq Scan", "%s:\n%s", tc.name, plan)
 					if strings.HasPrefix(tc.name, "Due") {
-						require.Contains(t, plan, "deliveries_claim_idx", "%s: a probe of the endpoint's due deliveries", tc.name)
+						require.Contains(t, plan, "delivery_queue_claim_idx", "%s: a probe of the endpoint's due deliveries", tc.name)
 					}
 				}
 			}

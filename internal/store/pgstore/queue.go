@@ -34,18 +34,17 @@ FROM (
 WHERE pg_try_advisory_xact_lock(1213353041, hashtext(current_schema() || ':' || s.endpoint_id))`
 
 // tidyMoveSQL moves the marks of the endpoints in $1 to their earliest live
-// due time (two probes of the claim index, new deliveries and retries), or
-// deletes them when nothing is live, and says how many it changed.
+// due time (two probes of delivery_queue's claim index, new deliveries and
+// retries), or deletes them when nothing is live, and says how many it
+// changed.
 const tidyMoveSQL = `
 WITH nxt AS (
 	SELECT u.id, least(
-		(SELECT d.due_at FROM deliveries d
-			WHERE d.endpoint_id = u.id AND d.status IN ('pending', 'delivering')
-				AND least(d.attempt_count, 1) = 0
+		(SELECT d.due_at FROM delivery_queue d
+			WHERE d.endpoint_id = u.id AND d.kind = 0
 			ORDER BY d.due_at LIMIT 1),
-		(SELECT d.due_at FROM deliveries d
-			WHERE d.endpoint_id = u.id AND d.status IN ('pending', 'delivering')
-				AND least(d.attempt_count, 1) = 1
+		(SELECT d.due_at FROM delivery_queue d
+			WHERE d.endpoint_id = u.id AND d.kind = 1
 			ORDER BY d.due_at LIMIT 1)) AS due_at
 	FROM unnest($1::text[]) AS u(id)
 ), gone AS (
@@ -96,24 +95,26 @@ func (s *Store) EndpointQueueTidy(ctx context.Context, p *store.EndpointQueueTid
 	return int(n), nil
 }
 
-// queueVacuumEvery is how often at most a node vacuums the endpoint queue.
-const queueVacuumEvery = 10 * time.Second
+// queueVacuumEvery is how often at most a node vacuums the queues.
+const queueVacuumEvery = 5 * time.Second
 
-// vacuumQueue vacuums the endpoint queue, at most every queueVacuumEvery
-// on this node. Every mark a writer lowers or a tidy moves leaves a dead
-// row version, and claims walk this table's due index all the time: it is
-// kept lean here rather than left to autovacuum, which may be off or, with
-// its default thresholds, minutes late for a table this small and busy.
-// The table holds a row per endpoint with live work, so a vacuum costs
-// little. SKIP_LOCKED: a node never waits for another's vacuum. Failing
-// costs nothing but the dead rows, so it is only logged.
+// vacuumQueue vacuums the endpoint queue and the delivery queue, at most
+// every queueVacuumEvery on this node. Every mark a writer lowers or a
+// tidy moves leaves a dead row version, and so does every claim and
+// outcome in the delivery queue, and claims walk both tables' indexes all
+// the time: they are kept lean here rather than left to autovacuum, which
+// may be off or, with its default thresholds, minutes late for tables this
+// small and busy. They hold a row per endpoint with live work and a row per
+// live delivery, so a vacuum costs little, however long the history.
+// SKIP_LOCKED: a node never waits for another's vacuum. Failing costs
+// nothing but the dead rows, so it is only logged.
 func (s *Store) vacuumQueue(ctx context.Context) {
 	now := time.Now().UnixNano()
 	last := s.vacuumedAt.Load()
 	if now-last < int64(queueVacuumEvery) || !s.vacuumedAt.CompareAndSwap(last, now) {
 		return
 	}
-	if _, err := s.pool.Exec(ctx, "VACUUM (SKIP_LOCKED) endpoint_queue"); err != nil && ctx.Err() == nil {
-		s.logger.Warn("vacuum the endpoint queue", logkey.Error, err)
+	if _, err := s.pool.Exec(ctx, "VACUUM (SKIP_LOCKED) endpoint_queue, delivery_queue"); err != nil && ctx.Err() == nil {
+		s.logger.Warn("vacuum the queues", logkey.Error, err)
 	}
 }

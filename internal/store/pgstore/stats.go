@@ -46,20 +46,21 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 		return nil, fmt.Errorf("stats: %w", err)
 	}
 
-	// The due ones are counted as the live rows due (deliveries_due_idx)
-	// less the leases run out (deliveries_leased_idx, as many entries as
-	// deliveries in flight), so that the count reads the due index alone;
-	// the oldest is the first pending row in due order.
+	// The due ones are counted as the live deliveries due
+	// (delivery_queue_due_idx) less the leases run out
+	// (delivery_queue_leased_idx, as many entries as deliveries in
+	// flight), so that the count reads those indexes alone; the oldest is
+	// the first one not leased in due order.
 	var now time.Time
 	var oldest *time.Time
 	err := s.pool.QueryRow(ctx, `
 		SELECT n.t,
-			(SELECT count(*) FROM deliveries d
-				WHERE d.status IN ('pending', 'delivering') AND d.due_at <= n.t`+consumer+`)
-			- (SELECT count(*) FROM deliveries d
-				WHERE d.status = 'delivering' AND d.due_at <= n.t`+consumer+`),
-			(SELECT min(d.due_at) FROM deliveries d
-				WHERE d.status IN ('pending', 'delivering') AND d.status = 'pending' AND d.due_at <= n.t`+consumer+`)
+			(SELECT count(*) FROM delivery_queue d
+				WHERE d.due_at <= n.t`+consumer+`)
+			- (SELECT count(*) FROM delivery_queue d
+				WHERE d.leased AND d.due_at <= n.t`+consumer+`),
+			(SELECT min(d.due_at) FROM delivery_queue d
+				WHERE NOT d.leased AND d.due_at <= n.t`+consumer+`)
 		FROM (SELECT coalesce($1::timestamptz, now()) AS t) AS n`, dueArgs...).Scan(&now, &st.DueNow, &oldest)
 	if err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
