@@ -1,0 +1,246 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/store"
+)
+
+// queueMismatches lists, one line each, the live deliveries missing from
+// delivery_queue or differing from their row there, and the queue rows of
+// deliveries that are not live (or gone).
+func queueMismatches(t *testing.T, s *Store) []string {
+	t.Helper()
+	var out []string
+	rows, err := s.pool.Query(t.Context(), `
+		SELECT coalesce(d.id, q.delivery_id), d.id IS NULL, q.delivery_id IS NULL,
+			(d.endpoint_id, d.consumer_id, d.seq, least(d.attempt_count, 1)::smallint,
+				d.status = 'delivering', d.due_at)
+			IS DISTINCT FROM (q.endpoint_id, q.consumer_id, q.seq, q.kind, q.leased, q.due_at)
+		FROM (SELECT * FROM deliveries WHERE status IN ('pending', 'delivering')) AS d
+		FULL JOIN delivery_queue q ON q.delivery_id = d.id`)
+	require.NoError(t, err)
+	var id string
+	var notLive, missing, differs bool
+	_, err = pgx.ForEachRow(rows, []any{&id, &notLive, &missing, &differs}, func() error {
+		switch {
+		case notLive:
+			out = append(out, id+": queued but not live")
+		case missing:
+			out = append(out, id+": live but not queued")
+		case differs:
+			out = append(out, id+": queued differently")
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	return out
+}
+
+// queued counts delivery_queue's rows.
+func queued(t *testing.T, s *Store) int {
+	t.Helper()
+	var n int
+	require.NoError(t, s.pool.QueryRow(t.Context(), "SELECT count(*) FROM delivery_queue").Scan(&n))
+	return n
+}
+
+// TestDeliveryQueueFollowsEveryWriter takes deliveries through each
+// writer of deliveries, one at a time, and checks after each that
+// delivery_queue holds exactly the live deliveries, as they are.
+func TestDeliveryQueueFollowsEveryWriter(t *testing.T) {
+	t.Parallel()
+	s := openNodes(t, 1)[0]
+	ctx := t.Context()
+	a := createEndpoint(t, s, "c1")
+	b := createEndpoint(t, s, "c1", func(ep *herald.Endpoint) { ep.Ordering = herald.OrderingFIFO })
+	now := t0.Add(time.Minute)
+	check := func(step string, want int) {
+		t.Helper()
+		require.Empty(t, queueMismatches(t, s), step)
+		require.Equal(t, want, queued(t, s), step)
+	}
+
+	ingest(t, s, "c1", 4) // 4 events to 2 endpoints
+	check("ingest", 8)
+
+	claimed, err := s.DeliveryClaim(ctx, &store.DeliveryClaimParams{Limit: 8, LeaseMargin: time.Second, Now: now})
+	require.NoError(t, err)
+	require.Len(t, claimed, 5, "4 of the unordered endpoint, the FIFO head")
+	check("claim", 8)
+
+	byEndpoint := map[string][]*store.ClaimedDelivery{}
+	for _, c := range claimed {
+		byEndpoint[c.Delivery.EndpointID] = append(byEndpoint[c.Delivery.EndpointID], c)
+	}
+	outcome := func(c *store.ClaimedDelivery, status herald.Status) store.DeliveryOutcome {
+		o := store.DeliveryOutcome{
+			Lease:   store.Lease{DeliveryID: c.Delivery.ID, LeaseToken: c.LeaseToken},
+			Attempt: herald.Attempt{AttemptedAt: now, StatusCode: 200, Duration: time.Millisecond},
+			Status:  status,
+		}
+		switch status {
+		case herald.StatusPending:
+			o.Attempt.StatusCode, o.RetryIn = 500, time.Minute
+		case herald.StatusDead:
+			o.Attempt.StatusCode, o.DeadReason = 400, herald.DeadClientError
+		}
+		return o
+	}
+	as := byEndpoint[a.ID]
+	_, err = s.DeliveryCompleteMany(ctx, &store.DeliveryCompleteManyParams{Now: now, Outcomes: []store.DeliveryOutcome{
+		outcome(as[0], herald.StatusDelivered),
+		outcome(as[1], herald.StatusPending),
+		outcome(as[2], herald.StatusDead),
+		outcome(byEndpoint[b.ID][0], herald.StatusDelivered),
+	}})
+	require.NoError(t, err)
+	check("outcomes: delivered, retry, dead, FIFO head delivered", 5)
+
+	require.NoError(t, s.DeliveryRelease(ctx, &store.DeliveryReleaseParams{Now: now,
+		Leases: []store.Lease{{DeliveryID: as[3].Delivery.ID, LeaseToken: as[3].LeaseToken}}}))
+	check("release", 5)
+
+	_, err = s.DeliveryCancel(ctx, &store.DeliveryCancelParams{ID: as[3].Delivery.ID, Now: now})
+	require.NoError(t, err)
+	check("cancel", 4)
+
+	_, err = s.DeliveryReplay(ctx, &store.DeliveryReplayParams{ID: as[2].Delivery.ID, Now: now})
+	require.NoError(t, err)
+	check("replay", 5)
+
+	_, err = s.EndpointSetEnabled(ctx, &store.EndpointSetEnabledParams{ID: b.ID, Enabled: false, Now: now})
+	require.NoError(t, err)
+	check("disable: the FIFO endpoint's 3 live deliveries dead", 2)
+
+	require.NoError(t, s.EndpointDelete(ctx, &store.EndpointDeleteParams{ID: a.ID, Now: now}))
+	check("delete: the other's cancelled", 0)
+
+	_, err = s.EventPurge(ctx, &store.EventPurgeParams{Retention: time.Hour, Limit: 100, Now: now.Add(48 * time.Hour)})
+	require.NoError(t, err)
+	check("purge", 0)
+}
+
+// TestDeliveryQueueUnderConcurrentWriters runs ingests, claims with
+// outcomes of every kind, releases, cancels, replays, disables and enables
+// on two nodes at once. None may fail (a deadlock would), and
+// delivery_queue must end holding exactly the live deliveries.
+func TestDeliveryQueueUnderConcurrentWriters(t *testing.T) {
+	t.Parallel()
+	nodes := openNodes(t, 2)
+	for i := range 6 {
+		createEndpoint(t, nodes[0], "c1", func(ep *herald.Endpoint) {
+			ep.MaxInFlight = 1000
+			if i%3 == 0 {
+				ep.Ordering = herald.OrderingFIFO
+			}
+		})
+	}
+	ctx := t.Context()
+	now := t0.Add(time.Minute)
+	const rounds = 15
+
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	run := func(name string, f func(ctx context.Context, node *Store, i int) error) {
+		for n, node := range nodes {
+			wg.Go(func() {
+				for i := range rounds {
+					if err := f(ctx, node, n*rounds+i); err != nil {
+						errs <- fmt.Errorf("%s: %w", name, err)
+						return
+					}
+				}
+			})
+		}
+	}
+	run("deliver", func(ctx context.Context, node *Store, i int) error {
+		items := make([]store.EventIngestItem, 3)
+		for j := range items {
+			items[j] = store.EventIngestItem{ConsumerID: "c1", EventType: "order.created", Payload: []byte(`{}`)}
+		}
+		if _, err := node.EventIngest(ctx, &store.EventIngestParams{Events: items, Now: now}); err != nil {
+			return err
+		}
+		claimed, err := node.DeliveryClaim(ctx, &store.DeliveryClaimParams{Limit: 24, LeaseMargin: time.Second, Now: now})
+		if err != nil {
+			return err
+		}
+		var outcomes []store.DeliveryOutcome
+		var releases []store.Lease
+		for j, c := range claimed {
+			o := store.DeliveryOutcome{
+				Lease:   store.Lease{DeliveryID: c.Delivery.ID, LeaseToken: c.LeaseToken},
+				Attempt: herald.Attempt{AttemptedAt: now, StatusCode: 200, Duration: time.Millisecond},
+				Status:  herald.StatusDelivered,
+			}
+			switch (i + j) % 5 {
+			case 1: // due again at once, so later claims take it
+				o.Status, o.Attempt.StatusCode = herald.StatusPending, 503
+			case 2:
+				o.Status, o.Attempt.StatusCode, o.DeadReason = herald.StatusDead, 400, herald.DeadClientError
+			case 3:
+				releases = append(releases, o.Lease)
+				continue
+			}
+			outcomes = append(outcomes, o)
+		}
+		if _, err := node.DeliveryCompleteMany(ctx, &store.DeliveryCompleteManyParams{Outcomes: outcomes, Now: now}); err != nil {
+			return err
+		}
+		return node.DeliveryRelease(ctx, &store.DeliveryReleaseParams{Leases: releases, Now: now})
+	})
+	run("cancel and replay", func(ctx context.Context, node *Store, i int) error {
+		rows, err := node.pool.Query(ctx, `
+			(SELECT id FROM deliveries WHERE status IN ('pending', 'delivering') ORDER BY random() LIMIT 1)
+			UNION ALL
+			(SELECT id FROM deliveries WHERE status IN ('dead', 'cancelled') ORDER BY random() LIMIT 2)`)
+		if err != nil {
+			return err
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		for j, id := range ids {
+			if j == 0 {
+				_, err = node.DeliveryCancel(ctx, &store.DeliveryCancelParams{ID: id, Now: now})
+			} else {
+				_, err = node.DeliveryReplay(ctx, &store.DeliveryReplayParams{ID: id, Now: now})
+			}
+			if err != nil && !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+		}
+		return nil
+	})
+	run("disable and enable", func(ctx context.Context, node *Store, i int) error {
+		rows, err := node.pool.Query(ctx, `SELECT id, enabled FROM endpoints ORDER BY random() LIMIT 1`)
+		if err != nil {
+			return err
+		}
+		var id string
+		var enabled bool
+		if _, err := pgx.ForEachRow(rows, []any{&id, &enabled}, func() error { return nil }); err != nil {
+			return err
+		}
+		_, err = node.EndpointSetEnabled(ctx, &store.EndpointSetEnabledParams{ID: id, Enabled: !enabled, Now: now})
+		return err
+	})
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Empty(t, queueMismatches(t, nodes[0]))
+	require.NotZero(t, queued(t, nodes[0]), "some deliveries are still live, so the check compared rows")
+}
