@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -31,31 +30,11 @@ func TestDeadCountsUnderConcurrentWriters(t *testing.T) {
 	now := t0.Add(time.Minute)
 	const rounds = 15
 
-	var wg sync.WaitGroup
-	errs := make(chan error, 64)
-	run := func(f func(ctx context.Context, node *Store, i int) error) {
-		for n, node := range nodes {
-			wg.Go(func() {
-				for i := range rounds {
-					if err := f(ctx, node, n*rounds+i); err != nil {
-						errs <- err
-						return
-					}
-				}
-			})
-		}
-	}
+	w := newWriters(ctx, nodes, rounds)
 	// Writers of dead deliveries: ingest, claim and send a batch dead, the
 	// outcomes reversed or shuffled so batches list endpoints in any order.
-	run(func(ctx context.Context, node *Store, i int) error {
-		items := make([]store.EventIngestItem, 3)
-		for j := range items {
-			items[j] = store.EventIngestItem{ConsumerID: "c1", EventType: "order.created", Payload: []byte(`{}`)}
-		}
-		if _, err := node.EventIngest(ctx, &store.EventIngestParams{Events: items, Now: now}); err != nil {
-			return err
-		}
-		claimed, err := node.DeliveryClaim(ctx, &store.DeliveryClaimParams{Limit: 24, LeaseMargin: time.Second, Now: now})
+	w.run("send dead", func(ctx context.Context, node *Store, i int) error {
+		claimed, err := ingestAndClaim(ctx, node, 3, 24, now)
 		if err != nil {
 			return err
 		}
@@ -80,7 +59,7 @@ func TestDeadCountsUnderConcurrentWriters(t *testing.T) {
 		return err
 	})
 	// Replays of whole events: one statement over several endpoints.
-	run(func(ctx context.Context, node *Store, i int) error {
+	w.run("replay", func(ctx context.Context, node *Store, i int) error {
 		rows, err := node.pool.Query(ctx, `SELECT DISTINCT event_id FROM deliveries WHERE status = 'dead' LIMIT 3`)
 		if err != nil {
 			return err
@@ -98,7 +77,7 @@ func TestDeadCountsUnderConcurrentWriters(t *testing.T) {
 		return nil
 	})
 	// Enabling the disabled endpoints again.
-	run(func(ctx context.Context, node *Store, i int) error {
+	w.run("enable", func(ctx context.Context, node *Store, i int) error {
 		rows, err := node.pool.Query(ctx, `SELECT id FROM endpoints WHERE NOT enabled`)
 		if err != nil {
 			return err
@@ -115,15 +94,11 @@ func TestDeadCountsUnderConcurrentWriters(t *testing.T) {
 		return nil
 	})
 	// Purge batches: every ended event goes.
-	run(func(ctx context.Context, node *Store, i int) error {
+	w.run("purge", func(ctx context.Context, node *Store, i int) error {
 		_, err := node.EventPurge(ctx, &store.EventPurgeParams{Retention: time.Hour, Limit: 20, Now: now.Add(48 * time.Hour)})
 		return err
 	})
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
+	w.wait(t)
 
 	rows, err := nodes[0].pool.Query(ctx, `
 		SELECT coalesce(d.endpoint_id, c.endpoint_id), coalesce(d.dead, 0), coalesce(c.n, 0)

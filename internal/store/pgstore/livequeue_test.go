@@ -3,8 +3,6 @@ package pgstore
 import (
 	"context"
 	"errors"
-	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -149,29 +147,9 @@ func TestDeliveryQueueUnderConcurrentWriters(t *testing.T) {
 	now := t0.Add(time.Minute)
 	const rounds = 15
 
-	var wg sync.WaitGroup
-	errs := make(chan error, 64)
-	run := func(name string, f func(ctx context.Context, node *Store, i int) error) {
-		for n, node := range nodes {
-			wg.Go(func() {
-				for i := range rounds {
-					if err := f(ctx, node, n*rounds+i); err != nil {
-						errs <- fmt.Errorf("%s: %w", name, err)
-						return
-					}
-				}
-			})
-		}
-	}
-	run("deliver", func(ctx context.Context, node *Store, i int) error {
-		items := make([]store.EventIngestItem, 3)
-		for j := range items {
-			items[j] = store.EventIngestItem{ConsumerID: "c1", EventType: "order.created", Payload: []byte(`{}`)}
-		}
-		if _, err := node.EventIngest(ctx, &store.EventIngestParams{Events: items, Now: now}); err != nil {
-			return err
-		}
-		claimed, err := node.DeliveryClaim(ctx, &store.DeliveryClaimParams{Limit: 24, LeaseMargin: time.Second, Now: now})
+	w := newWriters(ctx, nodes, rounds)
+	w.run("deliver", func(ctx context.Context, node *Store, i int) error {
+		claimed, err := ingestAndClaim(ctx, node, 3, 24, now)
 		if err != nil {
 			return err
 		}
@@ -199,7 +177,7 @@ func TestDeliveryQueueUnderConcurrentWriters(t *testing.T) {
 		}
 		return node.DeliveryRelease(ctx, &store.DeliveryReleaseParams{Leases: releases, Now: now})
 	})
-	run("cancel and replay", func(ctx context.Context, node *Store, i int) error {
+	w.run("cancel and replay", func(ctx context.Context, node *Store, i int) error {
 		rows, err := node.pool.Query(ctx, `
 			(SELECT id FROM deliveries WHERE status IN ('pending', 'delivering') ORDER BY random() LIMIT 1)
 			UNION ALL
@@ -223,7 +201,7 @@ func TestDeliveryQueueUnderConcurrentWriters(t *testing.T) {
 		}
 		return nil
 	})
-	run("disable and enable", func(ctx context.Context, node *Store, i int) error {
+	w.run("disable and enable", func(ctx context.Context, node *Store, i int) error {
 		rows, err := node.pool.Query(ctx, `SELECT id, enabled FROM endpoints ORDER BY random() LIMIT 1`)
 		if err != nil {
 			return err
@@ -236,11 +214,7 @@ func TestDeliveryQueueUnderConcurrentWriters(t *testing.T) {
 		_, err = node.EndpointSetEnabled(ctx, &store.EndpointSetEnabledParams{ID: id, Enabled: !enabled, Now: now})
 		return err
 	})
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
+	w.wait(t)
 	require.Empty(t, queueMismatches(t, nodes[0]))
 	require.NotZero(t, queued(t, nodes[0]), "some deliveries are still live, so the check compared rows")
 }
