@@ -165,7 +165,7 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, p *store.DeliveryCompl
 	}
 
 	var emitted []herald.Notification
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.inGenericTx(ctx, func(tx pgx.Tx) error {
 		emitted = nil
 		results := tx.SendBatch(ctx, batch)
 		endpoints, now, err := readLockedEndpoints(results)
@@ -465,6 +465,14 @@ func (s *Store) observe(ctx context.Context, tx pgx.Tx, p *store.DeliveryComplet
 		}
 		if _, err := tx.Exec(ctx, writeHealthSQL, ids, healths, blocked); err != nil {
 			return nil, fmt.Errorf("write health: %w", err)
+		}
+	}
+	if len(order) > 0 && s.generic.BeginQuery != "" {
+		// Disabling reads the endpoint's live deliveries, however many
+		// there are: planned, as everywhere but in inGenericTx, for the
+		// tables as they are.
+		if _, err := tx.Exec(ctx, sessionPlansSQL); err != nil {
+			return nil, fmt.Errorf("plan for disabling: %w", err)
 		}
 	}
 	for _, id := range order {

@@ -23,15 +23,37 @@ const nextDueSQL = `
 		ORDER BY due_at LIMIT 1
 	) d`
 
-// DeliveryNextDue implements store.Store.
+// DeliveryNextDue implements store.Store. Its one probe is the same plan
+// whatever the table holds, so it runs on a generic plan, made once per
+// connection (see inGenericTx): genericPlansSQL goes in the same batch,
+// which is one round trip and one implicit transaction. (No rows is no
+// error there: a batch that fails has its statements prepared again.)
 func (s *Store) DeliveryNextDue(ctx context.Context, p *store.DeliveryNextDueParams) (time.Duration, bool, error) {
 	var us int64
-	err := s.pool.QueryRow(ctx, nextDueSQL, nowArg(p.Now)).Scan(&us)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, false, nil
+	if s.generic.BeginQuery == "" {
+		err := s.pool.QueryRow(ctx, nextDueSQL, nowArg(p.Now)).Scan(&us)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return 0, false, nil
+		}
+		if err != nil {
+			return 0, false, fmt.Errorf("next due delivery: %w", err)
+		}
+		return time.Duration(us) * time.Microsecond, true, nil
 	}
-	if err != nil {
+	found := false
+	batch := &pgx.Batch{}
+	batch.Queue(genericPlansSQL)
+	batch.Queue(nextDueSQL, nowArg(p.Now)).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			found = true
+			if err := rows.Scan(&us); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	})
+	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
 		return 0, false, fmt.Errorf("next due delivery: %w", err)
 	}
-	return time.Duration(us) * time.Microsecond, true, nil
+	return time.Duration(us) * time.Microsecond, found, nil
 }

@@ -15,6 +15,53 @@ import (
 	"github.com/heraldhooks/herald/internal/store"
 )
 
+// enabledEndpointsSQL reads the enabled endpoints of the consumers in $1,
+// oldest first.
+const enabledEndpointsSQL = `
+SELECT id, consumer_id, event_types FROM endpoints
+WHERE enabled AND consumer_id = ANY($1::text[])
+ORDER BY id`
+
+// insertEventsSQL inserts events in the order given, skipping those whose
+// idempotency key is taken, and returns the id and created_at of each it
+// inserted.
+const insertEventsSQL = `
+INSERT INTO events (id, consumer_id, event_type, payload, idempotency_key, created_at)
+SELECT u.id, u.consumer_id, u.event_type, u.payload, nullif(u.key, ''),
+	coalesce($6::timestamptz, now())
+FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::text[])
+	WITH ORDINALITY AS u(id, consumer_id, event_type, payload, key, n)
+ORDER BY u.n
+ON CONFLICT (consumer_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+RETURNING id, created_at`
+
+// insertDeliveriesSQL inserts deliveries, pending and due now.
+const insertDeliveriesSQL = `
+INSERT INTO deliveries (id, event_id, endpoint_id, consumer_id, event_type,
+	status, due_at, created_at, updated_at)
+SELECT u.id, u.event_id, u.endpoint_id, u.consumer_id, u.event_type,
+	'pending', n.t, n.t, n.t
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
+	AS u(id, event_id, endpoint_id, consumer_id, event_type),
+	(SELECT coalesce($6::timestamptz, now()) AS t) AS n`
+
+// duplicateEventsSQL reads the events that hold the idempotency keys of
+// the consumers in $1 and $2 (one key each), a probe of the key's index
+// for each (the subquery is kept apart, OFFSET 0, so that no plan joins
+// the keys with every keyed event instead).
+var duplicateEventsSQL = `
+SELECT ` + qualify("e", eventCols) + `
+FROM unnest($1::text[], $2::text[]) AS k(consumer_id, key)
+CROSS JOIN LATERAL (
+	SELECT * FROM events x
+	WHERE x.consumer_id = k.consumer_id AND x.idempotency_key = k.key
+	OFFSET 0) AS e`
+
+// duplicateDeliveriesSQL reads the deliveries of the events in $1.
+const duplicateDeliveriesSQL = `
+SELECT id, endpoint_id, event_id FROM deliveries
+WHERE event_id = ANY($1::text[]) ORDER BY id`
+
 // idempotencyKey is an idempotency key in the scope it is unique in.
 type idempotencyKey struct {
 	consumerID string
@@ -203,10 +250,7 @@ func enabledEndpoints(ctx context.Context, tx pgx.Tx, items []*ingestItem) (map[
 			consumers = append(consumers, u.item.ConsumerID)
 		}
 	}
-	rows, err := tx.Query(ctx, `
-		SELECT id, consumer_id, event_types FROM endpoints
-		WHERE enabled AND consumer_id = ANY($1)
-		ORDER BY id`, consumers)
+	rows, err := tx.Query(ctx, enabledEndpointsSQL, consumers)
 	if err != nil {
 		return nil, fmt.Errorf("read endpoints: %w", err)
 	}
@@ -247,16 +291,7 @@ func insertEvents(ctx context.Context, tx pgx.Tx, items []*ingestItem, now time.
 			payloads[i] = []byte{}
 		}
 	}
-	rows, err := tx.Query(ctx, `
-		INSERT INTO events (id, consumer_id, event_type, payload, idempotency_key, created_at)
-		SELECT u.id, u.consumer_id, u.event_type, u.payload, nullif(u.key, ''),
-			coalesce($6::timestamptz, now())
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::text[])
-			WITH ORDINALITY AS u(id, consumer_id, event_type, payload, key, n)
-		ORDER BY u.n
-		ON CONFLICT (consumer_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-		RETURNING id, created_at`,
-		ids, consumers, types, payloads, keys, nowArg(now))
+	rows, err := tx.Query(ctx, insertEventsSQL, ids, consumers, types, payloads, keys, nowArg(now))
 	if err != nil {
 		return nil, fmt.Errorf("insert events: %w", err)
 	}
@@ -291,15 +326,7 @@ func (d *deliveryInsert) add(ref store.DeliveryRef, u *ingestItem) {
 
 // exec inserts the deliveries, pending and due now.
 func (d *deliveryInsert) exec(ctx context.Context, tx pgx.Tx, now time.Time) error {
-	_, err := tx.Exec(ctx, `
-		INSERT INTO deliveries (id, event_id, endpoint_id, consumer_id, event_type,
-			status, due_at, created_at, updated_at)
-		SELECT u.id, u.event_id, u.endpoint_id, u.consumer_id, u.event_type,
-			'pending', n.t, n.t, n.t
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
-			AS u(id, event_id, endpoint_id, consumer_id, event_type),
-			(SELECT coalesce($6::timestamptz, now()) AS t) AS n`,
-		d.ids, d.eventIDs, d.endpointIDs, d.consumerIDs, d.eventTypes, nowArg(now))
+	_, err := tx.Exec(ctx, insertDeliveriesSQL, d.ids, d.eventIDs, d.endpointIDs, d.consumerIDs, d.eventTypes, nowArg(now))
 	if err != nil {
 		return fmt.Errorf("insert deliveries: %w", err)
 	}
@@ -316,12 +343,7 @@ func existingEvents(ctx context.Context, tx pgx.Tx, items []*ingestItem, results
 	for i, u := range items {
 		consumers[i], keys[i] = u.item.ConsumerID, u.item.IdempotencyKey
 	}
-	rows, err := tx.Query(ctx, `
-		SELECT `+qualify("e", eventCols)+`
-		FROM events e
-		JOIN unnest($1::text[], $2::text[]) AS k(consumer_id, key)
-			ON e.consumer_id = k.consumer_id AND e.idempotency_key = k.key`,
-		consumers, keys)
+	rows, err := tx.Query(ctx, duplicateEventsSQL, consumers, keys)
 	if err != nil {
 		return fmt.Errorf("read duplicate events: %w", err)
 	}
@@ -342,9 +364,7 @@ func existingEvents(ctx context.Context, tx pgx.Tx, items []*ingestItem, results
 		return fmt.Errorf("read duplicate events: %w", err)
 	}
 
-	rows, err = tx.Query(ctx, `
-		SELECT id, endpoint_id, event_id FROM deliveries
-		WHERE event_id = ANY($1) ORDER BY id`, eventIDs)
+	rows, err = tx.Query(ctx, duplicateDeliveriesSQL, eventIDs)
 	if err != nil {
 		return fmt.Errorf("read duplicate deliveries: %w", err)
 	}

@@ -224,7 +224,7 @@ func (s *Store) writeGroup(group []*ingestCall) {
 	s.groups.written.Add(1)
 	if len(group) == 1 {
 		c := group[0]
-		err := s.inTx(c.ctx, func(tx pgx.Tx) error {
+		err := s.inGenericTx(c.ctx, func(tx pgx.Tx) error {
 			var err error
 			c.results, err = s.ingest(c.ctx, tx, c.items, c.now)
 			return err
@@ -240,7 +240,7 @@ func (s *Store) writeGroup(group []*ingestCall) {
 	slices.SortStableFunc(ordered, func(a, b *ingestCall) int {
 		return cmp.Compare(a.items[0].ConsumerID, b.items[0].ConsumerID)
 	})
-	batchErr := s.inTx(ctx, func(tx pgx.Tx) error {
+	batchErr := s.inGenericTx(ctx, func(tx pgx.Tx) error {
 		return s.ingestBatches(ctx, tx, ordered)
 	})
 	if batchErr == nil {
@@ -256,7 +256,7 @@ func (s *Store) writeGroup(group []*ingestCall) {
 		c.results, c.err = nil, nil
 	}
 	s.groups.written.Add(1)
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.inGenericTx(ctx, func(tx pgx.Tx) error {
 		for i, c := range ordered {
 			if err := s.ingestInSavepoint(ctx, tx, c, i == 0); err != nil {
 				return err

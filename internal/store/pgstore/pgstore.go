@@ -54,7 +54,31 @@ type Store struct {
 
 	// node names this store's rows of the activity series (activity.go).
 	node string
+
+	// generic begins the transactions that run on cached generic plans
+	// (inGenericTx), and says whether DeliveryNextDue does; the zero
+	// TxOptions when the URL chose plan_cache_mode itself.
+	generic pgx.TxOptions
 }
+
+// genericSettingsSQL has the rest of a transaction run on generic plans,
+// made once per connection and statement and kept (see inGenericTx), and
+// never on a sequential scan: a plan made while a table is small, which
+// reading a few pages whole would serve best, stays good as it grows.
+const genericSettingsSQL = "SET LOCAL plan_cache_mode = force_generic_plan; SET LOCAL enable_seqscan = off"
+
+// sessionPlansSQL undoes genericSettingsSQL for the rest of a
+// transaction: the connection's own settings again.
+const sessionPlansSQL = "SET LOCAL plan_cache_mode TO DEFAULT; SET LOCAL enable_seqscan TO DEFAULT"
+
+// genericTxSQL begins a transaction with genericSettingsSQL.
+const genericTxSQL = "BEGIN; " + genericSettingsSQL
+
+// genericPlansSQL is genericSettingsSQL for a pgx batch outside a
+// transaction block: queued first, it holds for the rest of the batch,
+// which is one implicit transaction. (SET LOCAL would warn there.)
+const genericPlansSQL = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true), " +
+	"set_config('enable_seqscan', 'off', true)"
 
 // Open connects to the database at url (a postgres:// URL or a key=value
 // string; search_path picks the schema) and checks that it answers. It does
@@ -72,9 +96,13 @@ func Open(ctx context.Context, url string, logger *slog.Logger, opts ...store.Op
 	// now. A generic plan is fixed after a few runs, often while the queue
 	// is still small; the planner then keeps sequential scans of
 	// deliveries that cost tens of milliseconds once it holds millions.
-	// A URL that sets plan_cache_mode itself wins.
+	// The transactions that find every row by key run on generic plans
+	// instead (inGenericTx). A URL that sets plan_cache_mode itself wins,
+	// for every statement.
+	var generic pgx.TxOptions
 	if _, set := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !set {
 		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
+		generic.BeginQuery = genericTxSQL
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -93,7 +121,7 @@ func Open(ctx context.Context, url string, logger *slog.Logger, opts ...store.Op
 			"on them yourself")
 	}
 	s := &Store{pool: pool, logger: logger, channel: channelName(schema),
-		secrets: store.NewSecrets(options.Secrets), node: newNodeID()}
+		secrets: store.NewSecrets(options.Secrets), node: newNodeID(), generic: generic}
 	s.closing, s.stop = context.WithCancel(context.Background())
 	return s, nil
 }
@@ -180,7 +208,29 @@ func (s *Store) notify(ctx context.Context, tx pgx.Tx) error {
 // the commit itself could leave the caller told "failed" about a
 // transaction the database went on to commit.
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
-	tx, err := s.pool.Begin(ctx)
+	return s.runTx(ctx, pgx.TxOptions{}, fn)
+}
+
+// inGenericTx is inTx for the hot transactions whose every statement finds
+// its rows by key (a primary key, an array of ids, a unique key): the
+// outcome write and ingest. Such a statement's best plan is the same
+// however large the tables are, so it runs on a generic plan, made at its
+// first run on a connection and kept, where a custom plan would be made
+// afresh each time (planning took from a quarter to most of those
+// statements' time). The setting is part of the BEGIN, so it costs no
+// round trip, and it ends with the transaction: the claim, whose plans do
+// depend on the tables' sizes, keeps custom plans. TestGenericPlans checks
+// that each statement run here walks its indexes on a generic plan when
+// the tables are large. PostgreSQL makes a generic plan again when a
+// table's statistics change, so one made while the tables were small does
+// not outlive the next ANALYZE.
+func (s *Store) inGenericTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return s.runTx(ctx, s.generic, fn)
+}
+
+// runTx is inTx with the transaction begun as opts say.
+func (s *Store) runTx(ctx context.Context, opts pgx.TxOptions, fn func(tx pgx.Tx) error) error {
+	tx, err := s.pool.BeginTx(ctx, opts)
 	if err != nil {
 		return err
 	}

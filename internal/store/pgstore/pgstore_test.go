@@ -36,7 +36,8 @@ func openFresh(tb testing.TB) *Store {
 }
 
 // TestPlansAreMadeForTheTablesAsTheyAre: every connection plans each
-// statement afresh (plan_cache_mode), unless the URL chooses otherwise.
+// statement afresh (plan_cache_mode), but for the lookups by key of
+// inGenericTx, unless the URL chooses otherwise.
 // A generic plan fixed while the queue was small kept sequential scans of
 // deliveries, and claims took tens of milliseconds once it was large.
 func TestPlansAreMadeForTheTablesAsTheyAre(t *testing.T) {
@@ -50,7 +51,9 @@ func TestPlansAreMadeForTheTablesAsTheyAre(t *testing.T) {
 		require.NoError(t, err)
 		var mode string
 		require.NoError(t, s.pool.QueryRow(t.Context(), "SHOW plan_cache_mode").Scan(&mode))
+		generic := s.generic.BeginQuery != ""
 		require.NoError(t, s.Close())
 		require.Equal(t, tc.want, mode, tc.url)
+		require.Equal(t, tc.want == "force_custom_plan", generic, "%s: lookups on generic plans (inGenericTx)", tc.url)
 	}
 }

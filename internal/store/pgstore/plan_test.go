@@ -1,6 +1,8 @@
 package pgstore
 
 import (
+	"context"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -9,6 +11,7 @@ import (
 
 	"github.com/heraldhooks/herald"
 	"github.com/heraldhooks/herald/internal/store"
+	"github.com/heraldhooks/herald/internal/testdb"
 )
 
 // explain returns the plan PostgreSQL makes for q with args, with
@@ -184,4 +187,186 @@ func TestPlans(t *testing.T) {
 			require.NotContains(t, plan, "Seq Scan", plan)
 		}
 	})
+}
+
+// explainGeneric returns the generic plan PostgreSQL makes for q: the one
+// a statement run in inGenericTx (or with genericPlansSQL) is made once
+// and then kept, whatever its parameters.
+func explainGeneric(t *testing.T, s *Store, q string) string {
+	t.Helper()
+	conn, err := s.pool.Acquire(t.Context())
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(t.Context(), "PREPARE generic_probe AS "+q)
+	require.NoError(t, err)
+	defer func() {
+		_, err := conn.Exec(context.WithoutCancel(t.Context()), "DEALLOCATE generic_probe")
+		require.NoError(t, err)
+	}()
+	var params int
+	require.NoError(t, conn.QueryRow(t.Context(),
+		"SELECT cardinality(parameter_types) FROM pg_prepared_statements WHERE name = 'generic_probe'").Scan(&params))
+	nulls := strings.TrimSuffix(strings.Repeat("NULL, ", params), ", ")
+	var plan []string
+	err = pgx.BeginFunc(t.Context(), conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(t.Context(), genericSettingsSQL); err != nil {
+			return err
+		}
+		rows, err := tx.Query(t.Context(), "EXPLAIN EXECUTE generic_probe("+nulls+")")
+		if err != nil {
+			return err
+		}
+		plan, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	})
+	require.NoError(t, err)
+	return strings.Join(plan, "\n")
+}
+
+// fillLarge gives s's schema the tables of a busy installation: 10,000
+// endpoints of 2,000 consumers, 100,000 events with a delivery and an
+// attempt each (5% of the deliveries pending, 1% delivering), analyzed.
+func fillLarge(t *testing.T, s *Store) {
+	t.Helper()
+	_, err := s.pool.Exec(t.Context(), `
+INSERT INTO endpoints (id, consumer_id, url, description, secret, enabled, timeout_ns,
+	retry_client_errors, max_in_flight, signature_scheme, created_at, updated_at)
+SELECT 'ep_' || lpad(i::text, 8, '0'), 'c' || (i % 2000), 'https://example.com/' || i, '', 's', true, 1,
+	false, 0, 'standard', now(), now()
+FROM generate_series(1, 10000) i;
+INSERT INTO events (id, consumer_id, event_type, payload, idempotency_key, created_at)
+SELECT 'evt_' || lpad(i::text, 10, '0'), 'c' || (i % 2000), 'order.created', '\x'::bytea, 'k' || i, now()
+FROM generate_series(1, 100000) i;
+INSERT INTO deliveries (id, event_id, endpoint_id, consumer_id, event_type, status, due_at,
+	lease_token, created_at, updated_at)
+SELECT 'dlv_' || lpad(i::text, 10, '0'), 'evt_' || lpad(i::text, 10, '0'),
+	'ep_' || lpad((i % 10000 + 1)::text, 8, '0'), 'c' || (i % 2000), 'order.created',
+	CASE WHEN i % 100 = 0 THEN 'delivering' WHEN i % 20 = 0 THEN 'pending' ELSE 'delivered' END,
+	CASE WHEN i % 20 = 0 THEN now() + i * interval '1 ms' END, 1, now(), now()
+FROM generate_series(1, 100000) i;
+INSERT INTO attempts (id, delivery_id, endpoint_id, number, attempted_at, duration_ns, status_code, error)
+SELECT 'att_' || lpad(i::text, 10, '0'), 'dlv_' || lpad(i::text, 10, '0'),
+	'ep_' || lpad((i % 10000 + 1)::text, 8, '0'), 1, now() - i * interval '1 s', 1,
+	CASE WHEN i % 10 = 0 THEN 503 ELSE 200 END, ''
+FROM generate_series(1, 100000) i;
+ANALYZE endpoints, events, deliveries, attempts`)
+	require.NoError(t, err)
+}
+
+// TestGenericPlans checks that every statement run on a generic plan
+// (inGenericTx, DeliveryNextDue) finds its rows through an index, both
+// when the plan is made on a fresh schema, empty and never analyzed, and
+// when the tables are large: a generic plan is made without the
+// parameters' values and kept, so it must depend neither on them nor on
+// how large the tables were when it was made. A statement that would read
+// a whole table fails here.
+func TestGenericPlans(t *testing.T) {
+	t.Parallel()
+	s := openNodes(t, 1)[0]
+	// scan is how a statement reaches rows of table through index: an
+	// index scan, or a bitmap scan of the index.
+	scan := func(index, table string) string {
+		return `(Index Scan using ` + index + ` on ` + table + `|Bitmap Index Scan on ` + index + `)\s.*\n\s+Index Cond: `
+	}
+	cases := []struct {
+		name string
+		q    string
+		want []string
+	}{
+		{"LockOutcomeEndpoints", lockOutcomeEndpointsSQL, []string{
+			scan("deliveries_pkey", "deliveries") + `\(id = ANY \(\$1\)\)`,
+			scan("endpoints_pkey", "endpoints") + `\(id = deliveries\.endpoint_id\)`,
+		}},
+		{"Complete", completeSQL, []string{
+			// cur: each outcome's delivery by its id.
+			scan("deliveries_pkey", "deliveries d") + `\(id = o_2\.id\)`,
+			// upd: each outcome's delivery by its id, or (a plan made
+			// on an empty table) among the delivering ones, as many as
+			// are in flight whatever the table holds.
+			`Index Scan using deliveries_(pkey|status_idx) on deliveries d_1\s.*\n\s+Index Cond: \((.*id = o_3\.id|status = 'delivering'::text)\)`,
+		}},
+		{"Window", windowSQL, []string{
+			scan("deliveries_pkey", "deliveries") + `\(id = ANY \(\$1\)\)`,
+			`Index Only Scan using attempts_failed_idx on attempts x\s.*\n\s+Index Cond: \(\(endpoint_id = deliveries\.endpoint_id\)`,
+			`Index Only Scan using attempts_endpoint_idx on attempts x_1\s.*\n\s+Index Cond: \(\(endpoint_id = deliveries\.endpoint_id\)`,
+		}},
+		{"WriteHealth", writeHealthSQL, []string{scan("endpoints_pkey", "endpoints e") + `\(id = u\.id\)`}},
+		{"AddActivity", addActivitySQL, []string{`Conflict Arbiter Indexes: activity_minutes_pkey`}},
+		{"EnabledEndpoints", enabledEndpointsSQL, []string{
+			scan(`endpoints_consumer\w*_idx`, "endpoints") + `\(consumer_id = ANY \(\$1\)\)`,
+		}},
+		{"InsertEvents", insertEventsSQL, []string{`Conflict Arbiter Indexes: events_idempotency_idx`}},
+		{"InsertDeliveries", insertDeliveriesSQL, []string{`Insert on deliveries`}},
+		{"DuplicateEvents", duplicateEventsSQL, []string{
+			scan("events_idempotency_idx", "events x") + `\(\(consumer_id = k\.consumer_id\) AND \(idempotency_key = k\.key\)\)`,
+		}},
+		{"DuplicateDeliveries", duplicateDeliveriesSQL, []string{
+			scan("deliveries_event_idx", "deliveries") + `\(event_id = ANY \(\$1\)\)`,
+		}},
+		{"NextDue", nextDueSQL, []string{
+			`Limit\s.*\n\s+->  Index Only Scan using delivery_queue_due_idx on delivery_queue\s.*\n\s+Index Cond: \(due_at > `,
+		}},
+	}
+	check := func(t *testing.T) {
+		for _, tc := range cases {
+			plan := explainGeneric(t, s, tc.q)
+			require.NotContains(t, plan, "Seq Scan", "%s:\n%s", tc.name, plan)
+			for _, want := range tc.want {
+				require.Regexp(t, want, plan, tc.name)
+			}
+		}
+	}
+	t.Run("Empty", check)
+	fillLarge(t, s)
+	t.Run("Large", check)
+}
+
+// TestGenericPlansStayInTheirStatements checks which plans the hot path's
+// statements run on, on a store of one connection: ingest, the outcome
+// write and the next due time on generic plans, made once and reused; the
+// claim's statements on custom plans, made for each call; and the
+// connection's setting as it was after each. (PostgreSQL makes a generic
+// plan once and counts each use of it.)
+func TestGenericPlansStayInTheirStatements(t *testing.T) {
+	t.Parallel()
+	s, err := Open(t.Context(), testdb.PostgresURL(t)+"&pool_max_conns=1", slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	require.NoError(t, s.Migrate(t.Context()))
+	createEndpoint(t, s, "c1")
+	for range 3 {
+		ingest(t, s, "c1", 2)
+		claimed, err := s.DeliveryClaim(t.Context(), &store.DeliveryClaimParams{Limit: 10, Now: t0})
+		require.NoError(t, err)
+		require.Len(t, claimed, 2)
+		outcomes := []store.DeliveryOutcome{delivered(claimed[0]), delivered(claimed[1])}
+		_, err = s.DeliveryCompleteMany(t.Context(), &store.DeliveryCompleteManyParams{Outcomes: outcomes, Now: t0})
+		require.NoError(t, err)
+		_, _, err = s.DeliveryNextDue(t.Context(), &store.DeliveryNextDueParams{Now: t0})
+		require.NoError(t, err)
+	}
+	var mode string
+	require.NoError(t, s.pool.QueryRow(t.Context(), "SHOW plan_cache_mode").Scan(&mode))
+	require.Equal(t, "force_custom_plan", mode)
+
+	plans := func(q string) (generic, custom int64) {
+		t.Helper()
+		require.NoError(t, s.pool.QueryRow(t.Context(),
+			"SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1", q).Scan(&generic, &custom), q)
+		return generic, custom
+	}
+	for name, q := range map[string]string{
+		"LockOutcomeEndpoints": lockOutcomeEndpointsSQL, "Complete": completeSQL,
+		"EnabledEndpoints": enabledEndpointsSQL, "InsertEvents": insertEventsSQL,
+		"InsertDeliveries": insertDeliveriesSQL, "NextDue": nextDueSQL,
+	} {
+		generic, custom := plans(q)
+		require.Zero(t, custom, "%s: custom plans", name)
+		require.Equal(t, int64(3), generic, "%s: the generic plan, each time", name)
+	}
+	for name, q := range map[string]string{"Candidates": candidatesSQL, "InFlight": inFlightSQL, "Take": takeSQL} {
+		generic, custom := plans(q)
+		require.Zero(t, generic, "%s: generic plans", name)
+		require.Positive(t, custom, "%s: custom plans", name)
+	}
 }
