@@ -234,6 +234,11 @@ func (s *Store) DeliveryClaim(ctx context.Context, p *store.DeliveryClaimParams)
 	if err != nil {
 		return nil, fmt.Errorf("claim deliveries: %w", err)
 	}
+	if len(out) == p.Limit {
+		// A node working through a backlog claims full batches and never
+		// tidies, where the queues are otherwise vacuumed.
+		s.vacuumQueueBehind()
+	}
 	return out, nil
 }
 

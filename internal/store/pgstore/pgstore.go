@@ -36,7 +36,8 @@ type Store struct {
 	// secrets seals endpoint secrets at rest (store.OpenOptions).
 	secrets store.Secrets
 
-	// closing ends subscriptions when Close is called.
+	// closing ends subscriptions and background vacuums when Close is
+	// called.
 	closing context.Context
 	stop    context.CancelFunc
 
@@ -44,9 +45,12 @@ type Store struct {
 	closed bool
 
 	// vacuumedAt is when this node last vacuumed the queues
-	// (EndpointQueueTidy), in unix nanoseconds of the process clock.
+	// (EndpointQueueTidy, or a full claim), in unix nanoseconds of the
+	// process clock.
 	vacuumedAt atomic.Int64
-	subs       sync.WaitGroup
+	// subs counts the subscriptions and background vacuums Close waits
+	// for.
+	subs sync.WaitGroup
 
 	// groups lets overlapping EventIngest calls share transactions
 	// (groupcommit.go).

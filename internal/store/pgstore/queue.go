@@ -106,14 +106,44 @@ const queueVacuumEvery = 5 * time.Second
 // may be off or, with its default thresholds, minutes late for tables this
 // small and busy. They hold a row per endpoint with live work and a row per
 // live delivery, so a vacuum costs little, however long the history.
-// SKIP_LOCKED: a node never waits for another's vacuum. Failing costs
-// nothing but the dead rows, so it is only logged.
+// SKIP_LOCKED: a node never waits for another's vacuum. A caught-up node
+// vacuums from its tidy; one working through a backlog, from its full
+// claims (vacuumQueueBehind).
 func (s *Store) vacuumQueue(ctx context.Context) {
-	now := time.Now().UnixNano()
-	last := s.vacuumedAt.Load()
-	if now-last < int64(queueVacuumEvery) || !s.vacuumedAt.CompareAndSwap(last, now) {
+	if s.vacuumDue() {
+		s.runQueueVacuum(ctx)
+	}
+}
+
+// vacuumQueueBehind is vacuumQueue without waiting for it: the vacuum,
+// when due, runs in the background (until Close).
+func (s *Store) vacuumQueueBehind() {
+	if !s.vacuumDue() {
 		return
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.subs.Add(1)
+	go func() {
+		defer s.subs.Done()
+		s.runQueueVacuum(s.closing)
+	}()
+}
+
+// vacuumDue says whether this node's vacuum of the queues is due, and if
+// so marks it done now: one caller at a time gets true.
+func (s *Store) vacuumDue() bool {
+	now := time.Now().UnixNano()
+	last := s.vacuumedAt.Load()
+	return now-last >= int64(queueVacuumEvery) && s.vacuumedAt.CompareAndSwap(last, now)
+}
+
+// runQueueVacuum vacuums both queue tables; failing costs nothing but the
+// dead rows, so it is only logged.
+func (s *Store) runQueueVacuum(ctx context.Context) {
 	if _, err := s.pool.Exec(ctx, "VACUUM (SKIP_LOCKED) endpoint_queue, delivery_queue"); err != nil && ctx.Err() == nil {
 		s.logger.Warn("vacuum the queues", logkey.Error, err)
 	}

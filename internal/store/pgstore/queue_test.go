@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -163,4 +164,28 @@ func TestOpenWarnsWhenAutovacuumIsOff(t *testing.T) {
 	} else {
 		require.NotContains(t, buf.String(), "autovacuum")
 	}
+}
+
+// TestFullClaimsVacuumTheQueues: a node working through a backlog claims
+// full batches and never tidies, so its full claims vacuum the queues
+// (in the background, when a vacuum is due).
+func TestFullClaimsVacuumTheQueues(t *testing.T) {
+	t.Parallel()
+	s := openNodes(t, 1)[0]
+	createEndpoint(t, s, "c1")
+	ingest(t, s, "c1", 5)
+	vacuums := func() int64 {
+		var n int64
+		require.NoError(t, s.pool.QueryRow(t.Context(),
+			"SELECT vacuum_count FROM pg_stat_user_tables WHERE relid = 'delivery_queue'::regclass").Scan(&n))
+		return n
+	}
+	before := vacuums()
+
+	s.vacuumedAt.Store(0) // never vacuumed: due
+	claimed, err := s.DeliveryClaim(t.Context(), &store.DeliveryClaimParams{Limit: 2, LeaseMargin: time.Second, Now: t0})
+	require.NoError(t, err)
+	require.Len(t, claimed, 2, "a full claim")
+	require.Eventually(t, func() bool { return vacuums() > before }, 10*time.Second, 20*time.Millisecond,
+		"the full claim vacuumed the delivery queue")
 }
