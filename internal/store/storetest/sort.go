@@ -223,6 +223,19 @@ func testRankedOrders(t *testing.T, s store.Store) {
 	require.Equal(t, reversed(got[store.EndpointSortHealth]), got[store.EndpointSortHealthDesc])
 }
 
+// requireOrder requires sort to list want, in pages of 2, at now, after
+// requireRanked has checked every order of consumers a and b against the
+// figures.
+func requireOrder(t *testing.T, s store.Store, sort store.EndpointSort, now time.Time, want ...*herald.Endpoint) {
+	t.Helper()
+	requireRanked(t, s, now, nil, "a", "b")
+	var ids []string
+	for _, ep := range want {
+		ids = append(ids, ep.ID)
+	}
+	require.Equal(t, ids, listSorted(t, s, sort, "", now, 2))
+}
+
 // testDeadOrderFollows moves deliveries in and out of dead every way the
 // store can (outcomes, a disable, replays, cancels, an endpoint's
 // deletion, the purge) and requires the order by dead to follow each
@@ -234,12 +247,7 @@ func testDeadOrderFollows(t *testing.T, s store.Store) {
 	w := sortEndpoint(t, s, "b", "w", time.Second)
 	order := func(now time.Time, want ...*herald.Endpoint) {
 		t.Helper()
-		requireRanked(t, s, now, nil, "a", "b")
-		var ids []string
-		for _, ep := range want {
-			ids = append(ids, ep.ID)
-		}
-		require.Equal(t, ids, listSorted(t, s, store.EndpointSortDead, "", now, 2))
+		requireOrder(t, s, store.EndpointSortDead, now, want...)
 	}
 	order(at(0), w, z, y, x)
 
@@ -291,12 +299,7 @@ func testHealthOrderFollows(t *testing.T, s store.Store) {
 	z := sortEndpoint(t, s, "b", "z", time.Second)
 	order := func(now time.Time, want ...*herald.Endpoint) {
 		t.Helper()
-		requireRanked(t, s, now, nil, "a", "b")
-		var ids []string
-		for _, ep := range want {
-			ids = append(ids, ep.ID)
-		}
-		require.Equal(t, ids, listSorted(t, s, store.EndpointSortHealth, "", now, 2))
+		requireOrder(t, s, store.EndpointSortHealth, now, want...)
 	}
 	order(at(0), x, y, z)
 
