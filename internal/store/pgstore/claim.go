@@ -36,6 +36,12 @@ import (
 // Claims never wait for a lock (SKIP LOCKED everywhere), so they cannot
 // deadlock with each other or with the writers that lock an endpoint and
 // then its deliveries.
+//
+// Every step finds its rows by key: the due marks by endpoint_queue's due
+// index, endpoints by id, live deliveries by delivery_queue's indexes of
+// one endpoint, deliveries and events by id. No step's best plan depends
+// on the tables' sizes, so the claim runs on generic plans (inGenericTx),
+// made once per connection and kept, not planned afresh on every claim.
 
 // candidatesSQL locks up to $2 endpoints that may have due work, in random
 // order, leaving out those in $4. It starts from the due rows of
@@ -226,7 +232,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, p *store.DeliveryClaimParams)
 		return []*store.ClaimedDelivery{}, nil
 	}
 	var out []*store.ClaimedDelivery
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.inGenericTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		out, err = s.claim(ctx, tx, p)
 		return err

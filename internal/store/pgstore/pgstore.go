@@ -100,9 +100,10 @@ func Open(ctx context.Context, url string, logger *slog.Logger, opts ...store.Op
 	// now. A generic plan is fixed after a few runs, often while the queue
 	// is still small; the planner then keeps sequential scans of
 	// deliveries that cost tens of milliseconds once it holds millions.
-	// The transactions that find every row by key run on generic plans
-	// instead (inGenericTx). A URL that sets plan_cache_mode itself wins,
-	// for every statement.
+	// The hot transactions that find every row by key (the claim, the
+	// outcome write, ingest) run on generic plans instead, with
+	// sequential scans priced out (inGenericTx). A URL that sets
+	// plan_cache_mode itself wins, for every statement.
 	var generic pgx.TxOptions
 	if _, set := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !set {
 		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
@@ -216,18 +217,19 @@ func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 }
 
 // inGenericTx is inTx for the hot transactions whose every statement finds
-// its rows by key (a primary key, an array of ids, a unique key): the
-// outcome write and ingest. Such a statement's best plan is the same
-// however large the tables are, so it runs on a generic plan, made at its
-// first run on a connection and kept, where a custom plan would be made
-// afresh each time (planning took from a quarter to most of those
-// statements' time). The setting is part of the BEGIN, so it costs no
-// round trip, and it ends with the transaction: the claim, whose plans do
-// depend on the tables' sizes, keeps custom plans. TestGenericPlans checks
-// that each statement run here walks its indexes on a generic plan when
-// the tables are large. PostgreSQL makes a generic plan again when a
-// table's statistics change, so one made while the tables were small does
-// not outlive the next ANALYZE.
+// its rows by key (a primary key, an array of ids, a unique key, one
+// endpoint's range of a queue index): the claim, the outcome write and
+// ingest. Such a statement's best plan is the same however large the
+// tables are, so it runs on a generic plan, made at its first run on a
+// connection and kept, where a custom plan would be made afresh each time
+// (planning took from a quarter to most of those statements' time). The
+// setting is part of the BEGIN, so it costs no round trip, and it ends
+// with the transaction: everything else, whose plans may depend on the
+// tables' sizes, keeps custom plans. TestGenericPlans checks that each
+// statement run here walks its indexes on a generic plan made with the
+// tables empty and with them large. PostgreSQL makes a generic plan again
+// when a table's statistics change, so one made while the tables were
+// small does not outlive the next ANALYZE.
 func (s *Store) inGenericTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return s.runTx(ctx, s.generic, fn)
 }

@@ -36,8 +36,9 @@ func openFresh(tb testing.TB) *Store {
 }
 
 // TestPlansAreMadeForTheTablesAsTheyAre: every connection plans each
-// statement afresh (plan_cache_mode), but for the lookups by key of
-// inGenericTx, unless the URL chooses otherwise.
+// statement afresh (plan_cache_mode), but for the hot transactions of
+// inGenericTx (claim, outcome write, ingest), whose every statement finds
+// its rows by key, unless the URL chooses otherwise.
 // A generic plan fixed while the queue was small kept sequential scans of
 // deliveries, and claims took tens of milliseconds once it was large.
 func TestPlansAreMadeForTheTablesAsTheyAre(t *testing.T) {
