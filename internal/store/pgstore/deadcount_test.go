@@ -19,7 +19,8 @@ import (
 // in no particular order, some disabling an endpoint), enables, replays of whole events (every endpoint's
 // delivery of it) and purge batches, all moving the same endpoints'
 // counts in endpoint_dead. None may fail (a deadlock would), and the
-// counts must end as the deliveries are.
+// counts must end as the deliveries are, and dead_deliveries hold exactly
+// the dead ones.
 func TestDeadCountsUnderConcurrentWriters(t *testing.T) {
 	t.Parallel()
 	nodes := openNodes(t, 2)
@@ -119,4 +120,25 @@ func TestDeadCountsUnderConcurrentWriters(t *testing.T) {
 	for _, c := range counts {
 		require.Equal(t, c.real, c.kept, "endpoint %s", c.endpoint)
 	}
+	require.Empty(t, deadMismatches(t, nodes[0]))
+}
+
+// deadMismatches lists, one line each, the dead deliveries missing from
+// dead_deliveries or differing from their row there, and the rows of
+// dead_deliveries whose delivery is not dead (or gone).
+func deadMismatches(t *testing.T, s *Store) []string {
+	t.Helper()
+	rows, err := s.pool.Query(t.Context(), `
+		SELECT coalesce(d.id, x.delivery_id) || CASE
+			WHEN d.id IS NULL THEN ': listed dead but not dead'
+			WHEN x.delivery_id IS NULL THEN ': dead but not listed'
+			ELSE ': listed differently' END
+		FROM (SELECT * FROM deliveries WHERE status = 'dead') AS d
+		FULL JOIN dead_deliveries x ON x.delivery_id = d.id
+		WHERE d.id IS NULL OR x.delivery_id IS NULL
+			OR (d.endpoint_id, d.consumer_id) IS DISTINCT FROM (x.endpoint_id, x.consumer_id)`)
+	require.NoError(t, err)
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err)
+	return out
 }

@@ -145,7 +145,7 @@ func (s *Store) EndpointHealthGet(ctx context.Context, p *store.EndpointHealthPa
 // index, stopped at $3 entries (store.FigureLimit): attempts_endpoint_idx
 // (its INCLUDE holds the status code), delivery_queue_leased_idx,
 // delivery_queue_claim_idx (one range for new deliveries, one for
-// retries) and the partial deliveries_dead_idx, so an endpoint's delivered
+// retries) and dead_deliveries_endpoint_idx, so an endpoint's delivered
 // history is never walked.
 const figuresSQL = `
 	SELECT e.id, e.health, a.attempts, a.successes, f.in_flight, dn.n + dr.n, dd.n
@@ -170,8 +170,8 @@ const figuresSQL = `
 				WHERE endpoint_id = e.id AND kind = 1 AND due_at <= n.t LIMIT $3) AS x
 		) AS dr,
 		LATERAL (
-			SELECT count(*) AS n FROM (SELECT 1 FROM deliveries
-				WHERE endpoint_id = e.id AND status = 'dead' LIMIT $3) AS x
+			SELECT count(*) AS n FROM (SELECT 1 FROM dead_deliveries
+				WHERE endpoint_id = e.id LIMIT $3) AS x
 		) AS dd
 	WHERE e.id = ANY($1::text[])`
 

@@ -54,7 +54,8 @@ func queued(t *testing.T, s *Store) int {
 
 // TestDeliveryQueueFollowsEveryWriter takes deliveries through each
 // writer of deliveries, one at a time, and checks after each that
-// delivery_queue holds exactly the live deliveries, as they are.
+// delivery_queue holds exactly the live deliveries, as they are, and
+// dead_deliveries exactly the dead ones.
 func TestDeliveryQueueFollowsEveryWriter(t *testing.T) {
 	t.Parallel()
 	s := openNodes(t, 1)[0]
@@ -66,6 +67,7 @@ func TestDeliveryQueueFollowsEveryWriter(t *testing.T) {
 		t.Helper()
 		require.Empty(t, queueMismatches(t, s), step)
 		require.Equal(t, want, queued(t, s), step)
+		require.Empty(t, deadMismatches(t, s), step)
 	}
 
 	ingest(t, s, "c1", 4) // 4 events to 2 endpoints

@@ -111,7 +111,8 @@ func TestConfirmationMigrationKeepsAddressesConfirmed(t *testing.T) {
 
 // TestMigrateEndpointSorts checks what migration 0015 makes of rows
 // written before it: the dead deliveries are counted per endpoint, and a
-// breaker opened before it ranks its endpoint first by health.
+// breaker opened before it ranks its endpoint first by health; and, of
+// migration 0018's, that they are listed dead (dead_deliveries).
 func TestMigrateEndpointSorts(t *testing.T) {
 	t.Parallel()
 	s := openUnmigrated(t)
@@ -132,6 +133,9 @@ func TestMigrateEndpointSorts(t *testing.T) {
 	require.NoError(t, err)
 
 	require.NoError(t, s.Migrate(ctx))
+	deadPage, err := s.DeliveryList(ctx, &store.DeliveryListParams{Status: herald.StatusDead})
+	require.NoError(t, err)
+	require.Len(t, deadPage.Items, 4, "the dead deliveries written before are listed dead")
 	list := func(sort store.EndpointSort, consumer string) []string {
 		t.Helper()
 		page, err := s.EndpointList(ctx, &store.EndpointListParams{Sort: sort, ConsumerID: consumer, Now: t0})
@@ -160,6 +164,7 @@ func TestMigrateEndpointSorts(t *testing.T) {
 	var dead int64
 	require.NoError(t, s.pool.QueryRow(ctx, "SELECT dead FROM endpoint_dead WHERE endpoint_id = $1", a.ID).Scan(&dead))
 	require.EqualValues(t, 1, dead)
+	require.Empty(t, deadMismatches(t, s))
 }
 
 // migrateBelow applies the migrations before version to s, each in its

@@ -105,8 +105,30 @@ func TestPlans(t *testing.T) {
 		require.Regexp(t, `Index (Only )?Scan (Backward )?using attempts_endpoint_idx`, plan)
 		require.Contains(t, plan, "using delivery_queue_leased_idx")
 		require.Regexp(t, `Index (Only )?Scan using delivery_queue_claim_idx`, plan)
-		require.Regexp(t, `Index (Only )?Scan using deliveries_dead_idx`, plan)
+		require.Regexp(t, `(Index (Only )?Scan using|Bitmap Index Scan on) dead_deliveries_endpoint_idx`, plan)
 		require.NotContains(t, plan, "Seq Scan")
+	})
+
+	t.Run("DeadAndLiveListsWalkTheirTables", func(t *testing.T) {
+		t.Parallel()
+		for _, st := range []herald.Status{herald.StatusDead, herald.StatusPending, herald.StatusDelivering} {
+			for _, p := range []store.DeliveryListParams{
+				{Status: st},
+				{Status: st, EndpointID: a.ID},
+				{Status: st, ConsumerID: "c1", Cursor: "dlv_x"},
+			} {
+				q, args := deliveryListQuery(&p, 50)
+				plan := explainOrdered(t, s, q, args...)
+				table := map[herald.Status]string{herald.StatusDead: "dead_deliveries"}[st]
+				if table == "" {
+					table = "delivery_queue"
+				}
+				require.Regexp(t, `Index (Only )?Scan (Backward )?using `+table+`_`, plan, "%+v: the page is a walk of %s", p, table)
+				require.Regexp(t, `Index Scan using deliveries_pkey on deliveries [^\n]*\n\s+Index Cond: \(id = x.delivery_id\)`, plan,
+					"%+v: deliveries read by id", p)
+				require.NotContains(t, plan, "Seq Scan", "%+v", p)
+			}
+		}
 	})
 
 	t.Run("EndpointSortsWalkTheirIndexes", func(t *testing.T) {

@@ -35,13 +35,13 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 	} else if err := s.countByStatus(ctx, byStatus, args, st.ByStatus); err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
-	// The dead ones are a range of deliveries_status_idx: no other status
-	// is read.
+	// The dead ones are the rows of dead_deliveries (migration 0018): no
+	// other status is read.
 	deadConsumer := ""
 	if p.ConsumerID != "" {
-		deadConsumer = " AND consumer_id = $1"
+		deadConsumer = " WHERE consumer_id = $1"
 	}
-	if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM deliveries WHERE status = 'dead'"+deadConsumer, args...).
+	if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM dead_deliveries"+deadConsumer, args...).
 		Scan(&st.DeadLetters); err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
