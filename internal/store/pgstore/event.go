@@ -128,6 +128,69 @@ func (s *Store) EventIngest(ctx context.Context, p *store.EventIngestParams) ([]
 // deliveries. DeliveryCompleteMany ingests its notifications through it
 // too, so they fan out exactly as the operator's events do.
 func (s *Store) ingest(ctx context.Context, tx pgx.Tx, events []store.EventIngestItem, now time.Time) ([]store.EventIngestResult, error) {
+	return s.ingestOn(ctx, tx, ingestEdges{}, events, now)
+}
+
+// ingestAlone writes events and their deliveries in a transaction of
+// their own, as EventIngest describes, in two round trips: the BEGIN
+// goes out with the endpoints read and the events insert, the COMMIT
+// with the deliveries insert and the wake-up (ingestEdges). A pgx
+// transaction would take one more for each, and each round trip costs
+// both this process and the database's backend more than a single
+// event's rows do.
+//
+// A call is answered success only once its COMMIT has: a statement that
+// fails makes the rest of its batch, the COMMIT included, be skipped, and
+// the transaction is then rolled back, so that the connection goes back
+// to the pool idle. (Should the rollback fail too, the pool closes the
+// connection rather than keep one inside a transaction.)
+func (s *Store) ingestAlone(ctx context.Context, events []store.EventIngestItem, now time.Time) ([]store.EventIngestResult, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Release()
+	edges := ingestEdges{begin: []string{"BEGIN"}, commit: true}
+	if s.generic.BeginQuery != "" {
+		edges.begin = append(edges.begin, genericPlansSQL)
+	}
+	results, err := s.ingestOn(ctx, conn, edges, events, now)
+	if err != nil {
+		if conn.Conn().PgConn().TxStatus() != 'I' {
+			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+		}
+		return nil, err
+	}
+	return results, nil
+}
+
+// ingestEdges are the statements that begin and end the transaction of
+// an ingest that has one of its own (ingestAlone). Sent in the batches of
+// the ingest's own statements, they cost no round trips of their own.
+type ingestEdges struct {
+	// begin is queued before the ingest's first statements.
+	begin []string
+	// commit queues a COMMIT after its last statements. That batch then
+	// runs whatever becomes of ctx, as inTx runs its commit: cancelled
+	// once sent, it could leave the caller told "failed" about a
+	// transaction the database went on to commit.
+	commit bool
+}
+
+// queryer is what an ingest sends its statements on: a transaction, or a
+// connection whose transaction the ingest's edges begin and end.
+type queryer interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// ingestOn is ingest on q, with edges sent along. Its statements go in
+// two batches, one round trip each, since those of a batch do not depend
+// on each other: the endpoints read and the events insert; then the
+// deliveries insert and the wake-up, which need what the first two
+// returned. An event whose idempotency key was taken costs the two reads
+// of existingEvents between them.
+func (s *Store) ingestOn(ctx context.Context, q queryer, edges ingestEdges, events []store.EventIngestItem, now time.Time) ([]store.EventIngestResult, error) {
 	results := make([]store.EventIngestResult, len(events))
 	// Duplicates inside the call point at the first item with their key.
 	firstWithKey := map[idempotencyKey]int{}
@@ -151,11 +214,7 @@ func (s *Store) ingest(ctx context.Context, tx pgx.Tx, events []store.EventInges
 		unique[i].id = id
 	}
 
-	endpoints, err := enabledEndpoints(ctx, tx, unique)
-	if err != nil {
-		return nil, err
-	}
-	inserted, err := insertEvents(ctx, tx, unique, now)
+	endpoints, inserted, err := readAndInsert(ctx, q, edges.begin, unique, now)
 	if err != nil {
 		return nil, err
 	}
@@ -203,18 +262,11 @@ func (s *Store) ingest(ctx context.Context, tx pgx.Tx, events []store.EventInges
 			Deliveries: refs,
 		}
 	}
-	if len(d.ids) > 0 {
-		if err := d.exec(ctx, tx, now); err != nil {
-			return nil, err
-		}
-	}
-	if err := existingEvents(ctx, tx, conflicted, results); err != nil {
+	if err := existingEvents(ctx, q, conflicted, results); err != nil {
 		return nil, err
 	}
-	if len(d.ids) > 0 {
-		if err := s.notify(ctx, tx); err != nil {
-			return nil, err
-		}
+	if err := s.writeDeliveries(ctx, q, &d, edges.commit, now); err != nil {
+		return nil, err
 	}
 	for i, first := range dupOf {
 		if first < 0 {
@@ -230,6 +282,90 @@ func (s *Store) ingest(ctx context.Context, tx pgx.Tx, events []store.EventInges
 	return results, nil
 }
 
+// readAndInsert sends begin, then reads, once per call, the enabled
+// endpoints of every consumer the items name, oldest first, and inserts
+// the items, all in one batch. It returns the endpoints by consumer and
+// the created_at of each inserted id.
+func readAndInsert(ctx context.Context, q queryer, begin []string, items []*ingestItem, now time.Time) (map[string][]matcher, map[string]time.Time, error) {
+	b := &pgx.Batch{}
+	for _, sql := range begin {
+		b.Queue(sql)
+	}
+	b.Queue(enabledEndpointsSQL, consumersOf(items))
+	b.Queue(insertEventsSQL, insertEventsArgs(items, now)...)
+	br := q.SendBatch(ctx, b)
+	endpoints, inserted, err := func() (map[string][]matcher, map[string]time.Time, error) {
+		for range begin {
+			if _, err := br.Exec(); err != nil {
+				return nil, nil, fmt.Errorf("begin: %w", err)
+			}
+		}
+		endpoints, err := readEndpoints(br)
+		if err != nil {
+			return nil, nil, fmt.Errorf("read endpoints: %w", err)
+		}
+		inserted, err := readInserted(br, len(items))
+		if err != nil {
+			return nil, nil, fmt.Errorf("insert events: %w", err)
+		}
+		return endpoints, inserted, nil
+	}()
+	if closeErr := br.Close(); err == nil && closeErr != nil {
+		err = fmt.Errorf("insert events: %w", closeErr)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return endpoints, inserted, nil
+}
+
+// writeDeliveries inserts the deliveries of d, if any, and asks for the
+// dispatchers to be woken, then commits if commit is set, all in one
+// batch.
+func (s *Store) writeDeliveries(ctx context.Context, q queryer, d *deliveryInsert, commit bool, now time.Time) error {
+	b := &pgx.Batch{}
+	if len(d.ids) > 0 {
+		b.Queue(insertDeliveriesSQL, d.args(now)...)
+		b.Queue(notifySQL, s.channel)
+	}
+	if commit {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		ctx = context.WithoutCancel(ctx)
+		b.Queue("COMMIT")
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	br := q.SendBatch(ctx, b)
+	err := func() error {
+		if len(d.ids) > 0 {
+			if _, err := br.Exec(); err != nil {
+				return fmt.Errorf("insert deliveries: %w", err)
+			}
+			if _, err := br.Exec(); err != nil {
+				return fmt.Errorf("notify: %w", err)
+			}
+		}
+		if commit {
+			tag, err := br.Exec()
+			if err != nil {
+				return fmt.Errorf("commit: %w", err)
+			}
+			if tag.String() != "COMMIT" {
+				// The transaction had failed: COMMIT rolled it back.
+				return pgx.ErrTxCommitRollback
+			}
+		}
+		return nil
+	}()
+	if closeErr := br.Close(); err == nil && closeErr != nil {
+		err = fmt.Errorf("insert deliveries: %w", closeErr)
+	}
+	return err
+}
+
 // targets reports whether item goes to ep: the one endpoint item names,
 // or each whose filter matches.
 func targets(item *store.EventIngestItem, ep matcher) bool {
@@ -239,9 +375,8 @@ func targets(item *store.EventIngestItem, ep matcher) bool {
 	return herald.MatchAny(ep.eventTypes, item.EventType)
 }
 
-// enabledEndpoints reads, once per call, the enabled endpoints of every
-// consumer the items name, oldest first.
-func enabledEndpoints(ctx context.Context, tx pgx.Tx, items []*ingestItem) (map[string][]matcher, error) {
+// consumersOf lists the consumers the items name, each once.
+func consumersOf(items []*ingestItem) []string {
 	consumers := make([]string, 0, len(items))
 	seen := map[string]bool{}
 	for _, u := range items {
@@ -250,9 +385,15 @@ func enabledEndpoints(ctx context.Context, tx pgx.Tx, items []*ingestItem) (map[
 			consumers = append(consumers, u.item.ConsumerID)
 		}
 	}
-	rows, err := tx.Query(ctx, enabledEndpointsSQL, consumers)
+	return consumers
+}
+
+// readEndpoints reads the answer to enabledEndpointsSQL: the endpoints
+// by consumer, oldest first.
+func readEndpoints(br pgx.BatchResults) (map[string][]matcher, error) {
+	rows, err := br.Query()
 	if err != nil {
-		return nil, fmt.Errorf("read endpoints: %w", err)
+		return nil, err
 	}
 	defer rows.Close()
 	out := map[string][]matcher{}
@@ -260,21 +401,17 @@ func enabledEndpoints(ctx context.Context, tx pgx.Tx, items []*ingestItem) (map[
 		var m matcher
 		var consumer string
 		if err := rows.Scan(&m.id, &consumer, &m.eventTypes); err != nil {
-			return nil, fmt.Errorf("read endpoints: %w", err)
+			return nil, err
 		}
 		out[consumer] = append(out[consumer], m)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read endpoints: %w", err)
-	}
-	return out, nil
+	return out, rows.Err()
 }
 
-// insertEvents inserts the items in one statement, skipping those whose
-// idempotency key is taken, and returns the created_at of each inserted id.
-// Rows go in by consumer and key, so two calls that share several keys
-// take them in the same order and cannot deadlock.
-func insertEvents(ctx context.Context, tx pgx.Tx, items []*ingestItem, now time.Time) (map[string]time.Time, error) {
+// insertEventsArgs are the arguments of insertEventsSQL for items. Rows
+// go in by consumer and key, so two calls that share several keys take
+// them in the same order and cannot deadlock.
+func insertEventsArgs(items []*ingestItem, now time.Time) []any {
 	ordered := slices.Clone(items)
 	slices.SortStableFunc(ordered, func(a, b *ingestItem) int {
 		return cmp.Or(
@@ -291,9 +428,16 @@ func insertEvents(ctx context.Context, tx pgx.Tx, items []*ingestItem, now time.
 			payloads[i] = []byte{}
 		}
 	}
-	rows, err := tx.Query(ctx, insertEventsSQL, ids, consumers, types, payloads, keys, nowArg(now))
+	return []any{ids, consumers, types, payloads, keys, nowArg(now)}
+}
+
+// readInserted reads the answer to insertEventsSQL for n items: the
+// created_at of each id inserted, skipping those whose idempotency key
+// was taken.
+func readInserted(br pgx.BatchResults, n int) (map[string]time.Time, error) {
+	rows, err := br.Query()
 	if err != nil {
-		return nil, fmt.Errorf("insert events: %w", err)
+		return nil, err
 	}
 	defer rows.Close()
 	out := make(map[string]time.Time, n)
@@ -301,14 +445,11 @@ func insertEvents(ctx context.Context, tx pgx.Tx, items []*ingestItem, now time.
 		var id string
 		var created time.Time
 		if err := rows.Scan(&id, &created); err != nil {
-			return nil, fmt.Errorf("insert events: %w", err)
+			return nil, err
 		}
 		out[id] = created.UTC()
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("insert events: %w", err)
-	}
-	return out, nil
+	return out, rows.Err()
 }
 
 // deliveryInsert gathers new deliveries as columns for one insert.
@@ -324,18 +465,14 @@ func (d *deliveryInsert) add(ref store.DeliveryRef, u *ingestItem) {
 	d.eventTypes = append(d.eventTypes, u.item.EventType)
 }
 
-// exec inserts the deliveries, pending and due now.
-func (d *deliveryInsert) exec(ctx context.Context, tx pgx.Tx, now time.Time) error {
-	_, err := tx.Exec(ctx, insertDeliveriesSQL, d.ids, d.eventIDs, d.endpointIDs, d.consumerIDs, d.eventTypes, nowArg(now))
-	if err != nil {
-		return fmt.Errorf("insert deliveries: %w", err)
-	}
-	return nil
+// args are the arguments of insertDeliveriesSQL.
+func (d *deliveryInsert) args(now time.Time) []any {
+	return []any{d.ids, d.eventIDs, d.endpointIDs, d.consumerIDs, d.eventTypes, nowArg(now)}
 }
 
 // existingEvents fills the results of items whose idempotency key was
 // taken with the event that took it and its deliveries, marked Duplicate.
-func existingEvents(ctx context.Context, tx pgx.Tx, items []*ingestItem, results []store.EventIngestResult) error {
+func existingEvents(ctx context.Context, q queryer, items []*ingestItem, results []store.EventIngestResult) error {
 	if len(items) == 0 {
 		return nil
 	}
@@ -343,7 +480,7 @@ func existingEvents(ctx context.Context, tx pgx.Tx, items []*ingestItem, results
 	for i, u := range items {
 		consumers[i], keys[i] = u.item.ConsumerID, u.item.IdempotencyKey
 	}
-	rows, err := tx.Query(ctx, duplicateEventsSQL, consumers, keys)
+	rows, err := q.Query(ctx, duplicateEventsSQL, consumers, keys)
 	if err != nil {
 		return fmt.Errorf("read duplicate events: %w", err)
 	}
@@ -364,7 +501,7 @@ func existingEvents(ctx context.Context, tx pgx.Tx, items []*ingestItem, results
 		return fmt.Errorf("read duplicate events: %w", err)
 	}
 
-	rows, err = tx.Query(ctx, duplicateDeliveriesSQL, eventIDs)
+	rows, err = q.Query(ctx, duplicateDeliveriesSQL, eventIDs)
 	if err != nil {
 		return fmt.Errorf("read duplicate deliveries: %w", err)
 	}

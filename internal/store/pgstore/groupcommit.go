@@ -207,9 +207,10 @@ func (s *Store) leadGroup(own *ingestCall) {
 
 // writeGroup writes a group in one transaction and sets each call's
 // outcome. A lone call's transaction is its own, and runs on its context,
-// as it would without groups. A group's runs on a context that ends only
-// when every one of its callers has given up, since one caller giving up
-// must not break the others' transaction.
+// as it would without groups, in two round trips (ingestAlone). A
+// group's runs on a context that ends only when every one of its callers
+// has given up, since one caller giving up must not break the others'
+// transaction.
 //
 // A group is first written as one batch: its calls' events in the same
 // few statements a single call of many events uses, so that the round
@@ -224,14 +225,7 @@ func (s *Store) writeGroup(group []*ingestCall) {
 	s.groups.written.Add(1)
 	if len(group) == 1 {
 		c := group[0]
-		err := s.inGenericTx(c.ctx, func(tx pgx.Tx) error {
-			var err error
-			c.results, err = s.ingest(c.ctx, tx, c.items, c.now)
-			return err
-		})
-		if err != nil {
-			c.results, c.err = nil, err
-		}
+		c.results, c.err = s.ingestAlone(c.ctx, c.items, c.now)
 		return
 	}
 	ctx, cancel := groupContext(group)

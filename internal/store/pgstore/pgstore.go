@@ -78,9 +78,11 @@ const sessionPlansSQL = "SET LOCAL plan_cache_mode TO DEFAULT; SET LOCAL enable_
 // genericTxSQL begins a transaction with genericSettingsSQL.
 const genericTxSQL = "BEGIN; " + genericSettingsSQL
 
-// genericPlansSQL is genericSettingsSQL for a pgx batch outside a
-// transaction block: queued first, it holds for the rest of the batch,
-// which is one implicit transaction. (SET LOCAL would warn there.)
+// genericPlansSQL is genericSettingsSQL as one statement, for a pgx
+// batch, which cannot send several in one: queued first in a batch
+// outside a transaction block, it holds for the rest of the batch, which
+// is one implicit transaction (SET LOCAL would warn there); queued after
+// a BEGIN, for the rest of the transaction.
 const genericPlansSQL = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true), " +
 	"set_config('enable_seqscan', 'off', true)"
 
@@ -96,6 +98,11 @@ func Open(ctx context.Context, url string, logger *slog.Logger, opts ...store.Op
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: parse url: %w", err)
 	}
+	return openConfig(ctx, cfg, logger, opts...)
+}
+
+// openConfig is Open with the url parsed into cfg.
+func openConfig(ctx context.Context, cfg *pgxpool.Config, logger *slog.Logger, opts ...store.OpenOption) (*Store, error) {
 	// Plan each statement for its parameters and the tables as they are
 	// now. A generic plan is fixed after a few runs, often while the queue
 	// is still small; the planner then keeps sequential scans of
@@ -200,9 +207,13 @@ func utcPtr(t *time.Time) *time.Time {
 	return &u
 }
 
+// notifySQL wakes the dispatchers listening on the channel $1, once the
+// transaction commits.
+const notifySQL = "SELECT pg_notify($1, '')"
+
 // notify wakes the dispatchers of every node, once the transaction commits.
 func (s *Store) notify(ctx context.Context, tx pgx.Tx) error {
-	if _, err := tx.Exec(ctx, "SELECT pg_notify($1, '')", s.channel); err != nil {
+	if _, err := tx.Exec(ctx, notifySQL, s.channel); err != nil {
 		return fmt.Errorf("notify: %w", err)
 	}
 	return nil
