@@ -53,12 +53,7 @@ func TestLoneIngestRoundTrips(t *testing.T) {
 	require.NoError(t, s.Migrate(t.Context()))
 	ctx := t.Context()
 	ep := createEndpoint(t, s, "c")
-	_, err = s.pool.Exec(ctx, `
-		CREATE FUNCTION refuse_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN RAISE EXCEPTION 'refused at commit'; END $$;
-		CREATE CONSTRAINT TRIGGER refuse_at_commit AFTER INSERT ON events
-			DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
-			WHEN (NEW.event_type = 'refused.at.commit') EXECUTE FUNCTION refuse_at_commit()`)
+	_, err = s.pool.Exec(ctx, refuseAtCommitSQL)
 	require.NoError(t, err)
 
 	// lone ingests item alone and returns its answer and the round trips

@@ -278,6 +278,16 @@ func TestIngestGroupsAreBounded(t *testing.T) {
 	require.EqualValues(t, 5, g.s.groups.written.Load())
 }
 
+// refuseAtCommitSQL makes every transaction that inserted an event of
+// type refused.at.commit fail at its COMMIT (a deferred trigger), so
+// tests can see what a call is told when its commit fails.
+const refuseAtCommitSQL = `
+		CREATE FUNCTION refuse_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION 'refused at commit'; END $$;
+		CREATE CONSTRAINT TRIGGER refuse_at_commit AFTER INSERT ON events
+			DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+			WHEN (NEW.event_type = 'refused.at.commit') EXECUTE FUNCTION refuse_at_commit()`
+
 // TestIngestGroupThatCannotCommitFailsEveryCall: accepted means committed,
 // so when a group's COMMIT fails every call in it fails, and none of its
 // events is kept. A deferred constraint trigger fails the commit of any
@@ -286,12 +296,7 @@ func TestIngestGroupThatCannotCommitFailsEveryCall(t *testing.T) {
 	t.Parallel()
 	g := setupGroups(t)
 	ctx := t.Context()
-	_, err := g.s.pool.Exec(ctx, `
-		CREATE FUNCTION refuse_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN RAISE EXCEPTION 'refused at commit'; END $$;
-		CREATE CONSTRAINT TRIGGER refuse_at_commit AFTER INSERT ON events
-			DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
-			WHEN (NEW.event_type = 'refused.at.commit') EXECUTE FUNCTION refuse_at_commit()`)
+	_, err := g.s.pool.Exec(ctx, refuseAtCommitSQL)
 	require.NoError(t, err)
 
 	first := g.send(ctx, event("first"))
