@@ -41,12 +41,7 @@ func TestDeadCountsUnderConcurrentWriters(t *testing.T) {
 		}
 		var outcomes []store.DeliveryOutcome
 		for _, c := range claimed {
-			outcomes = append(outcomes, store.DeliveryOutcome{
-				Lease:      store.Lease{DeliveryID: c.Delivery.ID, LeaseToken: c.LeaseToken},
-				Attempt:    herald.Attempt{AttemptedAt: now, StatusCode: 400, Error: "HTTP 400", Duration: time.Millisecond},
-				Status:     herald.StatusDead,
-				DeadReason: herald.DeadClientError,
-			})
+			outcomes = append(outcomes, outcomeAt(c, herald.StatusDead, now))
 		}
 		if i%2 == 0 {
 			slices.Reverse(outcomes)

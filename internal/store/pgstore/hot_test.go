@@ -32,16 +32,9 @@ func TestDeliveryUpdatesAreHeapOnly(t *testing.T) {
 		require.Len(t, claimed, 3)
 		p := &store.DeliveryCompleteManyParams{Now: now}
 		for i, c := range claimed {
-			o := store.DeliveryOutcome{
-				Lease:   store.Lease{DeliveryID: c.Delivery.ID, LeaseToken: c.LeaseToken},
-				Attempt: herald.Attempt{Number: 1, StatusCode: 500, AttemptedAt: now},
-				Status:  []herald.Status{herald.StatusDelivered, herald.StatusPending, herald.StatusDead}[i],
-			}
+			o := outcomeAt(c, []herald.Status{herald.StatusDelivered, herald.StatusPending, herald.StatusDead}[i], now)
 			if o.Status == herald.StatusPending {
 				o.RetryIn = time.Minute
-			}
-			if o.Status == herald.StatusDead {
-				o.DeadReason = herald.DeadExhausted
 			}
 			p.Outcomes = append(p.Outcomes, o)
 		}

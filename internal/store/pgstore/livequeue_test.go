@@ -83,16 +83,9 @@ func TestDeliveryQueueFollowsEveryWriter(t *testing.T) {
 		byEndpoint[c.Delivery.EndpointID] = append(byEndpoint[c.Delivery.EndpointID], c)
 	}
 	outcome := func(c *store.ClaimedDelivery, status herald.Status) store.DeliveryOutcome {
-		o := store.DeliveryOutcome{
-			Lease:   store.Lease{DeliveryID: c.Delivery.ID, LeaseToken: c.LeaseToken},
-			Attempt: herald.Attempt{AttemptedAt: now, StatusCode: 200, Duration: time.Millisecond},
-			Status:  status,
-		}
-		switch status {
-		case herald.StatusPending:
-			o.Attempt.StatusCode, o.RetryIn = 500, time.Minute
-		case herald.StatusDead:
-			o.Attempt.StatusCode, o.DeadReason = 400, herald.DeadClientError
+		o := outcomeAt(c, status, now)
+		if status == herald.StatusPending {
+			o.RetryIn = time.Minute
 		}
 		return o
 	}
@@ -158,21 +151,16 @@ func TestDeliveryQueueUnderConcurrentWriters(t *testing.T) {
 		var outcomes []store.DeliveryOutcome
 		var releases []store.Lease
 		for j, c := range claimed {
-			o := store.DeliveryOutcome{
-				Lease:   store.Lease{DeliveryID: c.Delivery.ID, LeaseToken: c.LeaseToken},
-				Attempt: herald.Attempt{AttemptedAt: now, StatusCode: 200, Duration: time.Millisecond},
-				Status:  herald.StatusDelivered,
-			}
 			switch (i + j) % 5 {
 			case 1: // due again at once, so later claims take it
-				o.Status, o.Attempt.StatusCode = herald.StatusPending, 503
+				outcomes = append(outcomes, outcomeAt(c, herald.StatusPending, now))
 			case 2:
-				o.Status, o.Attempt.StatusCode, o.DeadReason = herald.StatusDead, 400, herald.DeadClientError
+				outcomes = append(outcomes, outcomeAt(c, herald.StatusDead, now))
 			case 3:
-				releases = append(releases, o.Lease)
-				continue
+				releases = append(releases, store.Lease{DeliveryID: c.Delivery.ID, LeaseToken: c.LeaseToken})
+			default:
+				outcomes = append(outcomes, outcomeAt(c, herald.StatusDelivered, now))
 			}
-			outcomes = append(outcomes, o)
 		}
 		if _, err := node.DeliveryCompleteMany(ctx, &store.DeliveryCompleteManyParams{Outcomes: outcomes, Now: now}); err != nil {
 			return err

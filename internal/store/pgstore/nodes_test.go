@@ -56,21 +56,32 @@ func createEndpoint(t *testing.T, s store.Store, c string, mods ...func(*herald.
 
 // delivered is the outcome of a 200 answer to claim c.
 func delivered(c *store.ClaimedDelivery) store.DeliveryOutcome {
-	return store.DeliveryOutcome{
-		Lease:   store.Lease{DeliveryID: c.Delivery.ID, LeaseToken: c.LeaseToken},
-		Attempt: herald.Attempt{AttemptedAt: t0, StatusCode: 200, Duration: time.Millisecond},
-		Status:  herald.StatusDelivered,
-	}
+	return outcomeAt(c, herald.StatusDelivered, t0)
 }
 
 // failed is the outcome of a 503 answer to claim c, retried in a minute.
 func failed(c *store.ClaimedDelivery) store.DeliveryOutcome {
-	return store.DeliveryOutcome{
+	o := outcomeAt(c, herald.StatusPending, t0)
+	o.RetryIn = time.Minute
+	return o
+}
+
+// outcomeAt is the outcome of an attempt of claim c at now that ends in
+// status: a 200 delivered, a 503 retried (due again at once unless the
+// caller sets RetryIn), or a 400 sent dead as a client error.
+func outcomeAt(c *store.ClaimedDelivery, status herald.Status, now time.Time) store.DeliveryOutcome {
+	o := store.DeliveryOutcome{
 		Lease:   store.Lease{DeliveryID: c.Delivery.ID, LeaseToken: c.LeaseToken},
-		Attempt: herald.Attempt{AttemptedAt: t0, StatusCode: 503, Error: "HTTP 503", Duration: time.Millisecond},
-		Status:  herald.StatusPending,
-		RetryIn: time.Minute,
+		Attempt: herald.Attempt{AttemptedAt: now, StatusCode: 200, Duration: time.Millisecond},
+		Status:  status,
 	}
+	switch status {
+	case herald.StatusPending:
+		o.Attempt.StatusCode, o.Attempt.Error = 503, "HTTP 503"
+	case herald.StatusDead:
+		o.Attempt.StatusCode, o.Attempt.Error, o.DeadReason = 400, "HTTP 400", herald.DeadClientError
+	}
+	return o
 }
 
 // ingest ingests n events of consumer c.
