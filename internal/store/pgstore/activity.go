@@ -36,18 +36,14 @@ func newNodeID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// addActivity adds a to this node's row of the minute of t, in tx; it is
-// the last write of an outcome batch, so the row is held briefly. An
-// empty a writes nothing.
-func (s *Store) addActivity(ctx context.Context, tx pgx.Tx, t time.Time, a *store.Activity) error {
+// queueActivity queues in b the write that adds a to this node's row of
+// the minute of t; it is the last write of an outcome batch, sent with
+// its COMMIT, so the row is held briefly. An empty a writes nothing.
+func (s *Store) queueActivity(b *pgx.Batch, t time.Time, a *store.Activity) {
 	if a.Attempts == 0 {
-		return nil
+		return
 	}
-	args := append([]any{store.ActivityMinute(t), s.node}, store.ActivityValues(a)...)
-	if _, err := tx.Exec(ctx, addActivitySQL, args...); err != nil {
-		return fmt.Errorf("add activity: %w", err)
-	}
-	return nil
+	b.Queue(addActivitySQL, append([]any{store.ActivityMinute(t), s.node}, store.ActivityValues(a)...)...)
 }
 
 // ActivitySeries reads the minutes of the window (every node's rows) and

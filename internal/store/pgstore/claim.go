@@ -231,12 +231,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, p *store.DeliveryClaimParams)
 	if p.Limit <= 0 {
 		return []*store.ClaimedDelivery{}, nil
 	}
-	var out []*store.ClaimedDelivery
-	err := s.inGenericTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		out, err = s.claim(ctx, tx, p)
-		return err
-	})
+	out, err := s.claimTx(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("claim deliveries: %w", err)
 	}
@@ -248,8 +243,29 @@ func (s *Store) DeliveryClaim(ctx context.Context, p *store.DeliveryClaimParams)
 	return out, nil
 }
 
-// claim runs the steps of a claim in tx.
-func (s *Store) claim(ctx context.Context, tx pgx.Tx, p *store.DeliveryClaimParams) ([]*store.ClaimedDelivery, error) {
+// claimTx runs a claim in a batchTx: its BEGIN goes with the first
+// candidates read, its COMMIT with the write-back of the endpoints'
+// limits. A claim that finds nothing takes two round trips.
+func (s *Store) claimTx(ctx context.Context, p *store.DeliveryClaimParams) ([]*store.ClaimedDelivery, error) {
+	tx, err := s.beginBatched(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.end(ctx)
+	later := &pgx.Batch{}
+	out, err := s.claim(ctx, tx, later, p)
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.commit(ctx, later); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// claim runs the steps of a claim in tx, the last (writeBack) queued in
+// later, for the COMMIT's batch.
+func (s *Store) claim(ctx context.Context, tx queryer, later *pgx.Batch, p *store.DeliveryClaimParams) ([]*store.ClaimedDelivery, error) {
 	var (
 		cands []*candidate
 		now   time.Time
@@ -311,9 +327,7 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p *store.DeliveryClaimPara
 		left -= len(got)
 	}
 
-	if err := writeBack(ctx, tx, cands, now); err != nil {
-		return nil, err
-	}
+	writeBack(later, cands, now)
 	byID := make(map[string]*candidate, len(cands))
 	for _, c := range cands {
 		byID[c.ep.ID] = c
@@ -340,7 +354,7 @@ func (s *Store) claim(ctx context.Context, tx pgx.Tx, p *store.DeliveryClaimPara
 
 // lockCandidates locks up to limit endpoints that may have due work,
 // leaving out those in seen, and returns them and the claim's now.
-func lockCandidates(ctx context.Context, tx pgx.Tx, now time.Time, limit int, seen []string) ([]*candidate, time.Time, error) {
+func lockCandidates(ctx context.Context, tx queryer, now time.Time, limit int, seen []string) ([]*candidate, time.Time, error) {
 	rows, err := tx.Query(ctx, candidatesSQL, nowArg(now), limit, herald.DefaultMaxInFlight, seen)
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("lock endpoints: %w", err)
@@ -366,7 +380,7 @@ func lockCandidates(ctx context.Context, tx pgx.Tx, now time.Time, limit int, se
 }
 
 // countInFlight fills each candidate's count of leased deliveries.
-func countInFlight(ctx context.Context, tx pgx.Tx, now time.Time, cands []*candidate) error {
+func countInFlight(ctx context.Context, tx queryer, now time.Time, cands []*candidate) error {
 	ids := make([]string, len(cands))
 	caps := make([]int32, len(cands))
 	byID := make(map[string]*candidate, len(cands))
@@ -425,7 +439,7 @@ func deal(cands []*candidate, left int) bool {
 }
 
 // take leases each candidate's share and records what each gave.
-func take(ctx context.Context, tx pgx.Tx, now time.Time, cands []*candidate) ([]claimed, error) {
+func take(ctx context.Context, tx queryer, now time.Time, cands []*candidate) ([]claimed, error) {
 	var ids, fifoIDs []string
 	var shares []int32
 	var leases, fifoLeases []int64
@@ -487,10 +501,11 @@ func take(ctx context.Context, tx pgx.Tx, now time.Time, cands []*candidate) ([]
 	return got, nil
 }
 
-// writeBack spends the tokens of what each rate-limited endpoint started
-// and marks a sent probe (breaker.Probing): the breaker is half-open and
-// the endpoint blocked until the probe's lease runs out.
-func writeBack(ctx context.Context, tx pgx.Tx, cands []*candidate, now time.Time) error {
+// writeBack queues in b the write that spends the tokens of what each
+// rate-limited endpoint started and marks a sent probe (breaker.Probing):
+// the breaker is half-open and the endpoint blocked until the probe's
+// lease runs out.
+func writeBack(b *pgx.Batch, cands []*candidate, now time.Time) {
 	var ids, healths []string
 	var blocked, bucketAt []*time.Time
 	var tokens []float64
@@ -518,11 +533,7 @@ func writeBack(ctx context.Context, tx pgx.Tx, cands []*candidate, now time.Time
 		}
 		bucketAt = append(bucketAt, at)
 	}
-	if len(ids) == 0 {
-		return nil
+	if len(ids) > 0 {
+		b.Queue(writeBackSQL, ids, healths, blocked, tokens, bucketAt)
 	}
-	if _, err := tx.Exec(ctx, writeBackSQL, ids, healths, blocked, tokens, bucketAt); err != nil {
-		return fmt.Errorf("write endpoint limits: %w", err)
-	}
-	return nil
 }

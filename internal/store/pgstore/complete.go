@@ -164,58 +164,7 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, p *store.DeliveryCompl
 			cfg.WindowRatio, int64(cfg.WindowMinAttempts))
 	}
 
-	var emitted []herald.Notification
-	err := s.inGenericTx(ctx, func(tx pgx.Tx) error {
-		emitted = nil
-		results := tx.SendBatch(ctx, batch)
-		endpoints, now, err := readLockedEndpoints(results)
-		if err != nil {
-			results.Close()
-			return fmt.Errorf("lock endpoints: %w", err)
-		}
-		outcomes := make([]appliedOutcome, len(p.Outcomes))
-		for _, w := range waves {
-			if err := readWave(results, w, outcomes); err != nil {
-				results.Close()
-				return fmt.Errorf("record outcomes: %w", err)
-			}
-		}
-		windows := map[string]breaker.Window{}
-		if len(failing) > 0 {
-			if windows, err = readWindows(results); err != nil {
-				results.Close()
-				return fmt.Errorf("count breaker window: %w", err)
-			}
-		}
-		if err := results.Close(); err != nil {
-			return err
-		}
-		soon := false
-		for i := range outcomes {
-			applied[i] = outcomes[i].applied
-			o := &p.Outcomes[i]
-			soon = soon || applied[i] && o.Status == herald.StatusPending && o.RetryIn < store.SoonRetry
-		}
-		if soon {
-			// Idle nodes learn of a retry due within the second at once.
-			if err := s.notify(ctx, tx); err != nil {
-				return err
-			}
-		}
-		if emitted, err = s.observe(ctx, tx, p, cfg, outcomes, endpoints, windows, now); err != nil {
-			return err
-		}
-		// The batch's activity, one row write for the whole call, last.
-		var a store.Activity
-		for i := range p.Outcomes {
-			a.AddOutcome(&p.Outcomes[i], applied[i])
-		}
-		at := now
-		if at.IsZero() { // no endpoint was locked: none of the deliveries is left
-			at = idTime(p.Now)
-		}
-		return s.addActivity(ctx, tx, at, &a)
-	})
+	emitted, err := s.completeTx(ctx, p, cfg, batch, waves, failing, applied)
 	if err != nil {
 		return nil, fmt.Errorf("complete deliveries: %w", err)
 	}
@@ -225,6 +174,75 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, p *store.DeliveryCompl
 		}
 	}
 	return applied, nil
+}
+
+// completeTx runs an outcome write in a batchTx, in two round trips: its
+// BEGIN goes with batch (the endpoints locked, the outcomes recorded, the
+// breaker windows counted), and its COMMIT with what the answers decide
+// (the endpoints' health, the wake-up for a retry due soon, the activity),
+// unless an endpoint is disabled or a notification ingested, which read
+// what they write. It fills applied and returns the notifications
+// emitted.
+func (s *Store) completeTx(ctx context.Context, p *store.DeliveryCompleteManyParams, cfg breaker.Config,
+	batch *pgx.Batch, waves [][]int, failing []string, applied []bool,
+) ([]herald.Notification, error) {
+	tx, err := s.beginBatched(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.end(ctx)
+	results := tx.SendBatch(ctx, batch)
+	endpoints, now, err := readLockedEndpoints(results)
+	if err != nil {
+		_ = results.Close()
+		return nil, fmt.Errorf("lock endpoints: %w", err)
+	}
+	outcomes := make([]appliedOutcome, len(p.Outcomes))
+	for _, w := range waves {
+		if err := readWave(results, w, outcomes); err != nil {
+			_ = results.Close()
+			return nil, fmt.Errorf("record outcomes: %w", err)
+		}
+	}
+	windows := map[string]breaker.Window{}
+	if len(failing) > 0 {
+		if windows, err = readWindows(results); err != nil {
+			_ = results.Close()
+			return nil, fmt.Errorf("count breaker window: %w", err)
+		}
+	}
+	if err := results.Close(); err != nil {
+		return nil, err
+	}
+	later := &pgx.Batch{}
+	soon := false
+	for i := range outcomes {
+		applied[i] = outcomes[i].applied
+		o := &p.Outcomes[i]
+		soon = soon || applied[i] && o.Status == herald.StatusPending && o.RetryIn < store.SoonRetry
+	}
+	if soon {
+		// Idle nodes learn of a retry due within the second at once.
+		later.Queue(notifySQL, s.channel)
+	}
+	emitted, err := s.observe(ctx, tx, later, p, cfg, outcomes, endpoints, windows, now)
+	if err != nil {
+		return nil, err
+	}
+	// The batch's activity, one row write for the whole call, last.
+	var a store.Activity
+	for i := range p.Outcomes {
+		a.AddOutcome(&p.Outcomes[i], applied[i])
+	}
+	at := now
+	if at.IsZero() { // no endpoint was locked: none of the deliveries is left
+		at = idTime(p.Now)
+	}
+	s.queueActivity(later, at, &a)
+	if err := tx.commit(ctx, later); err != nil {
+		return nil, err
+	}
+	return emitted, nil
 }
 
 // outcomeWaves splits the outcomes' indexes into waves that hold each
@@ -352,7 +370,7 @@ func readWindows(results pgx.BatchResults) (map[string]breaker.Window, error) {
 // observe puts the applied outcomes through the breaker, in order, and
 // writes what follows: the endpoints' health, the endpoints to disable and
 // the notifications, which it returns.
-func (s *Store) observe(ctx context.Context, tx pgx.Tx, p *store.DeliveryCompleteManyParams, cfg breaker.Config,
+func (s *Store) observe(ctx context.Context, tx queryer, later *pgx.Batch, p *store.DeliveryCompleteManyParams, cfg breaker.Config,
 	outcomes []appliedOutcome, endpoints map[string]*herald.Endpoint, windows map[string]breaker.Window, now time.Time,
 ) ([]herald.Notification, error) {
 	var (
@@ -463,9 +481,15 @@ func (s *Store) observe(ctx context.Context, tx pgx.Tx, p *store.DeliveryComplet
 			h, until := encodeHealth(ep.Health)
 			ids[i], healths[i], blocked[i] = ep.ID, string(h), until
 		}
-		if _, err := tx.Exec(ctx, writeHealthSQL, ids, healths, blocked); err != nil {
+		later.Queue(writeHealthSQL, ids, healths, blocked)
+	}
+	if len(order) > 0 || len(notes) > 0 {
+		// What follows reads what it writes: the statements queued so
+		// far go first.
+		if err := sendQueued(ctx, tx, later); err != nil {
 			return nil, fmt.Errorf("write health: %w", err)
 		}
+		*later = pgx.Batch{}
 	}
 	if len(order) > 0 && s.generic.BeginQuery != "" {
 		// Disabling reads the endpoint's live deliveries, however many

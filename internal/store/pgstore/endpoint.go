@@ -285,7 +285,7 @@ func (s *Store) EndpointSetEnabled(ctx context.Context, p *store.EndpointSetEnab
 // deliveries, except the one named by keep, dead with reason
 // endpoint_disabled. It locks the endpoint row before the deliveries, as
 // every writer does. A missing endpoint gives pgx.ErrNoRows.
-func (s *Store) disableEndpoint(ctx context.Context, tx pgx.Tx, id, reason, keep string, now time.Time) (*herald.Endpoint, error) {
+func (s *Store) disableEndpoint(ctx context.Context, tx queryer, id, reason, keep string, now time.Time) (*herald.Endpoint, error) {
 	ep, err := s.scanEndpoint(tx.QueryRow(ctx, `
 		UPDATE endpoints
 		SET enabled = false, disabled_reason = $2, updated_at = coalesce($3::timestamptz, now())

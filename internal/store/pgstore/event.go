@@ -127,7 +127,7 @@ func (s *Store) EventIngest(ctx context.Context, p *store.EventIngestParams) ([]
 // describes, and has the dispatchers woken when tx commits if it made
 // deliveries. DeliveryCompleteMany ingests its notifications through it
 // too, so they fan out exactly as the operator's events do.
-func (s *Store) ingest(ctx context.Context, tx pgx.Tx, events []store.EventIngestItem, now time.Time) ([]store.EventIngestResult, error) {
+func (s *Store) ingest(ctx context.Context, tx queryer, events []store.EventIngestItem, now time.Time) ([]store.EventIngestResult, error) {
 	return s.ingestOn(ctx, tx, ingestEdges{}, events, now)
 }
 
@@ -175,13 +175,6 @@ type ingestEdges struct {
 	// once sent, it could leave the caller told "failed" about a
 	// transaction the database went on to commit.
 	commit bool
-}
-
-// queryer is what an ingest sends its statements on: a transaction, or a
-// connection whose transaction the ingest's edges begin and end.
-type queryer interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 // ingestOn is ingest on q, with edges sent along. Its statements go in

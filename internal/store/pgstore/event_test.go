@@ -35,14 +35,10 @@ func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.Tra
 func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
 func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
-// TestLoneIngestRoundTrips: a lone ingest call, which is most calls at
-// low rates, costs two round trips, its BEGIN and COMMIT riding with its
-// statements; one whose key was taken, two more for the reads of the
-// event that holds it. A call that fails rolls back and leaves its
-// connection fit for the next call, whether a statement fails or the
-// COMMIT does, and is answered an error with nothing kept.
-func TestLoneIngestRoundTrips(t *testing.T) {
-	t.Parallel()
+// openCounted opens a migrated store of one connection on a fresh schema,
+// whose round trips the returned counter counts.
+func openCounted(t *testing.T) (*Store, *roundTrips) {
+	t.Helper()
 	cfg, err := pgxpool.ParseConfig(testdb.PostgresURL(t) + "&pool_max_conns=1")
 	require.NoError(t, err)
 	trips := &roundTrips{}
@@ -51,9 +47,21 @@ func TestLoneIngestRoundTrips(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	require.NoError(t, s.Migrate(t.Context()))
+	return s, trips
+}
+
+// TestLoneIngestRoundTrips: a lone ingest call, which is most calls at
+// low rates, costs two round trips, its BEGIN and COMMIT riding with its
+// statements; one whose key was taken, two more for the reads of the
+// event that holds it. A call that fails rolls back and leaves its
+// connection fit for the next call, whether a statement fails or the
+// COMMIT does, and is answered an error with nothing kept.
+func TestLoneIngestRoundTrips(t *testing.T) {
+	t.Parallel()
+	s, trips := openCounted(t)
 	ctx := t.Context()
 	ep := createEndpoint(t, s, "c")
-	_, err = s.pool.Exec(ctx, refuseAtCommitSQL)
+	_, err := s.pool.Exec(ctx, refuseAtCommitSQL)
 	require.NoError(t, err)
 
 	// lone ingests item alone and returns its answer and the round trips

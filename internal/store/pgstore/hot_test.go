@@ -27,8 +27,10 @@ func TestDeliveryUpdatesAreHeapOnly(t *testing.T) {
 	now := t0
 
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		claimed, err := s.claim(ctx, tx, &store.DeliveryClaimParams{Limit: 10, LeaseMargin: time.Second, Now: now})
+		later := &pgx.Batch{}
+		claimed, err := s.claim(ctx, tx, later, &store.DeliveryClaimParams{Limit: 10, LeaseMargin: time.Second, Now: now})
 		require.NoError(t, err)
+		require.NoError(t, tx.SendBatch(ctx, later).Close())
 		require.Len(t, claimed, 3)
 		p := &store.DeliveryCompleteManyParams{Now: now}
 		for i, c := range claimed {
