@@ -260,3 +260,11 @@ func sendQueued(ctx context.Context, q queryer, b *pgx.Batch) error {
 	}
 	return err
 }
+
+// errCommit is the failure of a COMMIT sent in a batch with other
+// statements, told apart from theirs: none of the transaction is kept,
+// whatever its statements were.
+type errCommit struct{ err error }
+
+func (e errCommit) Error() string { return "commit: " + e.err.Error() }
+func (e errCommit) Unwrap() error { return e.err }

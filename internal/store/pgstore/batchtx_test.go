@@ -89,3 +89,34 @@ func TestClaimAndOutcomeRoundTrips(t *testing.T) {
 	require.Equal(t, herald.StatusDelivered, d.Status)
 	require.Equal(t, conns, s.pool.Stat().NewConnsCount(), "the one connection went back to the pool clean each time")
 }
+
+// TestIngestGroupRoundTrips: a group of calls costs the two round trips of
+// a lone call, its BEGIN sent with the endpoints read and the events
+// insert, its COMMIT with the deliveries insert and the wake-up.
+func TestIngestGroupRoundTrips(t *testing.T) {
+	t.Parallel()
+	s, trips := openCounted(t)
+	g := setupGroupsOn(t, s)
+	ctx := t.Context()
+	first := g.send(ctx, event("first"))
+	require.Equal(t, 1, g.nextGroup(t))
+	var calls []<-chan answer
+	for i, key := range []string{"a", "b", "c"} {
+		calls = append(calls, g.send(ctx, event(key)))
+		g.queued(t, i+1)
+	}
+	g.letGo()
+	require.NoError(t, recv(t, first).err)
+	require.Equal(t, 3, g.nextGroup(t))
+	trips.n.Store(0)
+	g.letGo()
+	for _, ch := range calls {
+		a := recv(t, ch)
+		require.NoError(t, a.err)
+		require.Len(t, a.res[0].Deliveries, 1)
+	}
+	require.EqualValues(t, 2, trips.n.Load(), "BEGIN, endpoints and events; deliveries, wake-up and COMMIT")
+	page, err := s.EventList(ctx, &store.EventListParams{ConsumerID: "c"})
+	require.NoError(t, err)
+	require.Len(t, page.Items, 4, "committed")
+}

@@ -128,62 +128,33 @@ func (s *Store) EventIngest(ctx context.Context, p *store.EventIngestParams) ([]
 // deliveries. DeliveryCompleteMany ingests its notifications through it
 // too, so they fan out exactly as the operator's events do.
 func (s *Store) ingest(ctx context.Context, tx queryer, events []store.EventIngestItem, now time.Time) ([]store.EventIngestResult, error) {
-	return s.ingestOn(ctx, tx, ingestEdges{}, events, now)
+	return s.ingestOn(ctx, tx, false, events, now)
 }
 
 // ingestAlone writes events and their deliveries in a transaction of
 // their own, as EventIngest describes, in two round trips: the BEGIN
 // goes out with the endpoints read and the events insert, the COMMIT
-// with the deliveries insert and the wake-up (ingestEdges). A pgx
+// with the deliveries insert and the wake-up (a batchTx). A pgx
 // transaction would take one more for each, and each round trip costs
 // both this process and the database's backend more than a single
-// event's rows do.
-//
-// A call is answered success only once its COMMIT has: a statement that
-// fails makes the rest of its batch, the COMMIT included, be skipped, and
-// the transaction is then rolled back, so that the connection goes back
-// to the pool idle. (Should the rollback fail too, the pool closes the
-// connection rather than keep one inside a transaction.)
+// event's rows do. A call is answered success only once its COMMIT has.
 func (s *Store) ingestAlone(ctx context.Context, events []store.EventIngestItem, now time.Time) ([]store.EventIngestResult, error) {
-	conn, err := s.pool.Acquire(ctx)
+	tx, err := s.beginBatched(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Release()
-	edges := ingestEdges{begin: []string{"BEGIN"}, commit: true}
-	if s.generic.BeginQuery != "" {
-		edges.begin = append(edges.begin, genericPlansSQL)
-	}
-	results, err := s.ingestOn(ctx, conn, edges, events, now)
-	if err != nil {
-		if conn.Conn().PgConn().TxStatus() != 'I' {
-			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
-		}
-		return nil, err
-	}
-	return results, nil
+	defer tx.end(ctx)
+	return s.ingestOn(ctx, tx, true, events, now)
 }
 
-// ingestEdges are the statements that begin and end the transaction of
-// an ingest that has one of its own (ingestAlone). Sent in the batches of
-// the ingest's own statements, they cost no round trips of their own.
-type ingestEdges struct {
-	// begin is queued before the ingest's first statements.
-	begin []string
-	// commit queues a COMMIT after its last statements. That batch then
-	// runs whatever becomes of ctx, as inTx runs its commit: cancelled
-	// once sent, it could leave the caller told "failed" about a
-	// transaction the database went on to commit.
-	commit bool
-}
-
-// ingestOn is ingest on q, with edges sent along. Its statements go in
-// two batches, one round trip each, since those of a batch do not depend
-// on each other: the endpoints read and the events insert; then the
-// deliveries insert and the wake-up, which need what the first two
-// returned. An event whose idempotency key was taken costs the two reads
-// of existingEvents between them.
-func (s *Store) ingestOn(ctx context.Context, q queryer, edges ingestEdges, events []store.EventIngestItem, now time.Time) ([]store.EventIngestResult, error) {
+// ingestOn is ingest on q, which commits with its last statements if
+// commit is set (q is then a batchTx). Its statements go in two batches,
+// one round trip each, since those of a batch do not depend on each
+// other: the endpoints read and the events insert; then the deliveries
+// insert and the wake-up, which need what the first two returned. An
+// event whose idempotency key was taken costs the two reads of
+// existingEvents between them. A failed COMMIT is an errCommit.
+func (s *Store) ingestOn(ctx context.Context, q queryer, commit bool, events []store.EventIngestItem, now time.Time) ([]store.EventIngestResult, error) {
 	results := make([]store.EventIngestResult, len(events))
 	// Duplicates inside the call point at the first item with their key.
 	firstWithKey := map[idempotencyKey]int{}
@@ -207,7 +178,7 @@ func (s *Store) ingestOn(ctx context.Context, q queryer, edges ingestEdges, even
 		unique[i].id = id
 	}
 
-	endpoints, inserted, err := readAndInsert(ctx, q, edges.begin, unique, now)
+	endpoints, inserted, err := readAndInsert(ctx, q, unique, now)
 	if err != nil {
 		return nil, err
 	}
@@ -258,7 +229,7 @@ func (s *Store) ingestOn(ctx context.Context, q queryer, edges ingestEdges, even
 	if err := existingEvents(ctx, q, conflicted, results); err != nil {
 		return nil, err
 	}
-	if err := s.writeDeliveries(ctx, q, &d, edges.commit, now); err != nil {
+	if err := s.writeDeliveries(ctx, q, &d, commit, now); err != nil {
 		return nil, err
 	}
 	for i, first := range dupOf {
@@ -275,24 +246,16 @@ func (s *Store) ingestOn(ctx context.Context, q queryer, edges ingestEdges, even
 	return results, nil
 }
 
-// readAndInsert sends begin, then reads, once per call, the enabled
-// endpoints of every consumer the items name, oldest first, and inserts
-// the items, all in one batch. It returns the endpoints by consumer and
-// the created_at of each inserted id.
-func readAndInsert(ctx context.Context, q queryer, begin []string, items []*ingestItem, now time.Time) (map[string][]matcher, map[string]time.Time, error) {
+// readAndInsert reads, once per call, the enabled endpoints of every
+// consumer the items name, oldest first, and inserts the items, in one
+// batch. It returns the endpoints by consumer and the created_at of each
+// inserted id.
+func readAndInsert(ctx context.Context, q queryer, items []*ingestItem, now time.Time) (map[string][]matcher, map[string]time.Time, error) {
 	b := &pgx.Batch{}
-	for _, sql := range begin {
-		b.Queue(sql)
-	}
 	b.Queue(enabledEndpointsSQL, consumersOf(items))
 	b.Queue(insertEventsSQL, insertEventsArgs(items, now)...)
 	br := q.SendBatch(ctx, b)
 	endpoints, inserted, err := func() (map[string][]matcher, map[string]time.Time, error) {
-		for range begin {
-			if _, err := br.Exec(); err != nil {
-				return nil, nil, fmt.Errorf("begin: %w", err)
-			}
-		}
 		endpoints, err := readEndpoints(br)
 		if err != nil {
 			return nil, nil, fmt.Errorf("read endpoints: %w", err)
@@ -344,11 +307,11 @@ func (s *Store) writeDeliveries(ctx context.Context, q queryer, d *deliveryInser
 		if commit {
 			tag, err := br.Exec()
 			if err != nil {
-				return fmt.Errorf("commit: %w", err)
+				return errCommit{err}
 			}
 			if tag.String() != "COMMIT" {
 				// The transaction had failed: COMMIT rolled it back.
-				return pgx.ErrTxCommitRollback
+				return errCommit{pgx.ErrTxCommitRollback}
 			}
 		}
 		return nil

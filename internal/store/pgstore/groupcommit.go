@@ -234,9 +234,7 @@ func (s *Store) writeGroup(group []*ingestCall) {
 	slices.SortStableFunc(ordered, func(a, b *ingestCall) int {
 		return cmp.Compare(a.items[0].ConsumerID, b.items[0].ConsumerID)
 	})
-	batchErr := s.inGenericTx(ctx, func(tx pgx.Tx) error {
-		return s.ingestBatches(ctx, tx, ordered)
-	})
+	batchErr := s.ingestGroupTx(ctx, ordered)
 	if batchErr == nil {
 		return
 	}
@@ -270,33 +268,57 @@ type errCalls struct{ err error }
 func (e errCalls) Error() string { return e.err.Error() }
 func (e errCalls) Unwrap() error { return e.err }
 
-// ingestBatches writes calls as batches: each run of calls asking for the
-// same time (all of them, on the real clock) in one ingest, whose results
-// are then handed back to each call.
-func (s *Store) ingestBatches(ctx context.Context, tx pgx.Tx, calls []*ingestCall) error {
+// ingestGroupTx writes calls in one transaction. Calls that all ask for
+// the same time (all of them, on the real clock) make one ingest in a
+// batchTx, two round trips as for a lone call, its COMMIT sent with the
+// deliveries; others an ingest per time, in a pgx transaction. A
+// statement's failure, which the calls' own events may have caused, is
+// an errCalls; a failed COMMIT is not.
+func (s *Store) ingestGroupTx(ctx context.Context, calls []*ingestCall) error {
 	byNow := slices.Clone(calls)
 	slices.SortStableFunc(byNow, func(a, b *ingestCall) int { return a.now.Compare(b.now) })
-	for len(byNow) > 0 {
-		n := 1
-		for n < len(byNow) && byNow[n].now.Equal(byNow[0].now) {
-			n++
-		}
-		batch := byNow[:n]
-		byNow = byNow[n:]
-		var items []store.EventIngestItem
-		for _, c := range batch {
-			items = append(items, c.items...)
-		}
-		results, err := s.ingest(ctx, tx, items, batch[0].now)
+	if byNow[0].now.Equal(byNow[len(byNow)-1].now) {
+		tx, err := s.beginBatched(ctx)
 		if err != nil {
-			if ctx.Err() != nil {
+			return err
+		}
+		defer tx.end(ctx)
+		return s.ingestCalls(ctx, tx, true, byNow)
+	}
+	return s.inGenericTx(ctx, func(tx pgx.Tx) error {
+		for len(byNow) > 0 {
+			n := 1
+			for n < len(byNow) && byNow[n].now.Equal(byNow[0].now) {
+				n++
+			}
+			if err := s.ingestCalls(ctx, tx, false, byNow[:n]); err != nil {
 				return err
 			}
-			return errCalls{err}
+			byNow = byNow[n:]
 		}
-		for _, c := range batch {
-			c.results, results = results[:len(c.items):len(c.items)], results[len(c.items):]
-		}
+		return nil
+	})
+}
+
+// ingestCalls writes the events of calls that ask for one time as one
+// ingest on q (committing if commit is set), and hands each call its
+// results.
+func (s *Store) ingestCalls(ctx context.Context, q queryer, commit bool, calls []*ingestCall) error {
+	var items []store.EventIngestItem
+	for _, c := range calls {
+		items = append(items, c.items...)
+	}
+	results, err := s.ingestOn(ctx, q, commit, items, calls[0].now)
+	var failedCommit errCommit
+	switch {
+	case err == nil:
+	case ctx.Err() != nil || errors.As(err, &failedCommit):
+		return err
+	default:
+		return errCalls{err}
+	}
+	for _, c := range calls {
+		c.results, results = results[:len(c.items):len(c.items)], results[len(c.items):]
 	}
 	return nil
 }

@@ -27,7 +27,12 @@ type groupSetup struct {
 }
 
 func setupGroups(t *testing.T) *groupSetup {
-	g := &groupSetup{s: openFresh(t), held: make(chan int, 100), release: make(chan struct{}, 100)}
+	return setupGroupsOn(t, openFresh(t))
+}
+
+// setupGroupsOn is setupGroups on the migrated store s.
+func setupGroupsOn(t *testing.T, s *Store) *groupSetup {
+	g := &groupSetup{s: s, held: make(chan int, 100), release: make(chan struct{}, 100)}
 	ep, err := g.s.EndpointCreate(t.Context(), &store.EndpointCreateParams{Endpoint: &herald.Endpoint{
 		ConsumerID: "c", URL: "https://example.com/h", EventTypes: []string{"*"}, Enabled: true,
 		Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", Timeout: time.Second,
