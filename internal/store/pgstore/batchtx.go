@@ -70,14 +70,19 @@ func (t *batchTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults 
 	return &begunResults{BatchResults: t.conn.SendBatch(ctx, first), skip: skip}
 }
 
+// sendOne sends one statement in a batch, after the BEGIN.
+func (t *batchTx) sendOne(ctx context.Context, sql string, args []any) pgx.BatchResults {
+	b := &pgx.Batch{}
+	b.Queue(sql, args...)
+	return t.SendBatch(ctx, b)
+}
+
 // Query runs one statement, with the BEGIN if that has not gone yet.
 func (t *batchTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	if len(t.begin) == 0 {
 		return t.conn.Query(ctx, sql, args...)
 	}
-	b := &pgx.Batch{}
-	b.Queue(sql, args...)
-	br := t.SendBatch(ctx, b)
+	br := t.sendOne(ctx, sql, args)
 	rows, err := br.Query()
 	if err != nil {
 		_ = br.Close()
@@ -100,9 +105,7 @@ func (t *batchTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Com
 	if len(t.begin) == 0 {
 		return t.conn.Exec(ctx, sql, args...)
 	}
-	b := &pgx.Batch{}
-	b.Queue(sql, args...)
-	br := t.SendBatch(ctx, b)
+	br := t.sendOne(ctx, sql, args)
 	tag, err := br.Exec()
 	if closeErr := br.Close(); err == nil {
 		err = closeErr

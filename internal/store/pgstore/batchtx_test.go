@@ -12,12 +12,7 @@ import (
 
 // refuseAttemptAtCommitSQL makes the COMMIT of any transaction fail that
 // records an attempt whose error is "refused at commit".
-const refuseAttemptAtCommitSQL = `
-		CREATE FUNCTION refuse_attempt_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN RAISE EXCEPTION 'refused at commit'; END $$;
-		CREATE CONSTRAINT TRIGGER refuse_attempt_at_commit AFTER INSERT ON attempts
-			DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
-			WHEN (NEW.error = 'refused at commit') EXECUTE FUNCTION refuse_attempt_at_commit()`
+var refuseAttemptAtCommitSQL = refuseAtCommit("attempts", "NEW.error = 'refused at commit'")
 
 // TestClaimAndOutcomeRoundTrips: the claim and the outcome write send
 // their BEGIN with their first statements and their COMMIT with their

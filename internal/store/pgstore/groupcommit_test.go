@@ -286,12 +286,19 @@ func TestIngestGroupsAreBounded(t *testing.T) {
 // refuseAtCommitSQL makes every transaction that inserted an event of
 // type refused.at.commit fail at its COMMIT (a deferred trigger), so
 // tests can see what a call is told when its commit fails.
-const refuseAtCommitSQL = `
-		CREATE FUNCTION refuse_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+var refuseAtCommitSQL = refuseAtCommit("events", "NEW.event_type = 'refused.at.commit'")
+
+// refuseAtCommit is the SQL of a deferred constraint trigger that fails
+// the COMMIT of any transaction that inserted a row of table for which
+// when holds.
+func refuseAtCommit(table, when string) string {
+	return `
+		CREATE FUNCTION refuse_` + table + `_at_commit() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN RAISE EXCEPTION 'refused at commit'; END $$;
-		CREATE CONSTRAINT TRIGGER refuse_at_commit AFTER INSERT ON events
+		CREATE CONSTRAINT TRIGGER refuse_` + table + `_at_commit AFTER INSERT ON ` + table + `
 			DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
-			WHEN (NEW.event_type = 'refused.at.commit') EXECUTE FUNCTION refuse_at_commit()`
+			WHEN (` + when + `) EXECUTE FUNCTION refuse_` + table + `_at_commit()`
+}
 
 // TestIngestGroupThatCannotCommitFailsEveryCall: accepted means committed,
 // so when a group's COMMIT fails every call in it fails, and none of its
