@@ -21,7 +21,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/heraldhooks/herald/internal/testdb"
 	"github.com/heraldhooks/herald/verify"
 )
 
@@ -49,9 +48,19 @@ func TestBinaryAsAUserWould(t *testing.T) {
 	var stderr lockedBuffer
 	serve.Stderr = &stderr
 	require.NoError(t, serve.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- serve.Wait() }()
+	// exited closes when serve has exited, waitErr then holding how: both
+	// the test's own stop and the cleanup wait on it (a value sent on a
+	// channel would reach only the first, and the cleanup would wait out
+	// its 30 s for an exit that had already happened).
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = serve.Wait(); close(exited) }()
 	t.Cleanup(func() {
+		select {
+		case <-exited:
+			return
+		default:
+		}
 		_ = serve.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-exited:
@@ -131,8 +140,8 @@ func TestBinaryAsAUserWould(t *testing.T) {
 	// SIGTERM stops it cleanly.
 	require.NoError(t, serve.Process.Signal(syscall.SIGTERM))
 	select {
-	case err := <-exited:
-		require.NoError(t, err, "stderr: %s", stderr.String())
+	case <-exited:
+		require.NoError(t, waitErr, "stderr: %s", stderr.String())
 	case <-time.After(30 * time.Second):
 		t.Fatal("herald did not stop on SIGTERM")
 	}
