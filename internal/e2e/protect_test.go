@@ -123,9 +123,9 @@ func TestRateLimitAndInFlightCapAcrossNodes(t *testing.T) {
 			e.must(http.StatusAccepted, "POST", "/v1/events/batch", map[string]any{"events": batch}, nil)
 			e.dispatcher(16)
 			e.dispatcher(16)
-			// Ten seconds of test time in 50 ms steps; each step lets both
+			// Five seconds of test time in 50 ms steps; each step lets both
 			// nodes claim what the shared bucket allows and deliver it.
-			for range 200 {
+			for range 100 {
 				e.tick(50 * time.Millisecond)
 				e.settle()
 			}
@@ -134,8 +134,8 @@ func TestRateLimitAndInFlightCapAcrossNodes(t *testing.T) {
 				at = append(at, h.At)
 			}
 			sort.Slice(at, func(i, j int) bool { return at[i].Before(at[j]) })
-			require.GreaterOrEqual(t, len(at), 180, "about 20/s for 10 s")
-			require.LessOrEqual(t, len(at), 202)
+			require.GreaterOrEqual(t, len(at), 90, "about 20/s for 5 s")
+			require.LessOrEqual(t, len(at), 102)
 			for i := range at {
 				j := i
 				for j < len(at) && at[j].Sub(at[i]) < time.Second {
@@ -195,7 +195,10 @@ func TestFairnessAndSlowEndpoints(t *testing.T) {
 		// Close waits for its handlers, which wait for this.
 		t.Cleanup(func() { close(hang) })
 		e.createEndpoint(map[string]any{"consumer_id": "big", "url": stuck.URL, "timeout": "60s"})
-		for range 10 {
+		// A backlog of 1,000, a hundred times its in-flight cap: the
+		// claim looks at each endpoint's head of queue, so a longer one
+		// would be more of the same.
+		for range 2 {
 			var batch []map[string]any
 			for i := range 500 {
 				batch = append(batch, map[string]any{"consumer_id": "big", "event_type": "a.b", "payload": i})
@@ -204,7 +207,7 @@ func TestFairnessAndSlowEndpoints(t *testing.T) {
 		}
 		stuck.waitHits(t, 10)
 
-		// 100 healthy endpoints each get their event while 5,000 wait for
+		// 100 healthy endpoints each get their event while 990 wait for
 		// the hanging one, which holds no more than its in-flight cap.
 		var healthy []*receiver
 		for i := range 100 {
