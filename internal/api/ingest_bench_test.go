@@ -14,7 +14,7 @@ import (
 	"github.com/heraldhooks/herald/internal/api"
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore"
-	"github.com/heraldhooks/herald/internal/testdb"
+	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
 )
 
 // BenchmarkIngestAPI measures POST /v1/events and /v1/events/batch through
@@ -43,7 +43,7 @@ func BenchmarkIngestAPI(b *testing.B) {
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
-			st, err := sqlitestore.Open(b.Context(), testdb.SQLitePath(b), nil)
+			st, err := sqlitestore.Open(b.Context(), sqlitetest.Path(b), nil)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -13,13 +13,13 @@ import (
 	"github.com/heraldhooks/herald/internal/auth"
 	"github.com/heraldhooks/herald/internal/clock"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore"
-	"github.com/heraldhooks/herald/internal/testdb"
+	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
 )
 
 func TestCall(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := sqlitestore.Open(ctx, testdb.SQLitePath(t), nil)
+	st, err := sqlitestore.Open(ctx, sqlitetest.Path(t), nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	require.NoError(t, st.Migrate(ctx))

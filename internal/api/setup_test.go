@@ -23,6 +23,7 @@ import (
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/pgstore"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore"
+	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
 	"github.com/heraldhooks/herald/internal/testdb"
 )
 
@@ -77,7 +78,7 @@ func setup(t *testing.T, opts ...func(*options)) *env {
 		require.NoError(t, err)
 		st = pg
 	} else {
-		lite, err := sqlitestore.Open(ctx, testdb.SQLitePath(t), nil)
+		lite, err := sqlitestore.Open(ctx, sqlitetest.Path(t), nil)
 		require.NoError(t, err)
 		st = lite
 	}

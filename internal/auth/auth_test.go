@@ -15,7 +15,7 @@ import (
 	"github.com/heraldhooks/herald/internal/clock"
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore"
-	"github.com/heraldhooks/herald/internal/testdb"
+	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
 )
 
 var start = time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
@@ -26,7 +26,7 @@ const operatorKey = "hk_configured_operator_key"
 // configured operator key is operatorKey.
 func setup(t *testing.T, wrap func(store.APIKeyStore) store.APIKeyStore) (*auth.Authenticator, store.Store, *clock.Test) {
 	t.Helper()
-	st, err := sqlitestore.Open(t.Context(), testdb.SQLitePath(t), nil)
+	st, err := sqlitestore.Open(t.Context(), sqlitetest.Path(t), nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	require.NoError(t, st.Migrate(t.Context()))
@@ -138,7 +138,7 @@ func TestAuthenticate(t *testing.T) {
 
 	t.Run("NoOperatorKeyConfigured", func(t *testing.T) {
 		t.Parallel()
-		st, err := sqlitestore.Open(t.Context(), testdb.SQLitePath(t), nil)
+		st, err := sqlitestore.Open(t.Context(), sqlitetest.Path(t), nil)
 		require.NoError(t, err)
 		t.Cleanup(func() { st.Close() })
 		require.NoError(t, st.Migrate(t.Context()))

@@ -17,7 +17,7 @@ import (
 	"github.com/heraldhooks/herald/internal/clock"
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore"
-	"github.com/heraldhooks/herald/internal/testdb"
+	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
 )
 
 // countingStore counts the reads the cache makes, and fails them on
@@ -50,7 +50,7 @@ type cacheEnv struct {
 
 func setupCache(t *testing.T) *cacheEnv {
 	t.Helper()
-	st, err := sqlitestore.Open(t.Context(), testdb.SQLitePath(t), nil)
+	st, err := sqlitestore.Open(t.Context(), sqlitetest.Path(t), nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	require.NoError(t, st.Migrate(t.Context()))
@@ -183,7 +183,7 @@ func TestCache(t *testing.T) {
 // without a schema, a clock reading, two atomic loads and a map lookup;
 // for one with a schema, the payload's validation too (1 KiB).
 func BenchmarkCacheCheck(b *testing.B) {
-	st, err := sqlitestore.Open(b.Context(), testdb.SQLitePath(b), nil)
+	st, err := sqlitestore.Open(b.Context(), sqlitetest.Path(b), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

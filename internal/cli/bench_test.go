@@ -19,6 +19,7 @@ import (
 	"github.com/heraldhooks/herald/internal/cli"
 	"github.com/heraldhooks/herald/internal/client"
 	"github.com/heraldhooks/herald/internal/config"
+	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
 	"github.com/heraldhooks/herald/internal/testdb"
 )
 
@@ -167,7 +168,7 @@ const benchKey = "hk_bench_test_key_0123456789"
 func startHerald(t *testing.T, allowPrivate bool) string {
 	t.Helper()
 	cfg := config.Default()
-	cfg.DB = "sqlite://" + testdb.SQLitePath(t)
+	cfg.DB = "sqlite://" + sqlitetest.Path(t)
 	cfg.APIKey = benchKey
 	cfg.AllowPrivateNetworks = allowPrivate
 	ctx, cancel := context.WithCancel(context.Background())

@@ -18,7 +18,7 @@ import (
 	"github.com/heraldhooks/herald/internal/cli"
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore"
-	"github.com/heraldhooks/herald/internal/testdb"
+	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
 )
 
 const apiKey = "hk_cli_test_key_0123456789"
@@ -35,7 +35,7 @@ type apiEnv struct {
 func setupAPI(t *testing.T) *apiEnv {
 	t.Helper()
 	ctx := context.Background()
-	st, err := sqlitestore.Open(ctx, testdb.SQLitePath(t), nil)
+	st, err := sqlitestore.Open(ctx, sqlitetest.Path(t), nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	require.NoError(t, st.Migrate(ctx))

@@ -16,7 +16,7 @@ import (
 	"github.com/heraldhooks/herald/internal/api"
 	"github.com/heraldhooks/herald/internal/client"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore"
-	"github.com/heraldhooks/herald/internal/testdb"
+	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
 )
 
 const testKey = "hk_client_test_key_0123456789"
@@ -26,7 +26,7 @@ const testKey = "hk_client_test_key_0123456789"
 func setup(t *testing.T, wrap func(http.Handler) http.Handler) *client.Client {
 	t.Helper()
 	ctx := context.Background()
-	st, err := sqlitestore.Open(ctx, testdb.SQLitePath(t), nil)
+	st, err := sqlitestore.Open(ctx, sqlitetest.Path(t), nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	require.NoError(t, st.Migrate(ctx))

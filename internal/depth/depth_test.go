@@ -16,7 +16,7 @@ import (
 	"github.com/heraldhooks/herald/internal/depth"
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore"
-	"github.com/heraldhooks/herald/internal/testdb"
+	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
 )
 
 // start is 20 seconds into a minute: the sampler samples at :20 of each.
@@ -69,7 +69,7 @@ func (b *syncBuffer) String() string {
 // setup opens a migrated SQLite store.
 func setup(t *testing.T) *sqlitestore.Store {
 	t.Helper()
-	st, err := sqlitestore.Open(t.Context(), testdb.SQLitePath(t), nil)
+	st, err := sqlitestore.Open(t.Context(), sqlitetest.Path(t), nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	require.NoError(t, st.Migrate(t.Context()))

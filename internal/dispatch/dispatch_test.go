@@ -21,7 +21,7 @@ import (
 	"github.com/heraldhooks/herald/internal/sender"
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore"
-	"github.com/heraldhooks/herald/internal/testdb"
+	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
 )
 
 func TestDecide(t *testing.T) {
@@ -91,7 +91,7 @@ func TestDecide(t *testing.T) {
 func setup(t *testing.T, handler http.HandlerFunc) (store.Store, *clock.Test, *herald.Endpoint) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := sqlitestore.Open(ctx, testdb.SQLitePath(t), nil)
+	st, err := sqlitestore.Open(ctx, sqlitetest.Path(t), nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	require.NoError(t, st.Migrate(ctx))
@@ -623,7 +623,7 @@ func TestRetryGoesAtItsTimeNotAtThePoll(t *testing.T) {
 		defer mu.Unlock()
 		return slices.Clone(seen)
 	}
-	base, err := sqlitestore.Open(ctx, testdb.SQLitePath(t), nil)
+	base, err := sqlitestore.Open(ctx, sqlitetest.Path(t), nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { base.Close() })
 	require.NoError(t, base.Migrate(ctx))

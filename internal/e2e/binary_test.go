@@ -21,6 +21,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
 	"github.com/heraldhooks/herald/verify"
 )
 
@@ -152,7 +153,7 @@ func TestBinaryAsAUserWould(t *testing.T) {
 // message naming the flag.
 func TestPrivateDestinationsRefusedByDefault(t *testing.T) {
 	t.Parallel()
-	e := setup(t, "sqlite://"+testdb.SQLitePath(t), func(o *options) { o.denyPrivate = true })
+	e := setup(t, "sqlite://"+sqlitetest.Path(t), func(o *options) { o.denyPrivate = true })
 	var out struct {
 		Error struct {
 			Code    string `json:"code"`

@@ -14,7 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/heraldhooks/herald/internal/testdb"
+	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
 )
 
 // chromiumPath is Debian's chromium, which .ci/run installs when missing.
@@ -70,7 +70,7 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 // and sees it delivered; a bulk replay's dry run shows its count.
 func TestDashboardInABrowser(t *testing.T) {
 	t.Parallel()
-	e := setup(t, "sqlite://"+testdb.SQLitePath(t))
+	e := setup(t, "sqlite://"+sqlitetest.Path(t))
 	e.runSampler() // 12:00: an empty queue
 	var mu sync.Mutex
 	status := http.StatusInternalServerError

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
 	"github.com/heraldhooks/herald/verify"
 )
 
@@ -424,7 +425,7 @@ func TestDeadLetterAndReplay(t *testing.T) {
 func TestEndpointsOnOneHostReuseConnections(t *testing.T) {
 	t.Parallel()
 	const concurrency, endpoints, events = 128, 10, 100
-	e := setup(t, "sqlite://"+testdb.SQLitePath(t), func(o *options) { o.concurrency = concurrency })
+	e := setup(t, "sqlite://"+sqlitetest.Path(t), func(o *options) { o.concurrency = concurrency })
 	var opened, hits atomic.Int64
 	host := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)

@@ -29,6 +29,7 @@ import (
 	"github.com/heraldhooks/herald/internal/dispatch"
 	"github.com/heraldhooks/herald/internal/sender"
 	"github.com/heraldhooks/herald/internal/store"
+	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
 	"github.com/heraldhooks/herald/internal/testdb"
 )
 
@@ -57,7 +58,7 @@ var start = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 func backends(t *testing.T, fn func(t *testing.T, db string)) {
 	t.Run("SQLite", func(t *testing.T) {
 		t.Parallel()
-		fn(t, "sqlite://"+testdb.SQLitePath(t))
+		fn(t, "sqlite://"+sqlitetest.Path(t))
 	})
 	t.Run("PostgreSQL", func(t *testing.T) {
 		t.Parallel()

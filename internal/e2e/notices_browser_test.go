@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhooks/herald/internal/notice/smtptest"
-	"github.com/heraldhooks/herald/internal/testdb"
+	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
 )
 
 // TestPortalSettingsInABrowser: a consumer opens the portal in a real
@@ -23,7 +23,7 @@ import (
 func TestPortalSettingsInABrowser(t *testing.T) {
 	t.Parallel()
 	mail := smtptest.Start(t)
-	e := setup(t, "sqlite://"+testdb.SQLitePath(t), func(o *options) { o.smtpURL = mail.URL })
+	e := setup(t, "sqlite://"+sqlitetest.Path(t), func(o *options) { o.smtpURL = mail.URL })
 	bad := newReceiver(t, e.clock, func(_ int, _ *http.Request, w http.ResponseWriter) {
 		w.WriteHeader(http.StatusBadRequest)
 	})

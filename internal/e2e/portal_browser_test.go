@@ -14,7 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/heraldhooks/herald/internal/testdb"
+	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
 )
 
 // portalLink makes a one-time portal link for consumer.
@@ -33,7 +33,7 @@ func (e *env) portalLink(consumer string) string {
 // open another consumer's delivery by its address (the portal's 404 page).
 func TestPortalInABrowser(t *testing.T) {
 	t.Parallel()
-	e := setup(t, "sqlite://"+testdb.SQLitePath(t))
+	e := setup(t, "sqlite://"+sqlitetest.Path(t))
 	var hits atomic.Int64
 	rc := newReceiver(t, e.clock, func(_ int, _ *http.Request, w http.ResponseWriter) {
 		hits.Add(1)
@@ -143,7 +143,7 @@ func TestPortalFramedInABrowser(t *testing.T) {
 	}))
 	t.Cleanup(parent.Close)
 	parentURL := strings.Replace(parent.URL, "127.0.0.1", "localhost", 1)
-	e := setup(t, "sqlite://"+testdb.SQLitePath(t), func(o *options) { o.frameAncestors = []string{parentURL} })
+	e := setup(t, "sqlite://"+sqlitetest.Path(t), func(o *options) { o.frameAncestors = []string{parentURL} })
 	rc := newReceiver(t, e.clock, func(_ int, _ *http.Request, w http.ResponseWriter) { w.WriteHeader(http.StatusOK) })
 	ep := e.createEndpoint(map[string]any{"consumer_id": "acme", "url": rc.URL + "/acme"})
 

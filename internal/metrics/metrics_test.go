@@ -24,7 +24,7 @@ import (
 	"github.com/heraldhooks/herald/internal/sender"
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore"
-	"github.com/heraldhooks/herald/internal/testdb"
+	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
 )
 
 var start = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -50,7 +50,7 @@ func (s *statsStore) Stats(ctx context.Context, p *store.StatsParams) (*store.St
 func setup(t *testing.T, opts Options) (*Metrics, *statsStore, *clock.Test, *herald.Endpoint) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := sqlitestore.Open(ctx, testdb.SQLitePath(t), nil)
+	st, err := sqlitestore.Open(ctx, sqlitetest.Path(t), nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	require.NoError(t, st.Migrate(ctx))

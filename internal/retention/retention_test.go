@@ -16,7 +16,7 @@ import (
 	"github.com/heraldhooks/herald/internal/retention"
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore"
-	"github.com/heraldhooks/herald/internal/testdb"
+	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
 )
 
 var start = time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
@@ -57,7 +57,7 @@ type fixture struct {
 func setup(t *testing.T, st store.Store) *fixture {
 	t.Helper()
 	if st == nil {
-		s, err := sqlitestore.Open(t.Context(), testdb.SQLitePath(t), nil)
+		s, err := sqlitestore.Open(t.Context(), sqlitetest.Path(t), nil)
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, s.Close()) })
 		require.NoError(t, s.Migrate(t.Context()))
@@ -121,7 +121,7 @@ func TestPassPurgesInBatchesAndSaysSo(t *testing.T) {
 // 0 too (every event kept).
 func TestPassPurgesOldActivity(t *testing.T) {
 	t.Parallel()
-	st, err := sqlitestore.Open(t.Context(), testdb.SQLitePath(t), nil)
+	st, err := sqlitestore.Open(t.Context(), sqlitetest.Path(t), nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, st.Close()) })
 	require.NoError(t, st.Migrate(t.Context()))

@@ -24,7 +24,7 @@ import (
 	"github.com/heraldhooks/herald/internal/notice/smtptest"
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore"
-	"github.com/heraldhooks/herald/internal/testdb"
+	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
 	"github.com/heraldhooks/herald/internal/web"
 )
 
@@ -51,7 +51,7 @@ func setup(t *testing.T, tls bool, frame ...string) *env {
 // mails confirmation links through, links to this server.
 func setupWith(t *testing.T, tls bool, mail *smtptest.Server, frame ...string) *env {
 	t.Helper()
-	st, err := sqlitestore.Open(t.Context(), testdb.SQLitePath(t), nil)
+	st, err := sqlitestore.Open(t.Context(), sqlitetest.Path(t), nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	require.NoError(t, st.Migrate(t.Context()))

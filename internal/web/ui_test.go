@@ -19,7 +19,7 @@ import (
 	"github.com/heraldhooks/herald/internal/clock"
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore"
-	"github.com/heraldhooks/herald/internal/testdb"
+	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
 	"github.com/heraldhooks/herald/internal/web"
 )
 
@@ -39,7 +39,7 @@ func setupUI(t *testing.T) *uiEnv { return setupUIOver(t, false) }
 // setupUIOver is setupUI, over TLS when tls is set.
 func setupUIOver(t *testing.T, tls bool) *uiEnv {
 	t.Helper()
-	st, err := sqlitestore.Open(t.Context(), testdb.SQLitePath(t), nil)
+	st, err := sqlitestore.Open(t.Context(), sqlitetest.Path(t), nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	require.NoError(t, st.Migrate(t.Context()))

@@ -11,15 +11,18 @@ import (
 	"github.com/heraldhooks/herald"
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore"
+	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
 	"github.com/heraldhooks/herald/internal/store/storetest"
 	"github.com/heraldhooks/herald/internal/testdb"
 )
 
-// open returns a migrated store on a fresh file, closed when t ends. It
-// seals endpoint secrets, as Herald does.
+// open returns a migrated store on a fresh file, closed when t ends: a copy
+// of one migrated once for the package (sqlitetest), migrated again, which
+// finds nothing left to apply, as on a restart. It seals endpoint secrets,
+// as Herald does.
 func open(tb testing.TB) *sqlitestore.Store {
 	tb.Helper()
-	s, err := sqlitestore.Open(tb.Context(), testdb.SQLitePath(tb), slog.New(slog.DiscardHandler),
+	s, err := sqlitestore.Open(tb.Context(), sqlitetest.Path(tb), slog.New(slog.DiscardHandler),
 		store.WithSecrets(storetest.Ring(tb)))
 	require.NoError(tb, err)
 	tb.Cleanup(func() { require.NoError(tb, s.Close()) })
