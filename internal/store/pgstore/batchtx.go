@@ -118,7 +118,9 @@ func (t *batchTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Com
 // becomes of ctx, as inTx's commit does: cancelled, it could leave the
 // caller told "failed" about a transaction the database went on to
 // commit. A COMMIT that rolled back (the transaction had failed) is an
-// error.
+// error; one answered COMMIT is success, even if the connection then
+// fails before the end of the batch is read (end gives the pool a
+// broken connection, which it drops).
 func (t *batchTx) commit(ctx context.Context, later *pgx.Batch) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -128,19 +130,23 @@ func (t *batchTx) commit(ctx context.Context, later *pgx.Batch) error {
 	}
 	later.Queue("COMMIT")
 	br := t.SendBatch(context.WithoutCancel(ctx), later)
+	committed := false
 	err := func() error {
 		for i := range later.Len() {
 			tag, err := br.Exec()
 			if err != nil {
 				return err
 			}
-			if i == later.Len()-1 && tag.String() != "COMMIT" {
-				return pgx.ErrTxCommitRollback
+			if i == later.Len()-1 {
+				if tag.String() != "COMMIT" {
+					return pgx.ErrTxCommitRollback
+				}
+				committed = true
 			}
 		}
 		return nil
 	}()
-	if closeErr := br.Close(); err == nil {
+	if closeErr := br.Close(); err == nil && !committed {
 		err = closeErr
 	}
 	return err

@@ -117,11 +117,11 @@ type appliedOutcome struct {
 }
 
 // DeliveryCompleteMany writes a batch of outcomes in one transaction, as
-// store.Store describes. The common case takes two round trips besides the
-// transaction's own: one pgx batch locks the endpoints, records every
-// outcome (one statement per wave, a wave holding each delivery once) and
-// counts the breaker windows, then one statement writes the endpoints'
-// health. Every outcome's attempt is logged; an outcome applies only while
+// store.Store describes. The common case takes two round trips, the
+// transaction's BEGIN and COMMIT included (completeTx): one pgx batch locks
+// the endpoints, records every outcome (one statement per wave, a wave
+// holding each delivery once) and counts the breaker windows, then one
+// writes the endpoints' health and the activity and commits. Every outcome's attempt is logged; an outcome applies only while
 // its lease holds, and a stale one is reported as not applied rather than
 // as an error (invariant 10) and touches no health.
 //

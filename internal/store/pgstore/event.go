@@ -295,6 +295,7 @@ func (s *Store) writeDeliveries(ctx context.Context, q queryer, d *deliveryInser
 		return nil
 	}
 	br := q.SendBatch(ctx, b)
+	committed := false
 	err := func() error {
 		if len(d.ids) > 0 {
 			if _, err := br.Exec(); err != nil {
@@ -313,10 +314,15 @@ func (s *Store) writeDeliveries(ctx context.Context, q queryer, d *deliveryInser
 				// The transaction had failed: COMMIT rolled it back.
 				return errCommit{pgx.ErrTxCommitRollback}
 			}
+			committed = true
 		}
 		return nil
 	}()
-	if closeErr := br.Close(); err == nil && closeErr != nil {
+	// Once the COMMIT is answered the transaction is kept, whatever
+	// becomes of the connection before the batch's end is read (the pool
+	// drops a broken one): the calls are answered success, not written
+	// again call by call.
+	if closeErr := br.Close(); err == nil && closeErr != nil && !committed {
 		err = fmt.Errorf("insert deliveries: %w", closeErr)
 	}
 	return err

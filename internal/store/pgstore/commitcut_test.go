@@ -1,0 +1,164 @@
+package pgstore
+
+import (
+	"bufio"
+	"encoding/binary"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/store"
+	"github.com/heraldhooks/herald/internal/store/storetest"
+	"github.com/heraldhooks/herald/internal/testdb"
+)
+
+// commitCutter is a TCP proxy to the test database that, once armed,
+// drops a connection just after the server's answer to a COMMIT and
+// before the ReadyForQuery that ends its batch: the transaction is kept,
+// and the client reads that it committed, then finds the connection gone.
+type commitCutter struct {
+	armed atomic.Bool
+	cuts  atomic.Int32
+}
+
+// openCut opens a store whose connections go through a commitCutter.
+func openCut(t *testing.T) (*Store, *commitCutter) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(testdb.PostgresURL(t))
+	require.NoError(t, err)
+	target := net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	p := &commitCutter{}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.serve(c, target)
+		}
+	}()
+	cfg.ConnConfig.Host = "127.0.0.1"
+	cfg.ConnConfig.Port = uint16(ln.Addr().(*net.TCPAddr).Port)
+	cfg.ConnConfig.Fallbacks = nil
+	s, err := openConfig(t.Context(), cfg, slog.New(slog.DiscardHandler), store.WithSecrets(storetest.Ring(t)))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	require.NoError(t, s.Migrate(t.Context()))
+	return s, p
+}
+
+// serve forwards client's bytes to the server as they come, and the
+// server's a message at a time, until a COMMIT's answer when armed.
+func (p *commitCutter) serve(client net.Conn, target string) {
+	defer func() { _ = client.Close() }()
+	server, err := net.Dial("tcp", target)
+	if err != nil {
+		return
+	}
+	defer func() { _ = server.Close() }()
+	go func() { _, _ = io.Copy(server, client) }()
+	r := bufio.NewReader(server)
+	for {
+		var head [5]byte
+		if _, err := io.ReadFull(r, head[:]); err != nil {
+			return
+		}
+		msg := make([]byte, 1+binary.BigEndian.Uint32(head[1:]))
+		copy(msg, head[:])
+		if _, err := io.ReadFull(r, msg[5:]); err != nil {
+			return
+		}
+		if _, err := client.Write(msg); err != nil {
+			return
+		}
+		if head[0] == 'C' && string(msg[5:]) == "COMMIT\x00" && p.armed.CompareAndSwap(true, false) {
+			p.cuts.Add(1)
+			return
+		}
+	}
+}
+
+// TestCommitAnsweredThenConnectionLost: once the database has answered a
+// batch's COMMIT, the transaction is kept, whatever becomes of the
+// connection before the batch's end is read. The caller is answered
+// success: a group of ingest calls is not written a second time call by
+// call (which made a second event of a call without an idempotency key,
+// and answered one with a key a duplicate of its own event), and a claim
+// or an outcome write is not reported failed with its leases or its
+// outcome kept.
+func TestCommitAnsweredThenConnectionLost(t *testing.T) {
+	t.Parallel()
+
+	t.Run("IngestGroup", func(t *testing.T) {
+		t.Parallel()
+		s, cut := openCut(t)
+		g := setupGroupsOn(t, s)
+		ctx := t.Context()
+		first := g.send(ctx, event("first"))
+		require.Equal(t, 1, g.nextGroup(t))
+		keyed := g.send(ctx, event("a"))
+		g.queued(t, 1)
+		plain := event("b")
+		plain.IdempotencyKey = ""
+		unkeyed := g.send(ctx, plain)
+		g.queued(t, 2)
+		g.letGo()
+		f := recv(t, first)
+		require.NoError(t, f.err)
+		require.Equal(t, 2, g.nextGroup(t))
+		cut.armed.Store(true)
+		g.letGo()
+		a, b := recv(t, keyed), recv(t, unkeyed)
+		require.EqualValues(t, 1, cut.cuts.Load(), "the group's COMMIT was answered, then the connection cut")
+		require.NoError(t, a.err)
+		require.NoError(t, b.err)
+		page, err := s.EventList(ctx, &store.EventListParams{ConsumerID: "c"})
+		require.NoError(t, err)
+		var ids []string
+		for _, ev := range page.Items {
+			ids = append(ids, ev.ID)
+		}
+		require.ElementsMatch(t, []string{f.res[0].Event.ID, a.res[0].Event.ID, b.res[0].Event.ID}, ids,
+			"each call's event, once")
+		require.False(t, a.res[0].Duplicate, "the call's own event")
+	})
+
+	t.Run("ClaimAndOutcome", func(t *testing.T) {
+		t.Parallel()
+		s, cut := openCut(t)
+		ctx := t.Context()
+		createEndpoint(t, s, "c")
+		ingest(t, s, "c", 1)
+		now := t0.Add(time.Second)
+		cut.armed.Store(true)
+		got, err := s.DeliveryClaim(ctx, &store.DeliveryClaimParams{Limit: 10, LeaseMargin: time.Minute, Now: now})
+		require.EqualValues(t, 1, cut.cuts.Load())
+		require.NoError(t, err, "the lease was committed")
+		require.Len(t, got, 1)
+		d, err := s.DeliveryGet(ctx, got[0].Delivery.ID)
+		require.NoError(t, err)
+		require.Equal(t, herald.StatusDelivering, d.Status)
+
+		cut.armed.Store(true)
+		applied, err := s.DeliveryCompleteMany(ctx, &store.DeliveryCompleteManyParams{
+			Outcomes: []store.DeliveryOutcome{outcomeAt(got[0], herald.StatusDelivered, now)}, Now: now,
+		})
+		require.EqualValues(t, 2, cut.cuts.Load())
+		require.NoError(t, err, "the outcome was committed")
+		require.Equal(t, []bool{true}, applied)
+		d, err = s.DeliveryGet(ctx, got[0].Delivery.ID)
+		require.NoError(t, err)
+		require.Equal(t, herald.StatusDelivered, d.Status)
+	})
+}
