@@ -24,9 +24,14 @@ import (
 // drops a connection just after the server's answer to a COMMIT and
 // before the ReadyForQuery that ends its batch: the transaction is kept,
 // and the client reads that it committed, then finds the connection gone.
+//
+// Held instead, it keeps each batch's answer until the ReadyForQuery that
+// ends it, and drops the connection with the whole answer of a batch that
+// holds a COMMIT: the transaction is kept, and the client reads nothing
+// of the batch, not even that its first statement ran.
 type commitCutter struct {
-	armed atomic.Bool
-	cuts  atomic.Int32
+	armed, held atomic.Bool
+	cuts        atomic.Int32
 }
 
 // openCut opens a store whose connections go through a commitCutter.
@@ -69,6 +74,7 @@ func (p *commitCutter) serve(client net.Conn, target string) {
 	defer func() { _ = server.Close() }()
 	go func() { _, _ = io.Copy(server, client) }()
 	r := bufio.NewReader(server)
+	var answer [][]byte // a held batch's answer so far
 	for {
 		var head [5]byte
 		if _, err := io.ReadFull(r, head[:]); err != nil {
@@ -79,10 +85,28 @@ func (p *commitCutter) serve(client net.Conn, target string) {
 		if _, err := io.ReadFull(r, msg[5:]); err != nil {
 			return
 		}
+		commit := head[0] == 'C' && string(msg[5:]) == "COMMIT\x00"
+		if p.held.Load() || len(answer) > 0 {
+			answer = append(answer, msg)
+			if commit && p.held.CompareAndSwap(true, false) {
+				p.cuts.Add(1)
+				return
+			}
+			if head[0] != 'Z' {
+				continue
+			}
+			for _, m := range answer {
+				if _, err := client.Write(m); err != nil {
+					return
+				}
+			}
+			answer = nil
+			continue
+		}
 		if _, err := client.Write(msg); err != nil {
 			return
 		}
-		if head[0] == 'C' && string(msg[5:]) == "COMMIT\x00" && p.armed.CompareAndSwap(true, false) {
+		if commit && p.armed.CompareAndSwap(true, false) {
 			p.cuts.Add(1)
 			return
 		}
@@ -96,7 +120,8 @@ func (p *commitCutter) serve(client net.Conn, target string) {
 // call (which made a second event of a call without an idempotency key,
 // and answered one with a key a duplicate of its own event), and a claim
 // or an outcome write is not reported failed with its leases or its
-// outcome kept.
+// outcome kept. When the whole answer of the batch that committed is lost,
+// the calls of a group are told an error, not written again.
 func TestCommitAnsweredThenConnectionLost(t *testing.T) {
 	t.Parallel()
 
@@ -132,6 +157,43 @@ func TestCommitAnsweredThenConnectionLost(t *testing.T) {
 		require.ElementsMatch(t, []string{f.res[0].Event.ID, a.res[0].Event.ID, b.res[0].Event.ID}, ids,
 			"each call's event, once")
 		require.False(t, a.res[0].Duplicate, "the call's own event")
+	})
+
+	t.Run("IngestGroupAnswerLost", func(t *testing.T) {
+		// The connection is lost with the whole answer of the batch that
+		// committed: the calls cannot tell whether their events were
+		// written, and are told so, an error each. The group is not
+		// written again call by call, which would make a second event of a
+		// call without an idempotency key.
+		t.Parallel()
+		s, cut := openCut(t)
+		g := setupGroupsOn(t, s)
+		ctx := t.Context()
+		first := g.send(ctx, event("first"))
+		require.Equal(t, 1, g.nextGroup(t))
+		keyed := g.send(ctx, event("a"))
+		g.queued(t, 1)
+		plain := event("b")
+		plain.IdempotencyKey = ""
+		unkeyed := g.send(ctx, plain)
+		g.queued(t, 2)
+		g.letGo()
+		require.NoError(t, recv(t, first).err)
+		require.Equal(t, 2, g.nextGroup(t))
+		cut.held.Store(true)
+		g.letGo()
+		a, b := recv(t, keyed), recv(t, unkeyed)
+		require.EqualValues(t, 1, cut.cuts.Load(), "the group's COMMIT ran, its answer was lost")
+		require.Error(t, a.err)
+		require.Error(t, b.err)
+		page, err := s.EventList(ctx, &store.EventListParams{ConsumerID: "c"})
+		require.NoError(t, err)
+		var payloads []string
+		for _, ev := range page.Items {
+			payloads = append(payloads, string(ev.Payload))
+		}
+		require.ElementsMatch(t, []string{`{"k":"first"}`, `{"k":"a"}`, `{"k":"b"}`}, payloads,
+			"each call's event once, as the database committed it")
 	})
 
 	t.Run("ClaimAndOutcome", func(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/heraldhooks/herald/internal/store"
 )
@@ -216,11 +217,13 @@ func (s *Store) leadGroup(own *ingestCall) {
 // few statements a single call of many events uses, so that the round
 // trips a group costs do not grow with its calls. Calls of one consumer
 // that share an idempotency key make one event, the later calls
-// answering it as a duplicate, as the items of one call do. If the batch
-// fails (a call's bad event), the transaction is rolled back and the
-// group written again call by call, each in a savepoint of its own, so
-// that only the failing calls fail. If the transaction cannot commit,
-// every call has that error, since none of it is written.
+// answering it as a duplicate, as the items of one call do. If the
+// database refuses a statement (a call's bad event), the transaction is
+// rolled back and the group written again call by call, each in a
+// savepoint of its own, so that only the failing calls fail. If the
+// transaction cannot commit, every call has that error, since none of it
+// is written; so has every call when the connection fails once the
+// COMMIT may have gone (ingestCalls), since all of it may be.
 func (s *Store) writeGroup(group []*ingestCall) {
 	s.groups.written.Add(1)
 	if len(group) == 1 {
@@ -310,12 +313,21 @@ func (s *Store) ingestCalls(ctx context.Context, q queryer, commit bool, calls [
 	}
 	results, err := s.ingestOn(ctx, q, commit, items, calls[0].now)
 	var failedCommit errCommit
+	var refused *pgconn.PgError
 	switch {
 	case err == nil:
 	case ctx.Err() != nil || errors.As(err, &failedCommit):
 		return err
-	default:
+	case errors.As(err, &refused) || pgconn.SafeToRetry(err):
+		// The database refused a statement, so the transaction is not
+		// kept, or nothing was sent: the calls may be written again, each
+		// on its own.
 		return errCalls{err}
+	default:
+		// The connection failed with statements sent, a COMMIT among
+		// them perhaps: the group may be written, and written again it
+		// could be twice.
+		return err
 	}
 	for _, c := range calls {
 		c.results, results = results[:len(c.items):len(c.items)], results[len(c.items):]
