@@ -93,16 +93,7 @@ func TestIngestGroupRoundTrips(t *testing.T) {
 	s, trips := openCounted(t)
 	g := setupGroupsOn(t, s)
 	ctx := t.Context()
-	first := g.send(ctx, event("first"))
-	require.Equal(t, 1, g.nextGroup(t))
-	var calls []<-chan answer
-	for i, key := range []string{"a", "b", "c"} {
-		calls = append(calls, g.send(ctx, event(key)))
-		g.queued(t, i+1)
-	}
-	g.letGo()
-	require.NoError(t, recv(t, first).err)
-	require.Equal(t, 3, g.nextGroup(t))
+	_, calls := g.queueBehind(t, event("a"), event("b"), event("c"))
 	trips.n.Store(0)
 	g.letGo()
 	for _, ch := range calls {

@@ -113,6 +113,13 @@ func (p *commitCutter) serve(client net.Conn, target string) {
 	}
 }
 
+// unkeyed is event(payload) without an idempotency key.
+func unkeyed(payload string) store.EventIngestItem {
+	e := event(payload)
+	e.IdempotencyKey = ""
+	return e
+}
+
 // TestCommitAnsweredThenConnectionLost: once the database has answered a
 // batch's COMMIT, the transaction is kept, whatever becomes of the
 // connection before the batch's end is read. The caller is answered
@@ -130,21 +137,10 @@ func TestCommitAnsweredThenConnectionLost(t *testing.T) {
 		s, cut := openCut(t)
 		g := setupGroupsOn(t, s)
 		ctx := t.Context()
-		first := g.send(ctx, event("first"))
-		require.Equal(t, 1, g.nextGroup(t))
-		keyed := g.send(ctx, event("a"))
-		g.queued(t, 1)
-		plain := event("b")
-		plain.IdempotencyKey = ""
-		unkeyed := g.send(ctx, plain)
-		g.queued(t, 2)
-		g.letGo()
-		f := recv(t, first)
-		require.NoError(t, f.err)
-		require.Equal(t, 2, g.nextGroup(t))
+		f, calls := g.queueBehind(t, event("a"), unkeyed("b"))
 		cut.armed.Store(true)
 		g.letGo()
-		a, b := recv(t, keyed), recv(t, unkeyed)
+		a, b := recv(t, calls[0]), recv(t, calls[1])
 		require.EqualValues(t, 1, cut.cuts.Load(), "the group's COMMIT was answered, then the connection cut")
 		require.NoError(t, a.err)
 		require.NoError(t, b.err)
@@ -169,20 +165,10 @@ func TestCommitAnsweredThenConnectionLost(t *testing.T) {
 		s, cut := openCut(t)
 		g := setupGroupsOn(t, s)
 		ctx := t.Context()
-		first := g.send(ctx, event("first"))
-		require.Equal(t, 1, g.nextGroup(t))
-		keyed := g.send(ctx, event("a"))
-		g.queued(t, 1)
-		plain := event("b")
-		plain.IdempotencyKey = ""
-		unkeyed := g.send(ctx, plain)
-		g.queued(t, 2)
-		g.letGo()
-		require.NoError(t, recv(t, first).err)
-		require.Equal(t, 2, g.nextGroup(t))
+		_, calls := g.queueBehind(t, event("a"), unkeyed("b"))
 		cut.held.Store(true)
 		g.letGo()
-		a, b := recv(t, keyed), recv(t, unkeyed)
+		a, b := recv(t, calls[0]), recv(t, calls[1])
 		require.EqualValues(t, 1, cut.cuts.Load(), "the group's COMMIT ran, its answer was lost")
 		require.Error(t, a.err)
 		require.Error(t, b.err)

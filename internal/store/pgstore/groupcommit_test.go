@@ -90,6 +90,27 @@ func (g *groupSetup) nextGroup(t *testing.T) int {
 
 func (g *groupSetup) letGo() { g.release <- struct{}{} }
 
+// queueBehind sends a first call and holds its group, queues a call of
+// each item behind it, lets the first group go, and holds the next one,
+// of those calls: the caller lets it go. It returns the first call's
+// answer and where the others' will arrive.
+func (g *groupSetup) queueBehind(t *testing.T, items ...store.EventIngestItem) (answer, []<-chan answer) {
+	t.Helper()
+	ctx := t.Context()
+	firstCh := g.send(ctx, event("first"))
+	require.Equal(t, 1, g.nextGroup(t))
+	var calls []<-chan answer
+	for i, it := range items {
+		calls = append(calls, g.send(ctx, it))
+		g.queued(t, i+1)
+	}
+	g.letGo()
+	first := recv(t, firstCh)
+	require.NoError(t, first.err)
+	require.Equal(t, len(items), g.nextGroup(t))
+	return first, calls
+}
+
 // event is one event of consumer "c" with key as its idempotency key and
 // payload.
 func event(key string) store.EventIngestItem {
