@@ -117,8 +117,9 @@ func (t *batchTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Com
 // one batch, and reads their results. Once sent, the batch runs whatever
 // becomes of ctx, as inTx's commit does: cancelled, it could leave the
 // caller told "failed" about a transaction the database went on to
-// commit. A COMMIT that rolled back (the transaction had failed) is an
-// error; one answered COMMIT is success, even if the connection then
+// commit. A COMMIT that fails, or rolled back (the transaction had
+// failed), is an errCommit, told apart from the failure of a statement
+// of later; one answered COMMIT is success, even if the connection then
 // fails before the end of the batch is read (end gives the pool a
 // broken connection, which it drops).
 func (t *batchTx) commit(ctx context.Context, later *pgx.Batch) error {
@@ -132,18 +133,19 @@ func (t *batchTx) commit(ctx context.Context, later *pgx.Batch) error {
 	br := t.SendBatch(context.WithoutCancel(ctx), later)
 	committed := false
 	err := func() error {
-		for i := range later.Len() {
-			tag, err := br.Exec()
-			if err != nil {
+		for range later.Len() - 1 {
+			if _, err := br.Exec(); err != nil {
 				return err
 			}
-			if i == later.Len()-1 {
-				if tag.String() != "COMMIT" {
-					return pgx.ErrTxCommitRollback
-				}
-				committed = true
-			}
 		}
+		tag, err := br.Exec()
+		if err != nil {
+			return errCommit{err}
+		}
+		if tag.String() != "COMMIT" {
+			return errCommit{pgx.ErrTxCommitRollback}
+		}
+		committed = true
 		return nil
 	}()
 	if closeErr := br.Close(); err == nil && !committed {

@@ -128,7 +128,7 @@ func (s *Store) EventIngest(ctx context.Context, p *store.EventIngestParams) ([]
 // deliveries. DeliveryCompleteMany ingests its notifications through it
 // too, so they fan out exactly as the operator's events do.
 func (s *Store) ingest(ctx context.Context, tx queryer, events []store.EventIngestItem, now time.Time) ([]store.EventIngestResult, error) {
-	return s.ingestOn(ctx, tx, false, events, now)
+	return s.ingestOn(ctx, tx, nil, events, now)
 }
 
 // ingestAlone writes events and their deliveries in a transaction of
@@ -144,17 +144,17 @@ func (s *Store) ingestAlone(ctx context.Context, events []store.EventIngestItem,
 		return nil, err
 	}
 	defer tx.end(ctx)
-	return s.ingestOn(ctx, tx, true, events, now)
+	return s.ingestOn(ctx, tx, tx, events, now)
 }
 
-// ingestOn is ingest on q, which commits with its last statements if
-// commit is set (q is then a batchTx). Its statements go in two batches,
+// ingestOn is ingest on q, which commits tx (q itself) with its last
+// statements if tx is not nil. Its statements go in two batches,
 // one round trip each, since those of a batch do not depend on each
 // other: the endpoints read and the events insert; then the deliveries
 // insert and the wake-up, which need what the first two returned. An
 // event whose idempotency key was taken costs the two reads of
 // existingEvents between them. A failed COMMIT is an errCommit.
-func (s *Store) ingestOn(ctx context.Context, q queryer, commit bool, events []store.EventIngestItem, now time.Time) ([]store.EventIngestResult, error) {
+func (s *Store) ingestOn(ctx context.Context, q queryer, tx *batchTx, events []store.EventIngestItem, now time.Time) ([]store.EventIngestResult, error) {
 	results := make([]store.EventIngestResult, len(events))
 	// Duplicates inside the call point at the first item with their key.
 	firstWithKey := map[idempotencyKey]int{}
@@ -229,7 +229,7 @@ func (s *Store) ingestOn(ctx context.Context, q queryer, commit bool, events []s
 	if err := existingEvents(ctx, q, conflicted, results); err != nil {
 		return nil, err
 	}
-	if err := s.writeDeliveries(ctx, q, &d, commit, now); err != nil {
+	if err := s.writeDeliveries(ctx, q, &d, tx, now); err != nil {
 		return nil, err
 	}
 	for i, first := range dupOf {
@@ -276,54 +276,23 @@ func readAndInsert(ctx context.Context, q queryer, items []*ingestItem, now time
 }
 
 // writeDeliveries inserts the deliveries of d, if any, and asks for the
-// dispatchers to be woken, then commits if commit is set, all in one
-// batch.
-func (s *Store) writeDeliveries(ctx context.Context, q queryer, d *deliveryInsert, commit bool, now time.Time) error {
+// dispatchers to be woken, in one batch, which commits tx if it is not
+// nil. A failed COMMIT is an errCommit.
+func (s *Store) writeDeliveries(ctx context.Context, q queryer, d *deliveryInsert, tx *batchTx, now time.Time) error {
 	b := &pgx.Batch{}
 	if len(d.ids) > 0 {
 		b.Queue(insertDeliveriesSQL, d.args(now)...)
 		b.Queue(notifySQL, s.channel)
 	}
-	if commit {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		ctx = context.WithoutCancel(ctx)
-		b.Queue("COMMIT")
+	var err error
+	if tx != nil {
+		err = tx.commit(ctx, b)
+	} else {
+		err = sendQueued(ctx, q, b)
 	}
-	if b.Len() == 0 {
-		return nil
-	}
-	br := q.SendBatch(ctx, b)
-	committed := false
-	err := func() error {
-		if len(d.ids) > 0 {
-			if _, err := br.Exec(); err != nil {
-				return fmt.Errorf("insert deliveries: %w", err)
-			}
-			if _, err := br.Exec(); err != nil {
-				return fmt.Errorf("notify: %w", err)
-			}
-		}
-		if commit {
-			tag, err := br.Exec()
-			if err != nil {
-				return errCommit{err}
-			}
-			if tag.String() != "COMMIT" {
-				// The transaction had failed: COMMIT rolled it back.
-				return errCommit{pgx.ErrTxCommitRollback}
-			}
-			committed = true
-		}
-		return nil
-	}()
-	// Once the COMMIT is answered the transaction is kept, whatever
-	// becomes of the connection before the batch's end is read (the pool
-	// drops a broken one): the calls are answered success, not written
-	// again call by call.
-	if closeErr := br.Close(); err == nil && closeErr != nil && !committed {
-		err = fmt.Errorf("insert deliveries: %w", closeErr)
+	var failedCommit errCommit
+	if err != nil && !errors.As(err, &failedCommit) {
+		return fmt.Errorf("insert deliveries: %w", err)
 	}
 	return err
 }

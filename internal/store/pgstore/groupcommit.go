@@ -286,7 +286,7 @@ func (s *Store) ingestGroupTx(ctx context.Context, calls []*ingestCall) error {
 			return err
 		}
 		defer tx.end(ctx)
-		return s.ingestCalls(ctx, tx, true, byNow)
+		return s.ingestCalls(ctx, tx, tx, byNow)
 	}
 	return s.inGenericTx(ctx, func(tx pgx.Tx) error {
 		for len(byNow) > 0 {
@@ -294,7 +294,7 @@ func (s *Store) ingestGroupTx(ctx context.Context, calls []*ingestCall) error {
 			for n < len(byNow) && byNow[n].now.Equal(byNow[0].now) {
 				n++
 			}
-			if err := s.ingestCalls(ctx, tx, false, byNow[:n]); err != nil {
+			if err := s.ingestCalls(ctx, tx, nil, byNow[:n]); err != nil {
 				return err
 			}
 			byNow = byNow[n:]
@@ -304,14 +304,14 @@ func (s *Store) ingestGroupTx(ctx context.Context, calls []*ingestCall) error {
 }
 
 // ingestCalls writes the events of calls that ask for one time as one
-// ingest on q (committing if commit is set), and hands each call its
-// results.
-func (s *Store) ingestCalls(ctx context.Context, q queryer, commit bool, calls []*ingestCall) error {
+// ingest on q (committing tx, q itself, if it is not nil), and hands
+// each call its results.
+func (s *Store) ingestCalls(ctx context.Context, q queryer, tx *batchTx, calls []*ingestCall) error {
 	var items []store.EventIngestItem
 	for _, c := range calls {
 		items = append(items, c.items...)
 	}
-	results, err := s.ingestOn(ctx, q, commit, items, calls[0].now)
+	results, err := s.ingestOn(ctx, q, tx, items, calls[0].now)
 	var failedCommit errCommit
 	var refused *pgconn.PgError
 	switch {
