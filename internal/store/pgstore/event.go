@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"strconv"
 	"time"
 
@@ -22,18 +23,26 @@ SELECT id, consumer_id, event_types FROM endpoints
 WHERE enabled AND consumer_id = ANY($1::text[])
 ORDER BY id`
 
-// insertEventsSQL inserts events in the order given, skipping those whose
-// idempotency key is taken, and returns the id and created_at of each it
-// inserted.
-const insertEventsSQL = `
+// insertUnkeyedEventsSQL inserts events in the order given and returns
+// the id and created_at of each. It is for events without idempotency
+// keys, which nothing can conflict with; insertEventsSQL is for the
+// others.
+const insertUnkeyedEventsSQL = `
 INSERT INTO events (id, consumer_id, event_type, payload, idempotency_key, created_at)
 SELECT u.id, u.consumer_id, u.event_type, u.payload, nullif(u.key, ''),
 	coalesce($6::timestamptz, now())
 FROM unnest($1::text[], $2::text[], $3::text[], $4::bytea[], $5::text[])
 	WITH ORDINALITY AS u(id, consumer_id, event_type, payload, key, n)
 ORDER BY u.n
-ON CONFLICT (consumer_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 RETURNING id, created_at`
+
+// insertEventsSQL is insertUnkeyedEventsSQL skipping the events whose
+// idempotency key is taken: it returns the id and created_at of each it
+// inserted. It is an upsert, and an upsert inserts each row
+// speculatively (the row, then its confirmation, in the WAL), which is
+// why events without keys go in by insertUnkeyedEventsSQL.
+var insertEventsSQL = strings.Replace(insertUnkeyedEventsSQL, "RETURNING",
+	"ON CONFLICT (consumer_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING\nRETURNING", 1)
 
 // insertDeliveriesSQL inserts deliveries, pending and due now.
 const insertDeliveriesSQL = `
@@ -253,7 +262,11 @@ func (s *Store) ingestOn(ctx context.Context, q queryer, tx *batchTx, events []s
 func readAndInsert(ctx context.Context, q queryer, items []*ingestItem, now time.Time) (map[string][]matcher, map[string]time.Time, error) {
 	b := &pgx.Batch{}
 	b.Queue(enabledEndpointsSQL, consumersOf(items))
-	b.Queue(insertEventsSQL, insertEventsArgs(items, now)...)
+	insert := insertUnkeyedEventsSQL
+	if slices.ContainsFunc(items, func(u *ingestItem) bool { return u.item.IdempotencyKey != "" }) {
+		insert = insertEventsSQL
+	}
+	b.Queue(insert, insertEventsArgs(items, now)...)
 	br := q.SendBatch(ctx, b)
 	endpoints, inserted, err := func() (map[string][]matcher, map[string]time.Time, error) {
 		endpoints, err := readEndpoints(br)

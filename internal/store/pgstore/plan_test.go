@@ -352,6 +352,7 @@ func TestGenericPlans(t *testing.T) {
 			scan(`endpoints_consumer\w*_idx`, "endpoints") + `\(consumer_id = ANY \(\$1\)\)`,
 		}, nil},
 		{"InsertEvents", insertEventsSQL, []string{`Conflict Arbiter Indexes: events_idempotency_idx`}, nil},
+		{"InsertUnkeyedEvents", insertUnkeyedEventsSQL, []string{`Insert on events`}, []string{`Conflict`}},
 		{"InsertDeliveries", insertDeliveriesSQL, []string{`Insert on deliveries`}, nil},
 		{"DuplicateEvents", duplicateEventsSQL, []string{
 			scan("events_idempotency_idx", "events x") + `\(\(consumer_id = k\.consumer_id\) AND \(idempotency_key = k\.key\)\)`,
@@ -432,7 +433,7 @@ func TestGenericPlansStayInTheirStatements(t *testing.T) {
 	}
 	for name, q := range map[string]string{
 		"LockOutcomeEndpoints": lockOutcomeEndpointsSQL, "Complete": completeSQL,
-		"EnabledEndpoints": enabledEndpointsSQL, "InsertEvents": insertEventsSQL,
+		"EnabledEndpoints": enabledEndpointsSQL, "InsertUnkeyedEvents": insertUnkeyedEventsSQL,
 		"InsertDeliveries": insertDeliveriesSQL, "NextDue": nextDueSQL,
 	} {
 		generic, custom := plans(q)
