@@ -64,12 +64,14 @@ type Config struct {
 	// their leases expire. Past it the outcomes are dropped and their
 	// leases expire: at least once, never lost.
 	OutcomeRetryFor time.Duration
-	// Linger is how long a dispatcher woken for new work waits before it
-	// claims, and how long the outcome writer waits for more outcomes
-	// beside the first, so that at low rates one claim and one outcome
-	// write carry the several deliveries that arrive meanwhile rather than
-	// one each (each is a write transaction). It is a pause in real time,
-	// a few milliseconds added to a delivery's latency, not a due time: it
+	// Linger is how long after its last claim a dispatcher woken for new
+	// work waits before it claims again, and how long the outcome writer
+	// waits for more outcomes beside the first, so that at low rates one
+	// claim and one outcome write carry the several deliveries that
+	// arrive meanwhile rather than one each (each is a write
+	// transaction). Work that wakes a dispatcher whose last claim ended
+	// longer ago is claimed at once. It is a pause in real time, at most a
+	// few milliseconds added to a delivery's latency, not a due time: it
 	// ignores Clock. Under load claims and writes fill up without it and
 	// no claim waits. Default 0: no pause.
 	Linger time.Duration
@@ -288,6 +290,7 @@ func (d *Dispatcher) claimLoop(ctx context.Context, wake, kick <-chan struct{}, 
 			Now:         d.cfg.Clock.StoreNow(),
 		}
 		claimed, err := d.cfg.Store.DeliveryClaim(ctx, params)
+		claimEnded := time.Now()
 		if err != nil && ctx.Err() == nil {
 			d.log.Error("claim deliveries", logkey.Error, err)
 		}
@@ -305,7 +308,11 @@ func (d *Dispatcher) claimLoop(ctx context.Context, wake, kick <-chan struct{}, 
 			d.tidy(ctx)
 		}
 		if d.idle(ctx, wake, kick, lookedAt) {
-			pause(ctx, d.cfg.Linger)
+			// Linger counts from the end of the last claim: work that
+			// wakes a dispatcher quiet for longer is claimed at once, and
+			// at a steady rate claims still come no closer than Linger
+			// apart, each taking what arrived meanwhile.
+			pause(ctx, d.cfg.Linger-time.Since(claimEnded))
 		}
 	}
 }

@@ -731,6 +731,40 @@ func (s *batchSpy) DeliveryCompleteMany(ctx context.Context, p *store.DeliveryCo
 	return s.Store.DeliveryCompleteMany(ctx, p)
 }
 
+// TestQuietDispatcherClaimsAtOnce: Linger counts from the last claim, so
+// an event that wakes a dispatcher quiet for longer than Linger is
+// claimed at once, not a Linger later; one that follows it closely waits
+// for the next claim, a Linger after the first. (Linger is real time: the
+// first arrival must beat it, which a pause after the wake-up could not.)
+func TestQuietDispatcherClaimsAtOnce(t *testing.T) {
+	t.Parallel()
+	const linger = 1500 * time.Millisecond
+	var got atomic.Int64
+	base, c, _ := setup(t, func(w http.ResponseWriter, _ *http.Request) { got.Add(1) })
+	st := &batchSpy{Store: base}
+	runDispatcher(t, dispatch.Config{
+		Store:       st,
+		Sender:      sender.New(sender.Config{AllowPrivateNetworks: true}),
+		Clock:       c,
+		Concurrency: 16,
+		Linger:      linger,
+	})
+	waitFor(t, func() bool { return c.Waiters() > 0 })
+	time.Sleep(linger) // quiet since the first claim, for longer than Linger
+	sent := time.Now()
+	ingest(t, st, c)
+	waitFor(t, func() bool { return got.Load() == 1 })
+	require.Less(t, time.Since(sent), linger, "the first event waited out a linger")
+
+	ingest(t, st, c)
+	ingest(t, st, c)
+	waitFor(t, func() bool { return got.Load() == 3 })
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	require.Equal(t, []int{1, 2}, st.claims[len(st.claims)-2:],
+		"the first event alone, the two that came within Linger of its claim together")
+}
+
 // TestLingerGathersWorkArrivingTogether: events that arrive a few
 // milliseconds apart at an idle dispatcher go out in one claim, and their
 // outcomes in one write, when the dispatcher lingers; each event would
