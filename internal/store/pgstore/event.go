@@ -44,15 +44,57 @@ RETURNING id, created_at`
 var insertEventsSQL = strings.Replace(insertUnkeyedEventsSQL, "RETURNING",
 	"ON CONFLICT (consumer_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING\nRETURNING", 1)
 
-// insertDeliveriesSQL inserts deliveries, pending and due now.
+// insertDeliveriesSQL inserts deliveries, pending and due now, with their
+// rows in the delivery queue (migration 0017) and, for each endpoint whose
+// mark in the endpoint queue (migration 0007) is later than now or
+// missing, the mark at now: what the triggers on inserts into deliveries
+// write for other writers (migration 0020). ingestLockSQL goes before it,
+// in a statement of its own, so that this one reads the marks as they are
+// once the locks are held. $7 are the distinct endpoints of $3.
 const insertDeliveriesSQL = `
-INSERT INTO deliveries (id, event_id, endpoint_id, consumer_id, event_type,
-	status, due_at, created_at, updated_at)
-SELECT u.id, u.event_id, u.endpoint_id, u.consumer_id, u.event_type,
-	'pending', n.t, n.t, n.t
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
-	AS u(id, event_id, endpoint_id, consumer_id, event_type),
-	(SELECT coalesce($6::timestamptz, now()) AS t) AS n`
+WITH n AS (
+	SELECT coalesce($6::timestamptz, now()) AS t
+), ins AS (
+	INSERT INTO deliveries (id, event_id, endpoint_id, consumer_id, event_type,
+		status, due_at, created_at, updated_at)
+	SELECT u.id, u.event_id, u.endpoint_id, u.consumer_id, u.event_type,
+		'pending', n.t, n.t, n.t
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
+		AS u(id, event_id, endpoint_id, consumer_id, event_type), n
+	RETURNING id, endpoint_id, consumer_id, seq, due_at
+), live AS (
+	INSERT INTO delivery_queue (delivery_id, endpoint_id, consumer_id, seq, kind, leased, due_at)
+	SELECT id, endpoint_id, consumer_id, seq, 0, false, due_at
+	FROM ins
+	ORDER BY id
+), mark AS (
+	INSERT INTO endpoint_queue AS q (endpoint_id, due_at)
+	SELECT u.endpoint_id, n.t
+	FROM unnest($7::text[]) AS u(endpoint_id), n
+	-- A probe of each endpoint's mark (a subquery, which no plan turns
+	-- into a join that walks the queue).
+	WHERE coalesce((
+		SELECT x.due_at > n.t FROM endpoint_queue x
+		WHERE x.endpoint_id = u.endpoint_id), true)
+	ORDER BY u.endpoint_id
+	ON CONFLICT (endpoint_id) DO UPDATE SET due_at = excluded.due_at
+		WHERE q.due_at > excluded.due_at
+)
+SELECT count(*) FROM ins`
+
+// ingestLockSQL wakes the dispatchers of every node once the transaction
+// commits; says, for the rest of the transaction, that ingest writes the
+// queue rows of the deliveries it inserts (the triggers of migration 0020
+// then leave them be); and takes the endpoint queue's shared lock of each
+// endpoint in $2 (distinct), or past 32 the one lock of them all, as every
+// writer of the queue does before it reads a mark (migration 0007).
+const ingestLockSQL = `
+SELECT pg_notify($1, ''), set_config('herald.ingest_queues', 'on', true), (
+	SELECT count(*) FROM (
+		SELECT pg_advisory_xact_lock_shared(1213353041, CASE WHEN cardinality($2::text[]) > 32
+			THEN hashtext(current_schema()) ELSE hashtext(current_schema() || ':' || i) END)
+		FROM unnest(CASE WHEN cardinality($2::text[]) > 32 THEN ARRAY[''] ELSE $2::text[] END) AS i
+	) AS l)`
 
 // duplicateEventsSQL reads the events that hold the idempotency keys of
 // the consumers in $1 and $2 (one key each), a probe of the key's index
@@ -288,14 +330,15 @@ func readAndInsert(ctx context.Context, q queryer, items []*ingestItem, now time
 	return endpoints, inserted, nil
 }
 
-// writeDeliveries inserts the deliveries of d, if any, and asks for the
-// dispatchers to be woken, in one batch, which commits tx if it is not
-// nil. A failed COMMIT is an errCommit.
+// writeDeliveries inserts the deliveries of d, if any, with their queue
+// rows, and asks for the dispatchers to be woken, in one batch, which
+// commits tx if it is not nil. A failed COMMIT is an errCommit.
 func (s *Store) writeDeliveries(ctx context.Context, q queryer, d *deliveryInsert, tx *batchTx, now time.Time) error {
 	b := &pgx.Batch{}
 	if len(d.ids) > 0 {
-		b.Queue(insertDeliveriesSQL, d.args(now)...)
-		b.Queue(notifySQL, s.channel)
+		endpoints := d.endpoints()
+		b.Queue(ingestLockSQL, s.channel, endpoints)
+		b.Queue(insertDeliveriesSQL, append(d.args(now), endpoints)...)
 	}
 	var err error
 	if tx != nil {
@@ -409,7 +452,15 @@ func (d *deliveryInsert) add(ref store.DeliveryRef, u *ingestItem) {
 	d.eventTypes = append(d.eventTypes, u.item.EventType)
 }
 
-// args are the arguments of insertDeliveriesSQL.
+// endpoints are the distinct endpoints of d, in order.
+func (d *deliveryInsert) endpoints() []string {
+	ids := slices.Clone(d.endpointIDs)
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
+// args are the arguments of insertDeliveriesSQL but the last, the
+// distinct endpoints.
 func (d *deliveryInsert) args(now time.Time) []any {
 	return []any{d.ids, d.eventIDs, d.endpointIDs, d.consumerIDs, d.eventTypes, nowArg(now)}
 }

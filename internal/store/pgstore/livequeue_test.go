@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -207,4 +208,69 @@ func TestDeliveryQueueUnderConcurrentWriters(t *testing.T) {
 	w.wait(t)
 	require.Empty(t, queueMismatches(t, nodes[0]))
 	require.NotZero(t, queued(t, nodes[0]), "some deliveries are still live, so the check compared rows")
+}
+
+// TestIngestQueuesItsOwnDeliveries: ingest writes the delivery queue's
+// rows and the endpoint queue's marks of the deliveries it inserts itself,
+// in its own statements (migration 0020): with the functions of the
+// triggers on inserts into deliveries made to fail, ingest still succeeds
+// and queues all it inserted, so none of them ran. An insert into
+// deliveries by another writer still fires them.
+func TestIngestQueuesItsOwnDeliveries(t *testing.T) {
+	t.Parallel()
+	s := openNodes(t, 1)[0]
+	ctx := t.Context()
+	createEndpoint(t, s, "c1")
+	createEndpoint(t, s, "c1")
+	for _, fn := range []string{"herald_delivery_queue_put", "herald_endpoint_queue_mark", "herald_endpoint_dead_count"} {
+		_, err := s.pool.Exec(ctx, `CREATE OR REPLACE FUNCTION `+fn+`() RETURNS trigger
+			LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'trigger % ran', TG_NAME; END $$`)
+		require.NoError(t, err)
+	}
+	res := ingest(t, s, "c1", 3) // 3 events to 2 endpoints
+	require.Empty(t, queueMismatches(t, s))
+	require.Equal(t, 6, queued(t, s))
+	var marked int
+	require.NoError(t, s.pool.QueryRow(ctx, "SELECT count(*) FROM endpoint_queue WHERE due_at <= $1", t0).Scan(&marked))
+	require.Equal(t, 2, marked, "both endpoints marked due")
+
+	_, err := s.pool.Exec(ctx, `
+		INSERT INTO deliveries (id, event_id, endpoint_id, consumer_id, event_type, status, due_at, created_at, updated_at)
+		VALUES ('dl_other', $1, $2, 'c1', 'order.created', 'pending', $3, $3, $3)`,
+		res[0].Event.ID, res[0].Deliveries[0].EndpointID, t0)
+	require.ErrorContains(t, err, "trigger deliveries_")
+}
+
+// TestOtherWritersInsertsAreQueued: deliveries inserted by a writer other
+// than ingest (a node of an earlier release, say) are queued by the
+// triggers, on the connections ingest used too (its setting lasts only
+// its transaction), and claimed.
+func TestOtherWritersInsertsAreQueued(t *testing.T) {
+	t.Parallel()
+	s := openNodes(t, 1)[0]
+	ctx := t.Context()
+	ep := createEndpoint(t, s, "c1")
+	res := ingest(t, s, "c1", 1)
+	claimed, err := s.DeliveryClaim(ctx, &store.DeliveryClaimParams{Limit: 10, Now: t0})
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	_, err = s.DeliveryCompleteMany(ctx, &store.DeliveryCompleteManyParams{
+		Outcomes: []store.DeliveryOutcome{delivered(claimed[0])}, Now: t0})
+	require.NoError(t, err)
+	_, err = s.EndpointQueueTidy(ctx, &store.EndpointQueueTidyParams{Now: t0, Limit: 10})
+	require.NoError(t, err)
+	require.Zero(t, queued(t, s))
+
+	for i := range 4 { // on every connection of the pool, in turn
+		_, err = s.pool.Exec(ctx, `
+			INSERT INTO deliveries (id, event_id, endpoint_id, consumer_id, event_type, status, due_at, created_at, updated_at)
+			VALUES ($1, $2, $3, 'c1', 'order.created', 'pending', $4, $4, $4)`,
+			"dl_other"+strconv.Itoa(i), res[0].Event.ID, ep.ID, t0)
+		require.NoError(t, err)
+	}
+	require.Empty(t, queueMismatches(t, s))
+	require.Equal(t, 4, queued(t, s))
+	claimed, err = s.DeliveryClaim(ctx, &store.DeliveryClaimParams{Limit: 10, Now: t0.Add(time.Second)})
+	require.NoError(t, err)
+	require.Len(t, claimed, 4)
 }

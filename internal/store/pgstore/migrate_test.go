@@ -124,8 +124,8 @@ func TestMigrateEndpointSorts(t *testing.T) {
 	a := createEndpoint(t, s, "c1")
 	c := createEndpoint(t, s, "c1")
 	b := createEndpoint(t, s, "c2")
-	ingest(t, s, "c1", 3)
-	ingest(t, s, "c2", 1)
+	ingestBefore(t, s, 3, a, c)
+	ingestBefore(t, s, 1, b)
 	_, err := s.pool.Exec(ctx, `UPDATE deliveries SET status = 'dead', dead_reason = 'exhausted', due_at = NULL
 		WHERE endpoint_id IN ($1, $2)`, a.ID, b.ID)
 	require.NoError(t, err)
@@ -190,5 +190,26 @@ func migrateBelow(t *testing.T, s *Store, version int) {
 			return err
 		})
 		require.NoError(t, err, m.Name)
+	}
+}
+
+// ingestBefore writes n events, each with a pending delivery to every
+// endpoint of eps (of one consumer), as ingest does, in plain SQL: on a
+// schema older than the code's, whose ingest writes the tables of later
+// migrations.
+func ingestBefore(t *testing.T, s *Store, n int, eps ...*herald.Endpoint) {
+	t.Helper()
+	for range n {
+		ev := herald.NewID(herald.PrefixEvent, t0)
+		_, err := s.pool.Exec(t.Context(), `INSERT INTO events (id, consumer_id, event_type, payload, created_at)
+			VALUES ($1, $2, 'order.created', '{}', $3)`, ev, eps[0].ConsumerID, t0)
+		require.NoError(t, err)
+		for _, ep := range eps {
+			_, err := s.pool.Exec(t.Context(), `INSERT INTO deliveries (id, event_id, endpoint_id, consumer_id,
+				event_type, status, due_at, created_at, updated_at)
+				VALUES ($1, $2, $3, $4, 'order.created', 'pending', $5, $5, $5)`,
+				herald.NewID(herald.PrefixDelivery, t0), ev, ep.ID, ep.ConsumerID, t0)
+			require.NoError(t, err)
+		}
 	}
 }

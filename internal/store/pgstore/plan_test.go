@@ -434,7 +434,7 @@ func TestGenericPlansStayInTheirStatements(t *testing.T) {
 	for name, q := range map[string]string{
 		"LockOutcomeEndpoints": lockOutcomeEndpointsSQL, "Complete": completeSQL,
 		"EnabledEndpoints": enabledEndpointsSQL, "InsertUnkeyedEvents": insertUnkeyedEventsSQL,
-		"InsertDeliveries": insertDeliveriesSQL, "NextDue": nextDueSQL,
+		"InsertDeliveries": insertDeliveriesSQL, "IngestLock": ingestLockSQL, "NextDue": nextDueSQL,
 	} {
 		generic, custom := plans(q)
 		require.Zero(t, custom, "%s: custom plans", name)
