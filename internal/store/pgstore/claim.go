@@ -172,6 +172,13 @@ WITH normal AS (
 	FROM picked p
 	WHERE d.id = ANY(ARRAY(SELECT id FROM picked)) AND d.id = p.id
 	RETURNING ` + qualify("d", deliveryCols) + `
+), queued AS (
+	-- The leased deliveries' rows in delivery_queue, which the triggers
+	-- of migration 0021 leave to the claim (claimQueuesSQL).
+	UPDATE delivery_queue q SET
+		kind = least(l.attempt_count, 1), leased = true, due_at = l.due_at
+	FROM leased l
+	WHERE q.delivery_id = l.id
 )
 SELECT ` + qualify("l", deliveryCols) + `, p.due_at, p.seq, p.lost, ` + qualify("ev", eventCols) + `
 FROM leased l
@@ -243,6 +250,12 @@ func (s *Store) DeliveryClaim(ctx context.Context, p *store.DeliveryClaimParams)
 	return out, nil
 }
 
+// claimQueuesSQL says, for the rest of a claim's transaction, that the
+// claim updates the delivery queue's rows of the deliveries it leases
+// (takeSQL): the triggers on updates of deliveries then leave them be
+// (migration 0021).
+const claimQueuesSQL = "SELECT set_config('herald.claim_queues', 'on', true)"
+
 // claimTx runs a claim in a batchTx: its BEGIN goes with the first
 // candidates read, its COMMIT with the write-back of the endpoints'
 // limits. A claim that finds nothing takes two round trips.
@@ -251,6 +264,7 @@ func (s *Store) claimTx(ctx context.Context, p *store.DeliveryClaimParams) ([]*s
 	if err != nil {
 		return nil, err
 	}
+	tx.begin = append(tx.begin, claimQueuesSQL)
 	defer tx.end(ctx)
 	later := &pgx.Batch{}
 	out, err := s.claim(ctx, tx, later, p)

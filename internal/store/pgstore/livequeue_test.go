@@ -274,3 +274,37 @@ func TestOtherWritersInsertsAreQueued(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, claimed, 4)
 }
+
+// TestClaimQueuesItsOwnLeases: a claim updates the delivery queue's rows
+// of the deliveries it leases itself, in its own statement (migration
+// 0021): with the functions of the triggers on deliveries made to fail, a
+// claim still leases, FIFO heads and expired leases included, and the
+// queue holds what it leased; another writer's update of deliveries still
+// fires them.
+func TestClaimQueuesItsOwnLeases(t *testing.T) {
+	t.Parallel()
+	s := openNodes(t, 1)[0]
+	ctx := t.Context()
+	createEndpoint(t, s, "c1")
+	createEndpoint(t, s, "c1", func(ep *herald.Endpoint) { ep.Ordering = herald.OrderingFIFO })
+	ingest(t, s, "c1", 3) // 3 events to 2 endpoints
+	for _, fn := range []string{"herald_delivery_queue_put", "herald_endpoint_queue_mark", "herald_endpoint_dead_count"} {
+		_, err := s.pool.Exec(ctx, `CREATE OR REPLACE FUNCTION `+fn+`() RETURNS trigger
+			LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'trigger % ran', TG_NAME; END $$`)
+		require.NoError(t, err)
+	}
+	claimed, err := s.DeliveryClaim(ctx, &store.DeliveryClaimParams{Limit: 10, LeaseMargin: time.Second, Now: t0})
+	require.NoError(t, err)
+	require.Len(t, claimed, 4, "3 of the unordered endpoint, the FIFO head")
+	require.Empty(t, queueMismatches(t, s))
+	require.Equal(t, 6, queued(t, s))
+
+	// The leases run out, and a later claim takes them again.
+	again, err := s.DeliveryClaim(ctx, &store.DeliveryClaimParams{Limit: 10, LeaseMargin: time.Second, Now: t0.Add(time.Hour)})
+	require.NoError(t, err)
+	require.Len(t, again, 4)
+	require.Empty(t, queueMismatches(t, s))
+
+	_, err = s.pool.Exec(ctx, `UPDATE deliveries SET updated_at = $1 WHERE id = $2`, t0, claimed[0].Delivery.ID)
+	require.ErrorContains(t, err, "trigger deliveries_")
+}
