@@ -261,9 +261,9 @@ const sqlitePurgeLimit = 100
 // dispatchLinger is the dispatchers' batching pause (dispatch.Config.Linger):
 // at 300 events/s on PostgreSQL a claim and an outcome write per delivery
 // cost the database more CPU than everything else together; 5 ms lets a
-// claim carry the deliveries of a few events at such rates, for up to 5 ms
-// more latency; an event that wakes a node quiet for longer goes at once,
-// and under load the pause is gone.
+// claim carry the deliveries of a few events at such rates, for 5 ms more
+// latency; an event that wakes a node quiet for longer goes at once, and
+// under load the pause is gone.
 const dispatchLinger = 5 * time.Millisecond
 
 // runPurger, runSampler and runMailer run the purger, the depth sampler

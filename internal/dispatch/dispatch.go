@@ -64,16 +64,16 @@ type Config struct {
 	// their leases expire. Past it the outcomes are dropped and their
 	// leases expire: at least once, never lost.
 	OutcomeRetryFor time.Duration
-	// Linger is how long after its last claim a dispatcher woken for new
-	// work waits before it claims again, and how long the outcome writer
-	// waits for more outcomes beside the first, so that at low rates one
-	// claim and one outcome write carry the several deliveries that
-	// arrive meanwhile rather than one each (each is a write
-	// transaction). Work that wakes a dispatcher whose last claim ended
-	// longer ago is claimed at once. It is a pause in real time, at most a
-	// few milliseconds added to a delivery's latency, not a due time: it
-	// ignores Clock. Under load claims and writes fill up without it and
-	// no claim waits. Default 0: no pause.
+	// Linger is how long a dispatcher woken for new work within Linger
+	// of its last claim waits before it claims again, and how long the
+	// outcome writer waits for more outcomes beside the first, so that at
+	// low rates one claim and one outcome write carry the several
+	// deliveries that arrive meanwhile rather than one each (each is a
+	// write transaction). Work that wakes a dispatcher quiet for longer
+	// is claimed at once. It is a pause in real time, a few milliseconds
+	// added to a delivery's latency, not a due time: it ignores Clock.
+	// Under load claims and writes fill up without it and no claim waits.
+	// Default 0: no pause.
 	Linger time.Duration
 	// Rand draws the jitter of retry delays, in [0, 1). Default math/rand/v2.
 	Rand func() float64
@@ -307,12 +307,12 @@ func (d *Dispatcher) claimLoop(ctx context.Context, wake, kick <-chan struct{}, 
 			tidiedAt = at
 			d.tidy(ctx)
 		}
-		if d.idle(ctx, wake, kick, lookedAt) {
-			// Linger counts from the end of the last claim: work that
-			// wakes a dispatcher quiet for longer is claimed at once, and
-			// at a steady rate claims still come no closer than Linger
-			// apart, each taking what arrived meanwhile.
-			pause(ctx, d.cfg.Linger-time.Since(claimEnded))
+		// Work that wakes a dispatcher quiet for Linger or longer since
+		// its last claim is claimed at once; work that arrives sooner
+		// waits Linger for more beside it, so that at a steady rate each
+		// claim takes what arrived meanwhile.
+		if d.idle(ctx, wake, kick, lookedAt) && time.Since(claimEnded) < d.cfg.Linger {
+			pause(ctx, d.cfg.Linger)
 		}
 	}
 }

@@ -731,15 +731,12 @@ func (s *batchSpy) DeliveryCompleteMany(ctx context.Context, p *store.DeliveryCo
 	return s.Store.DeliveryCompleteMany(ctx, p)
 }
 
-// TestQuietDispatcherClaimsAtOnce: Linger counts from the last claim, so
-// an event that wakes a dispatcher quiet for longer than Linger is
-// claimed at once, not a Linger later; one that follows it closely waits
-// for the next claim, a Linger after the first. (Linger is real time: the
-// first arrival must beat it, which a pause after the wake-up could not.)
-func TestQuietDispatcherClaimsAtOnce(t *testing.T) {
-	t.Parallel()
-	const linger = 1500 * time.Millisecond
-	var got atomic.Int64
+// runLingering runs a dispatcher with linger on a batchSpy, whose
+// receiver counts in got what arrives, and returns once it is idle on a
+// test-clock timer that never fires: only wake-ups count.
+func runLingering(t *testing.T, linger time.Duration) (*batchSpy, *clock.Test, *atomic.Int64) {
+	t.Helper()
+	got := &atomic.Int64{}
 	base, c, _ := setup(t, func(w http.ResponseWriter, _ *http.Request) { got.Add(1) })
 	st := &batchSpy{Store: base}
 	runDispatcher(t, dispatch.Config{
@@ -750,6 +747,18 @@ func TestQuietDispatcherClaimsAtOnce(t *testing.T) {
 		Linger:      linger,
 	})
 	waitFor(t, func() bool { return c.Waiters() > 0 })
+	return st, c, got
+}
+
+// TestQuietDispatcherClaimsAtOnce: an event that wakes a dispatcher quiet
+// for longer than Linger since its last claim is claimed at once, not a
+// Linger later; those that follow it closely wait a Linger and go
+// together. (Linger is real time: the first arrival must beat it, which a
+// pause after the wake-up could not.)
+func TestQuietDispatcherClaimsAtOnce(t *testing.T) {
+	t.Parallel()
+	const linger = 1500 * time.Millisecond
+	st, c, got := runLingering(t, linger)
 	time.Sleep(linger) // quiet since the first claim, for longer than Linger
 	sent := time.Now()
 	ingest(t, st, c)
@@ -772,18 +781,7 @@ func TestQuietDispatcherClaimsAtOnce(t *testing.T) {
 func TestLingerGathersWorkArrivingTogether(t *testing.T) {
 	t.Parallel()
 	const events = 5
-	var got atomic.Int64
-	base, c, _ := setup(t, func(w http.ResponseWriter, _ *http.Request) { got.Add(1) })
-	st := &batchSpy{Store: base}
-	runDispatcher(t, dispatch.Config{
-		Store:       st,
-		Sender:      sender.New(sender.Config{AllowPrivateNetworks: true}),
-		Clock:       c,
-		Concurrency: 16,
-		Linger:      time.Second, // far longer than the events take to arrive
-	})
-	// Idle on a test-clock timer that never fires: only wake-ups count.
-	waitFor(t, func() bool { return c.Waiters() > 0 })
+	st, c, got := runLingering(t, time.Second) // far longer than the events take to arrive
 	for range events {
 		ingest(t, st, c)
 		time.Sleep(20 * time.Millisecond) // apart, as a steady low rate is
