@@ -1,4 +1,5 @@
 GO ?= go
+GOFMT ?= $(shell $(GO) env GOROOT)/bin/gofmt
 HERALD_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test?sslmode=disable
 export HERALD_TEST_DATABASE_URL
 
@@ -10,8 +11,10 @@ help: ## List the targets
 build: ## Build bin/herald
 	$(GO) build -o bin/herald ./cmd/herald
 
-vet: ## Run go vet
+vet: ## Run go vet, and check that gofmt would change nothing
 	$(GO) vet ./...
+	@unformatted="$$($(GOFMT) -l $$(git ls-files '*.go'))"; \
+	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 
 test: vet ## Run everything: vet, unit, store conformance (SQLite and PostgreSQL), end-to-end, with -race
 	$(GO) test -race -count=1 -timeout 15m ./...

@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -338,7 +338,7 @@ func (s *Store) writeDeliveries(ctx context.Context, q queryer, d *deliveryInser
 	if len(d.ids) > 0 {
 		endpoints := d.endpoints()
 		b.Queue(ingestLockSQL, s.channel, endpoints)
-		b.Queue(insertDeliveriesSQL, append(d.args(now), endpoints)...)
+		b.Queue(insertDeliveriesSQL, d.args(now, endpoints)...)
 	}
 	var err error
 	if tx != nil {
@@ -459,10 +459,10 @@ func (d *deliveryInsert) endpoints() []string {
 	return slices.Compact(ids)
 }
 
-// args are the arguments of insertDeliveriesSQL but the last, the
-// distinct endpoints.
-func (d *deliveryInsert) args(now time.Time) []any {
-	return []any{d.ids, d.eventIDs, d.endpointIDs, d.consumerIDs, d.eventTypes, nowArg(now)}
+// args are the arguments of insertDeliveriesSQL, endpoints being
+// d.endpoints().
+func (d *deliveryInsert) args(now time.Time, endpoints []string) []any {
+	return []any{d.ids, d.eventIDs, d.endpointIDs, d.consumerIDs, d.eventTypes, nowArg(now), endpoints}
 }
 
 // existingEvents fills the results of items whose idempotency key was
