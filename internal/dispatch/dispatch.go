@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -240,15 +241,19 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	// kick wakes the claim loop when outcomes are written: a finished
 	// attempt frees room under its endpoint's in-flight cap (and moves a
 	// FIFO endpoint's head), so capped endpoints flow at the speed of their
-	// answers rather than of the poll interval.
+	// answers rather than of the poll interval. rescheduled wakes it when
+	// the written batch changed due times: leases handed back (due at
+	// once) or retries scheduled (due sooner, perhaps, than the time the
+	// claim loop is sleeping until).
 	kick := make(chan struct{}, 1)
+	rescheduled := make(chan struct{}, 1)
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
-		d.writeResults(results, slots, kick, &unwritten)
+		d.writeResults(results, slots, kick, rescheduled, &unwritten)
 	}()
 
-	d.claimLoop(ctx, wake, kick, jobs, slots, &unwritten)
+	d.claimLoop(ctx, wake, kick, rescheduled, jobs, slots, &unwritten)
 
 	close(jobs)
 	workers.Wait()
@@ -259,7 +264,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 
 // claimLoop claims as many deliveries as there are free slots, and sleeps
 // when nothing is due until a wake-up, the poll interval, or a free slot.
-func (d *Dispatcher) claimLoop(ctx context.Context, wake, kick <-chan struct{}, jobs chan<- job, slots chan struct{}, unwritten *atomic.Int64) {
+func (d *Dispatcher) claimLoop(ctx context.Context, wake, kick, rescheduled <-chan struct{}, jobs chan<- job, slots chan struct{}, unwritten *atomic.Int64) {
 	var tidiedAt time.Time
 	for ctx.Err() == nil {
 		// Take at least one slot (waiting if all are busy), then every free one.
@@ -311,7 +316,7 @@ func (d *Dispatcher) claimLoop(ctx context.Context, wake, kick <-chan struct{}, 
 		// its last claim is claimed at once; work that arrives sooner
 		// waits Linger for more beside it, so that at a steady rate each
 		// claim takes what arrived meanwhile.
-		if d.idle(ctx, wake, kick, lookedAt) && time.Since(claimEnded) < d.cfg.Linger {
+		if d.idle(ctx, wake, kick, rescheduled, lookedAt) && time.Since(claimEnded) < d.cfg.Linger {
 			pause(ctx, d.cfg.Linger)
 		}
 	}
@@ -358,14 +363,18 @@ func takeFree(slots <-chan struct{}, n int) int {
 	return got
 }
 
-// idle waits for a wake-up, a written outcome, the end, the next due time
-// the store knows of, or the poll
-// interval counted from lookedAt, when the last claim looked: time that
-// passed during the claim (a slow database, or a test clock moved meanwhile)
-// counts, so work that fell due while the claim ran is not left waiting a
-// whole interval more. It reports whether a wake-up (new work, from this
-// node or another) ended the wait.
-func (d *Dispatcher) idle(ctx context.Context, wake, kick <-chan struct{}, lookedAt time.Time) (woken bool) {
+// idle waits for a wake-up, a rescheduling, the end, the next due time the
+// store knows of, or the poll interval counted from lookedAt, when the last
+// claim looked: time that passed during the claim (a slow database, or a
+// test clock moved meanwhile) counts, so work that fell due while the claim
+// ran is not left waiting a whole interval more. A written outcome ends
+// the wait too, but only while the store holds work due now that the claim
+// left (NextDue.DueNow: an endpoint at its in-flight cap, a FIFO head in
+// flight), to which the outcome may have made room; otherwise a claim
+// after each outcome write would find nothing, and cost a transaction.
+// It reports whether a wake-up (new work, from this node or another) ended
+// the wait.
+func (d *Dispatcher) idle(ctx context.Context, wake, kick, rescheduled <-chan struct{}, lookedAt time.Time) (woken bool) {
 	until := lookedAt.Add(d.cfg.PollInterval)
 	if !d.cfg.Clock.Now().Before(until) {
 		return false
@@ -377,12 +386,18 @@ func (d *Dispatcher) idle(ctx context.Context, wake, kick <-chan struct{}, looke
 	// after the read: time that passes during the read (a slow database,
 	// a test clock moved meanwhile) counts.
 	askedAt := d.cfg.Clock.Now()
-	next, ok, err := d.cfg.Store.DeliveryNextDue(ctx, &store.DeliveryNextDueParams{Now: d.cfg.Clock.StoreNow()})
+	next, err := d.cfg.Store.DeliveryNextDue(ctx, &store.DeliveryNextDueParams{Now: d.cfg.Clock.StoreNow()})
 	switch {
-	case err != nil && ctx.Err() == nil:
-		d.log.Warn("read the next due time", logkey.Error, err)
-	case ok && askedAt.Add(next).Before(until):
-		until = askedAt.Add(next)
+	case err != nil:
+		if ctx.Err() == nil {
+			d.log.Warn("read the next due time", logkey.Error, err)
+		}
+		next.DueNow = true // not known: heed every outcome, as is safe
+	case next.Found && askedAt.Add(next.Wait).Before(until):
+		until = askedAt.Add(next.Wait)
+	}
+	if !next.DueNow {
+		kick = nil // a nil channel is never ready
 	}
 	wait := until.Sub(d.cfg.Clock.Now())
 	if wait <= 0 {
@@ -395,6 +410,7 @@ func (d *Dispatcher) idle(ctx context.Context, wake, kick <-chan struct{}, looke
 	case <-wake:
 		return true
 	case <-kick:
+	case <-rescheduled:
 	case <-t.C():
 	}
 	return false
@@ -571,7 +587,7 @@ func (d *Dispatcher) logAttempt(c *store.ClaimedDelivery, res *sender.Result, ou
 // Linger (up to maxWriteBatch), and writes them together. Under load
 // batches grow by themselves. Writes use their own context so
 // that a stopping node still records what it did.
-func (d *Dispatcher) writeResults(results <-chan result, slots chan<- struct{}, kick chan<- struct{}, unwritten *atomic.Int64) {
+func (d *Dispatcher) writeResults(results <-chan result, slots chan<- struct{}, kick, rescheduled chan<- struct{}, unwritten *atomic.Int64) {
 	const maxWriteBatch = 500
 	var outcomes []store.DeliveryOutcome
 	var written []result // parallel to outcomes
@@ -637,8 +653,17 @@ func (d *Dispatcher) writeResults(results <-chan result, slots chan<- struct{}, 
 		case kick <- struct{}{}:
 		default:
 		}
+		if len(releases) > 0 || slices.ContainsFunc(outcomes, retries) {
+			select {
+			case rescheduled <- struct{}{}:
+			default:
+			}
+		}
 	}
 }
+
+// retries says whether o schedules another attempt.
+func retries(o store.DeliveryOutcome) bool { return o.Status == herald.StatusPending }
 
 // Bounds on writing a batch of outcomes again after the write failed.
 const (

@@ -256,6 +256,51 @@ func TestCappedEndpointFlowsAtTheSpeedOfItsAnswers(t *testing.T) {
 	}
 }
 
+// TestOutcomeWritesDoNotClaimWhenNothingWaits: once a dispatcher has
+// claimed everything due, the outcomes it writes do not send it to claim
+// again (a transaction that would find nothing): only new work, a retry or
+// a capped endpoint's waiting work does. Ten events, each ingested once
+// the outcome of the one before is written, take ten claims, none empty.
+func TestOutcomeWritesDoNotClaimWhenNothingWaits(t *testing.T) {
+	t.Parallel()
+	base, c, _ := setup(t, func(http.ResponseWriter, *http.Request) {})
+	st := &emptyClaimSpy{Store: base}
+	ingest(t, st, c)
+	var written atomic.Int64
+	runDispatcher(t, dispatch.Config{
+		Store:       st,
+		Sender:      sender.New(sender.Config{AllowPrivateNetworks: true}),
+		Clock:       c,
+		Concurrency: 4,
+		Hooks: dispatch.Hooks{
+			OutcomeWritten: func(*store.ClaimedDelivery, *store.DeliveryOutcome, time.Time, bool) { written.Add(1) },
+		},
+	})
+	for i := range int64(10) {
+		waitFor(t, func() bool { return written.Load() == i+1 })
+		ingest(t, st, c)
+	}
+	waitFor(t, func() bool { return written.Load() == 11 })
+	require.Equal(t, int64(11), st.claims.Load())
+	require.Zero(t, st.empty.Load(), "claims that found nothing")
+}
+
+// emptyClaimSpy is the real store, counting the claims made and those
+// that took nothing.
+type emptyClaimSpy struct {
+	store.Store
+	claims, empty atomic.Int64
+}
+
+func (s *emptyClaimSpy) DeliveryClaim(ctx context.Context, p *store.DeliveryClaimParams) ([]*store.ClaimedDelivery, error) {
+	got, err := s.Store.DeliveryClaim(ctx, p)
+	s.claims.Add(1)
+	if err == nil && len(got) == 0 {
+		s.empty.Add(1)
+	}
+	return got, err
+}
+
 // claimSpy is the real store, with the limit of every claim written down
 // and the first outcome write held at a gate.
 type claimSpy struct {
@@ -590,14 +635,14 @@ type nextDueSpy struct {
 	last atomic.Int64 // -1 for none
 }
 
-func (s *nextDueSpy) DeliveryNextDue(ctx context.Context, p *store.DeliveryNextDueParams) (time.Duration, bool, error) {
-	wait, ok, err := s.Store.DeliveryNextDue(ctx, p)
-	if ok && err == nil {
-		s.last.Store(int64(wait))
+func (s *nextDueSpy) DeliveryNextDue(ctx context.Context, p *store.DeliveryNextDueParams) (store.NextDue, error) {
+	next, err := s.Store.DeliveryNextDue(ctx, p)
+	if next.Found && err == nil {
+		s.last.Store(int64(next.Wait))
 	} else {
 		s.last.Store(-1)
 	}
-	return wait, ok, err
+	return next, err
 }
 
 // TestRetryGoesAtItsTimeNotAtThePoll: a retry due 1.2 s after a failure is

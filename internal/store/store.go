@@ -129,13 +129,16 @@ type Store interface {
 	DeliveryClaim(ctx context.Context, p *DeliveryClaimParams) ([]*ClaimedDelivery, error)
 	// DeliveryNextDue says how long from Now until the earliest live
 	// delivery falls due that is not due yet: a pending delivery's next
-	// attempt, or a leased one's lease expiry. ok is false when none is
-	// still to come. Deliveries already due (waiting for a breaker, a
-	// pause or room) are not counted: a claim just found them not
-	// claimable. An idle dispatcher sleeps until then, instead of finding
-	// a retry only at its next poll. It reads the due index from Now, so
-	// it costs one index probe whatever the history kept.
-	DeliveryNextDue(ctx context.Context, p *DeliveryNextDueParams) (wait time.Duration, ok bool, err error)
+	// attempt, or a leased one's lease expiry (NextDue.Wait; Found is false
+	// when none is still to come). Deliveries already due (waiting for a
+	// breaker, a pause or room) are not counted there: a claim just found
+	// them not claimable. They are what NextDue.DueNow reports. An idle
+	// dispatcher sleeps until then, instead of finding a retry only at its
+	// next poll, and heeds the outcomes it writes (which free room under an
+	// in-flight cap, or move a FIFO head) only while DueNow: otherwise
+	// there is nothing they could let a claim take. It reads the due index
+	// at Now, so it costs two index probes whatever the history kept.
+	DeliveryNextDue(ctx context.Context, p *DeliveryNextDueParams) (NextDue, error)
 	// EndpointQueueTidy keeps the endpoint queue, where claims find the
 	// endpoints with due work, small: for up to p.Limit endpoints marked
 	// due at p.Now (drawn at random), it moves the mark to the endpoint's
@@ -523,6 +526,17 @@ const (
 // DeliveryNextDueParams asks for the next due time after Now.
 type DeliveryNextDueParams struct {
 	Now time.Time
+}
+
+// NextDue is what Store.DeliveryNextDue read at its Now.
+type NextDue struct {
+	// Wait is how long until the earliest live delivery not yet due falls
+	// due; Found says whether there is one.
+	Wait  time.Duration
+	Found bool
+	// DueNow says whether a live delivery is due at Now and not under an
+	// unexpired lease: work that a claim left, or that arrived since.
+	DueNow bool
 }
 
 // SoonRetry is how near a retry must fall due for the outcome write that

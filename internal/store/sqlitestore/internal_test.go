@@ -171,6 +171,14 @@ func TestHotQueriesUseTheirIndexes(t *testing.T) {
 		require.Contains(t, plan, "deliveries_endpoint_seq (endpoint_id=?)")
 		require.NotContains(t, plan, "TEMP B-TREE", "no sort: the index gives the order")
 	})
+	t.Run("NextDue", func(t *testing.T) {
+		t.Parallel()
+		// Both probes are ranges of the live rows' due index: finished
+		// history is not in it.
+		plan := queryPlan(t, s, nextDueQuery, int64(0))
+		require.Contains(t, plan, "deliveries_due (due_at>?)")
+		require.Contains(t, plan, "deliveries_due (due_at<?)")
+	})
 	t.Run("BreakerWindow", func(t *testing.T) {
 		t.Parallel()
 		plan := queryPlan(t, s, windowQuery, "ep_x", int64(0), int64(1))

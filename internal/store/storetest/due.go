@@ -16,14 +16,24 @@ func nextDueCases() []testCase {
 		{"RetryAndLeaseExpiry", testNextDueRetryAndLease},
 		{"DueNowIsNotToCome", testNextDueSkipsDueNow},
 		{"FinishedRowsDoNotCount", testNextDueFinished},
+		{"DueNowIsWorkNotLeased", testNextDueDueNow},
 	}
 }
 
 func nextDue(t *testing.T, s store.Store, now time.Time) (time.Duration, bool) {
 	t.Helper()
-	wait, ok, err := s.DeliveryNextDue(t.Context(), &store.DeliveryNextDueParams{Now: now})
+	next := readNextDue(t, s, now)
+	return next.Wait, next.Found
+}
+
+func readNextDue(t *testing.T, s store.Store, now time.Time) store.NextDue {
+	t.Helper()
+	next, err := s.DeliveryNextDue(t.Context(), &store.DeliveryNextDueParams{Now: now})
 	require.NoError(t, err)
-	return wait, ok
+	if !next.Found {
+		require.Zero(t, next.Wait, "no wait without a time to come")
+	}
+	return next
 }
 
 func testNextDueNone(t *testing.T, s store.Store) {
@@ -80,6 +90,37 @@ func testNextDueFinished(t *testing.T, s store.Store) {
 	require.Equal(t, []bool{true}, complete(t, s, at(time.Second), outcome(c, herald.StatusDelivered, at(time.Second))))
 	_, ok := nextDue(t, s, at(time.Second))
 	require.False(t, ok)
+}
+
+// testNextDueDueNow: DueNow is live work due at Now and not under an
+// unexpired lease, whatever keeps it from a claim; work leased, finished
+// or due later is not.
+func testNextDueDueNow(t *testing.T, s store.Store) {
+	require.False(t, readNextDue(t, s, at(0)).DueNow, "nothing at all")
+	ep := createEndpoint(t, s, newEndpoint("c"), at(0)) // 10 s timeout
+	first := ingestFor(t, s, at(0), ep)
+	require.True(t, readNextDue(t, s, at(0)).DueNow, "pending and due")
+
+	c := claimOne(t, s, at(0), first)
+	next := readNextDue(t, s, at(time.Second))
+	require.False(t, next.DueNow, "leased")
+	require.True(t, next.Found)
+	require.Equal(t, 20*time.Second+leaseMargin-time.Second, next.Wait, "the lease's expiry is still to come")
+	require.True(t, readNextDue(t, s, at(21*time.Second+leaseMargin)).DueNow, "its lease expired: a claim may take it again")
+
+	o := outcome(c, herald.StatusPending, at(2*time.Second))
+	o.RetryIn = 3 * time.Second
+	require.Equal(t, []bool{true}, complete(t, s, at(2*time.Second), o))
+	next = readNextDue(t, s, at(2*time.Second))
+	require.False(t, next.DueNow, "its retry is 3 s away")
+	require.Equal(t, 3*time.Second, next.Wait)
+	require.True(t, readNextDue(t, s, at(5*time.Second)).DueNow, "its retry is due")
+
+	c = claimOne(t, s, at(5*time.Second), first)
+	require.Equal(t, []bool{true}, complete(t, s, at(6*time.Second), outcome(c, herald.StatusDelivered, at(6*time.Second))))
+	next = readNextDue(t, s, at(6*time.Second))
+	require.False(t, next.DueNow, "delivered")
+	require.False(t, next.Found)
 }
 
 // testSubscribeSoonRetry: an outcome that schedules a retry due within
