@@ -58,6 +58,8 @@ func TestEveryConnectionHasThePragmas(t *testing.T) {
 				require.Equal(t, "1", pragma(t, c, "query_only"))
 			} else {
 				require.Equal(t, "0", pragma(t, c, "query_only"))
+				// The group commit's savepoints journal in memory.
+				require.Equal(t, "2", pragma(t, c, "temp_store"), "MEMORY")
 			}
 			require.NoError(t, c.Close())
 		}
