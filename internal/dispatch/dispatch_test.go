@@ -266,15 +266,13 @@ func TestOutcomeWritesDoNotClaimWhenNothingWaits(t *testing.T) {
 	base, c, _ := setup(t, func(http.ResponseWriter, *http.Request) {})
 	st := &emptyClaimSpy{Store: base}
 	ingest(t, st, c)
-	var written atomic.Int64
+	hooks, written := countWrites()
 	runDispatcher(t, dispatch.Config{
 		Store:       st,
 		Sender:      sender.New(sender.Config{AllowPrivateNetworks: true}),
 		Clock:       c,
 		Concurrency: 4,
-		Hooks: dispatch.Hooks{
-			OutcomeWritten: func(*store.ClaimedDelivery, *store.DeliveryOutcome, time.Time, bool) { written.Add(1) },
-		},
+		Hooks:       hooks,
 	})
 	for i := range int64(10) {
 		waitFor(t, func() bool { return written.Load() == i+1 })
@@ -283,6 +281,15 @@ func TestOutcomeWritesDoNotClaimWhenNothingWaits(t *testing.T) {
 	waitFor(t, func() bool { return written.Load() == 11 })
 	require.Equal(t, int64(11), st.claims.Load())
 	require.Zero(t, st.empty.Load(), "claims that found nothing")
+}
+
+// countWrites returns hooks that count the outcomes written, and the
+// count.
+func countWrites() (dispatch.Hooks, *atomic.Int64) {
+	var n atomic.Int64
+	return dispatch.Hooks{
+		OutcomeWritten: func(*store.ClaimedDelivery, *store.DeliveryOutcome, time.Time, bool) { n.Add(1) },
+	}, &n
 }
 
 // emptyClaimSpy is the real store, counting the claims made and those
@@ -685,7 +692,7 @@ func TestRetryGoesAtItsTimeNotAtThePoll(t *testing.T) {
 	st := &nextDueSpy{Store: base}
 	st.last.Store(-1)
 	ingest(t, st, c)
-	var written atomic.Int64
+	hooks, written := countWrites()
 	runDispatcher(t, dispatch.Config{
 		Store:        st,
 		Sender:       sender.New(sender.Config{AllowPrivateNetworks: true}),
@@ -693,9 +700,7 @@ func TestRetryGoesAtItsTimeNotAtThePoll(t *testing.T) {
 		Concurrency:  4,
 		PollInterval: time.Hour,
 		Rand:         func() float64 { return 0.5 }, // no jitter: exactly 1.2 s
-		Hooks: dispatch.Hooks{
-			OutcomeWritten: func(*store.ClaimedDelivery, *store.DeliveryOutcome, time.Time, bool) { written.Add(1) },
-		},
+		Hooks:        hooks,
 	})
 	waitFor(t, func() bool { return written.Load() == 1 })
 	failedAt := attempts()[0]
