@@ -58,7 +58,7 @@ func TestClaimAndOutcomeRoundTrips(t *testing.T) {
 	ingest(t, s, "c", 1)
 	got, n = claim()
 	require.Len(t, got, 1)
-	require.EqualValues(t, 4, n, "BEGIN and the candidates; the in-flight count; the take; COMMIT")
+	require.EqualValues(t, 3, n, "BEGIN and the candidates; the take, with the in-flight count; COMMIT")
 
 	bad := outcomeAt(got[0], herald.StatusPending, now)
 	bad.Attempt.Error = "HTTP 503 \x00"

@@ -23,15 +23,17 @@ import (
 //     time), with a due delivery (for a FIFO endpoint, a due head). The
 //     lock is what makes the in-flight cap and the token bucket exact
 //     across nodes: only one claimer at a time decides for an endpoint.
-//  2. inFlightSQL, a statement of its own so that it sees every claim
-//     committed before the lock was taken, counts each endpoint's leased
-//     deliveries.
-//  3. In Go, breaker.GateAt and ratelimit.Allowance say how many each
-//     endpoint may start, and the claim's limit is dealt out one delivery
-//     per endpoint per round, in the random order.
-//  4. takeSQL leases each endpoint's share; what an endpoint could not
+//     It also counts each endpoint's leased deliveries, as its snapshot,
+//     taken before the lock, saw them: an estimate.
+//  2. In Go, breaker.GateAt and ratelimit.Allowance (on the estimate) say
+//     how many each endpoint may start, and the claim's limit is dealt out
+//     one delivery per endpoint per round, in the random order.
+//  3. takeSQL leases each endpoint's share, cut to the room under its
+//     in-flight cap, which it counts itself: a statement after the lock,
+//     it sees every claim committed before the lock was taken (and the
+//     leases of this claim's earlier rounds). What an endpoint could not
 //     fill is dealt again to those that filled theirs.
-//  5. The token buckets spent and the probes sent are written back.
+//  4. The token buckets spent and the probes sent are written back.
 //
 // Claims never wait for a lock (SKIP LOCKED everywhere), so they cannot
 // deadlock with each other or with the writers that lock an endpoint and
@@ -55,9 +57,17 @@ import (
 // in-flight cap ($3 when it is 0; 1 for FIFO) are left out early: the cap a
 // claim applies (ratelimit.MaxInFlight) is never higher, so they could
 // start nothing. Only live deliveries are read, never deliveries' history.
-// The last column is the claim's now.
+// The last columns are the claim's now and the endpoint's leased
+// deliveries (up to its cap) as this statement's snapshot saw them.
 var candidatesSQL = `
-SELECT ` + qualify("e", endpointCols) + `, coalesce($1::timestamptz, now())
+SELECT ` + qualify("e", endpointCols) + `, coalesce($1::timestamptz, now()),
+	(SELECT count(*) FROM (
+		SELECT 1 FROM delivery_queue l
+		WHERE l.endpoint_id = e.id AND l.leased
+			AND l.due_at > coalesce($1::timestamptz, now())
+		LIMIT CASE WHEN e.ordering = 'fifo' THEN 1
+			WHEN e.max_in_flight > 0 THEN e.max_in_flight ELSE $3::int END
+	) AS leased)
 FROM endpoints e
 WHERE e.id = ANY(ARRAY(
 		SELECT q.endpoint_id FROM endpoint_queue q
@@ -91,31 +101,20 @@ ORDER BY random()
 LIMIT $2
 FOR UPDATE OF e SKIP LOCKED`
 
-// inFlightSQL counts the leased deliveries (lease not expired) of each
-// endpoint in $1, up to its cap in $3 (beyond the cap the count changes
-// nothing: the endpoint may start none). Each count is a plain index scan
-// of one endpoint's range of delivery_queue_leased_idx, stopped at the
-// cap: every finished delivery leaves a dead entry in it until the queue's
-// next vacuum, and a plain scan marks such entries dead as it passes,
-// where a bitmap scan over all the endpoints at once visited each of them
-// on the heap, every claim.
-const inFlightSQL = `
-SELECT c.endpoint_id, (
-	SELECT count(*) FROM (
-		SELECT 1 FROM delivery_queue l
-		WHERE l.endpoint_id = c.endpoint_id AND l.leased
-			AND l.due_at > coalesce($2::timestamptz, now())
-		LIMIT c.cap) AS leased)
-FROM unnest($1::text[], $3::int[]) AS c(endpoint_id, cap)`
-
 // takeSQL leases deliveries: for each endpoint of $2 up to its share $3 of
-// due ones, new before retries, then oldest due first, then in ingest
-// order; for each FIFO endpoint of $5 its head (its live delivery of
+// due ones, and no more than the room under its in-flight cap $7 (the cap
+// less its leased deliveries, lease not expired), new before retries, then
+// oldest due first, then in ingest order; for each FIFO endpoint of $5 its head (its live delivery of
 // lowest seq), if that is due. The choice is read from delivery_queue (one
 // range of its claim index for each kind, a few more than the share, in
 // case some are locked by another writer), and the deliveries are then
 // locked by id, skipping those another writer holds: a FIFO head held so
 // is not taken, and nothing after it is. Rows are rechecked once locked.
+// Each in-flight count is a plain index scan of one endpoint's range of
+// delivery_queue_leased_idx, stopped at the cap: every finished delivery
+// leaves a dead entry in it until the queue's next vacuum, and a plain
+// scan marks such entries dead as it passes, where a bitmap scan over all
+// the endpoints at once would visit each of them on the heap, every claim.
 // Each lease lasts its endpoint's $4 or $6 microseconds. It returns the
 // leased deliveries with their events, their due time before the claim,
 // their seq, and whether each was taken from an expired lease (lost: a
@@ -123,7 +122,16 @@ FROM unnest($1::text[], $3::int[]) AS c(endpoint_id, cap)`
 var takeSQL = `
 WITH normal AS (
 	SELECT y.id, y.due_at, y.seq, y.lost, c.lease_us
-	FROM unnest($2::text[], $3::int[], $4::bigint[]) AS c(endpoint_id, share, lease_us)
+	FROM unnest($2::text[], $3::int[], $4::bigint[], $7::int[]) AS c(endpoint_id, share, lease_us, cap)
+	CROSS JOIN LATERAL (
+		SELECT greatest(least(c.share, c.cap - (
+			SELECT count(*) FROM (
+				SELECT 1 FROM delivery_queue l
+				WHERE l.endpoint_id = c.endpoint_id AND l.leased
+					AND l.due_at > coalesce($1::timestamptz, now())
+				LIMIT c.cap) AS leased)), 0) AS room
+		OFFSET 0 -- counted once, not at each use
+	) AS r
 	CROSS JOIN LATERAL (
 		SELECT d.id, d.due_at, d.seq, d.status = 'delivering' AS lost
 		FROM deliveries d
@@ -136,14 +144,14 @@ WITH normal AS (
 					WHERE q.endpoint_id = c.endpoint_id AND q.kind = k.kind
 						AND q.due_at <= coalesce($1::timestamptz, now())
 					ORDER BY q.due_at, q.seq
-					LIMIT c.share + 8
+					LIMIT r.room + 8
 				) AS z))
 			-- Live, said so that no index of status serves it: the ids
 			-- are the way in.
 			AND d.status NOT IN ('delivered', 'dead', 'cancelled')
 			AND d.due_at <= coalesce($1::timestamptz, now())
 		ORDER BY least(d.attempt_count, 1), d.due_at, d.seq
-		LIMIT c.share
+		LIMIT r.room
 		FOR UPDATE OF d SKIP LOCKED
 	) AS y
 ), fifo AS (
@@ -208,7 +216,7 @@ const maxTakeRounds = 4
 type candidate struct {
 	ep       *herald.Endpoint
 	bucket   ratelimit.Bucket
-	inFlight int
+	inFlight int  // its leased deliveries, as the candidates' snapshot saw them
 	allow    int  // deliveries it may start now
 	probe    bool // the breaker lets one probe go
 	share    int  // dealt to it in this take round
@@ -256,6 +264,10 @@ func (s *Store) DeliveryClaim(ctx context.Context, p *store.DeliveryClaimParams)
 // (migration 0021).
 const claimQueuesSQL = "SELECT set_config('herald.claim_queues', 'on', true)"
 
+// claimSettingsSQL is genericPlansSQL and claimQueuesSQL in one statement,
+// for claims on generic plans.
+const claimSettingsSQL = genericPlansSQL + ", set_config('herald.claim_queues', 'on', true)"
+
 // claimTx runs a claim in a batchTx: its BEGIN goes with the first
 // candidates read, its COMMIT with the write-back of the endpoints'
 // limits. A claim that finds nothing takes two round trips.
@@ -264,7 +276,11 @@ func (s *Store) claimTx(ctx context.Context, p *store.DeliveryClaimParams) ([]*s
 	if err != nil {
 		return nil, err
 	}
-	tx.begin = append(tx.begin, claimQueuesSQL)
+	if tx.begin[len(tx.begin)-1] == genericPlansSQL {
+		tx.begin[len(tx.begin)-1] = claimSettingsSQL
+	} else {
+		tx.begin = append(tx.begin, claimQueuesSQL)
+	}
 	defer tx.end(ctx)
 	later := &pgx.Batch{}
 	out, err := s.claim(ctx, tx, later, p)
@@ -296,9 +312,6 @@ func (s *Store) claim(ctx context.Context, tx queryer, later *pgx.Batch, p *stor
 			break
 		}
 		now = t
-		if err := countInFlight(ctx, tx, p.Now, more); err != nil {
-			return nil, err
-		}
 		for _, c := range more {
 			seen = append(seen, c.ep.ID)
 			switch breaker.GateAt(&c.ep.Health, now) {
@@ -378,48 +391,20 @@ func lockCandidates(ctx context.Context, tx queryer, now time.Time, limit int, s
 	var t time.Time
 	for rows.Next() {
 		var r endpointRow
-		if err := rows.Scan(append(r.dest(), &t)...); err != nil {
+		var leased int64
+		if err := rows.Scan(append(r.dest(), &t, &leased)...); err != nil {
 			return nil, time.Time{}, fmt.Errorf("lock endpoints: %w", err)
 		}
 		ep, err := r.endpoint()
 		if err != nil {
 			return nil, time.Time{}, fmt.Errorf("lock endpoints: %w", err)
 		}
-		out = append(out, &candidate{ep: ep, bucket: r.bucket(), sealed: r.sealed})
+		out = append(out, &candidate{ep: ep, bucket: r.bucket(), sealed: r.sealed, inFlight: int(leased)})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, time.Time{}, fmt.Errorf("lock endpoints: %w", err)
 	}
 	return out, t.UTC(), nil
-}
-
-// countInFlight fills each candidate's count of leased deliveries.
-func countInFlight(ctx context.Context, tx queryer, now time.Time, cands []*candidate) error {
-	ids := make([]string, len(cands))
-	caps := make([]int32, len(cands))
-	byID := make(map[string]*candidate, len(cands))
-	for i, c := range cands {
-		ids[i] = c.ep.ID
-		caps[i] = int32(ratelimit.MaxInFlight(c.ep, &c.ep.Health))
-		byID[c.ep.ID] = c
-	}
-	rows, err := tx.Query(ctx, inFlightSQL, ids, nowArg(now), caps)
-	if err != nil {
-		return fmt.Errorf("count in flight: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		var n int64
-		if err := rows.Scan(&id, &n); err != nil {
-			return fmt.Errorf("count in flight: %w", err)
-		}
-		byID[id].inFlight = int(n)
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("count in flight: %w", err)
-	}
-	return nil
 }
 
 // deal shares left out among the candidates that may take more, one per
@@ -455,7 +440,7 @@ func deal(cands []*candidate, left int) bool {
 // take leases each candidate's share and records what each gave.
 func take(ctx context.Context, tx queryer, now time.Time, cands []*candidate) ([]claimed, error) {
 	var ids, fifoIDs []string
-	var shares []int32
+	var shares, caps []int32
 	var leases, fifoLeases []int64
 	byID := map[string]*candidate{}
 	for _, c := range cands {
@@ -471,8 +456,9 @@ func take(ctx context.Context, tx queryer, now time.Time, cands []*candidate) ([
 		ids = append(ids, c.ep.ID)
 		shares = append(shares, int32(c.share))
 		leases = append(leases, c.leaseUS)
+		caps = append(caps, int32(ratelimit.MaxInFlight(c.ep, &c.ep.Health)))
 	}
-	rows, err := tx.Query(ctx, takeSQL, nowArg(now), ids, shares, leases, fifoIDs, fifoLeases)
+	rows, err := tx.Query(ctx, takeSQL, nowArg(now), ids, shares, leases, fifoIDs, fifoLeases, caps)
 	if err != nil {
 		return nil, fmt.Errorf("lease deliveries: %w", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhooks/herald"
@@ -634,4 +635,38 @@ func TestActivityOfNodes(t *testing.T) {
 		require.Equal(t, int64(3), last.Succeeded)
 		require.Equal(t, int64(1), last.Retries)
 	}
+}
+
+// TestTakeCountsTheRoomUnderTheCap: the take leases no more than the room
+// under an endpoint's in-flight cap, which it counts in its own statement,
+// whatever share the claim dealt on the candidates' estimate: a claim that
+// committed between the candidates' snapshot and their lock is seen.
+func TestTakeCountsTheRoomUnderTheCap(t *testing.T) {
+	t.Parallel()
+	s := openNodes(t, 1)[0]
+	ctx := t.Context()
+	ep := createEndpoint(t, s, "c1")
+	ingest(t, s, "c1", 5)
+	first, err := s.DeliveryClaim(ctx, &store.DeliveryClaimParams{Limit: 2, LeaseMargin: time.Second, Now: t0})
+	require.NoError(t, err)
+	require.Len(t, first, 2)
+
+	// A share of 5, dealt as if none were in flight, under a cap of 3.
+	taken := 0
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, claimQueuesSQL); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, takeSQL, t0, []string{ep.ID}, []int32{5}, []int64{1e6}, []string{}, []int64{}, []int32{3})
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			taken++
+		}
+		return rows.Err()
+	})
+	require.NoError(t, err)
+	require.Equal(t, 1, taken, "2 of the cap's 3 were in flight already")
 }
