@@ -152,6 +152,11 @@ func (c *Config) setDefaults() {
 type Dispatcher struct {
 	cfg Config
 	log *slog.Logger
+
+	// takerMu guards taking, the slots and jobs of the Run under way (nil
+	// when none is), where Reserve and Take hand work leased at ingest.
+	takerMu sync.Mutex
+	taking  *taking
 }
 
 // New returns a Dispatcher for cfg.
@@ -218,6 +223,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		slots <- struct{}{}
 	}
 
+	d.takeFrom(&taking{slots: slots, jobs: jobs})
+
 	// unwritten counts attempts that have ended and whose outcomes are
 	// not written yet: slots that the writer is about to give back.
 	var unwritten atomic.Int64
@@ -255,6 +262,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 
 	d.claimLoop(ctx, wake, kick, rescheduled, jobs, slots, &unwritten)
 
+	d.takeFrom(nil)
 	close(jobs)
 	workers.Wait()
 	close(results)

@@ -578,6 +578,36 @@ type ClaimedDelivery struct {
 	Redelivered bool
 }
 
+// A Taker is this node's dispatcher, which a store may lease deliveries
+// to as they are ingested (pgstore.Store.SetTaker), so that they go out
+// without a claim. A store leases at ingest only what a claim would take
+// at once: deliveries of endpoints that are not FIFO, have no rate limit,
+// whose breaker is closed and that are not paused, within their in-flight
+// cap, and with no new delivery already waiting; the rest is queued, and
+// the dispatchers woken, as ever.
+type Taker interface {
+	// Reserve sets aside up to n of the taker's free attempt slots for an
+	// ingest, none when it is not running. The lease of what the ingest
+	// leases is counted from Reservation.From, read before the ingest
+	// began, as a claim's is from before the claim.
+	Reserve(n int) Reservation
+	// Take hands over what the ingest of r leased (no more than r.Slots,
+	// perhaps none, and none when the ingest failed), and gives back the
+	// slots it leaves free. Each reservation is taken exactly once.
+	Take(r Reservation, claimed []*ClaimedDelivery)
+}
+
+// Reservation is attempt slots a Taker set aside for an ingest.
+type Reservation struct {
+	Slots int
+	// From is the taker's clock when it reserved them.
+	From time.Time
+	// LeaseMargin is DeliveryClaimParams.LeaseMargin for the leases.
+	LeaseMargin time.Duration
+	// Ref is the taker's own, to know its reservations by.
+	Ref any
+}
+
 // Lease names one claim of a delivery.
 type Lease struct {
 	DeliveryID string

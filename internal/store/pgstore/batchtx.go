@@ -114,7 +114,8 @@ func (t *batchTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Com
 }
 
 // commit sends the statements of later (none if nil), then COMMIT, in
-// one batch, and reads their results. Once sent, the batch runs whatever
+// one batch, and reads their results (with the function each was queued
+// with, if any: QueuedQuery.Query). Once sent, the batch runs whatever
 // becomes of ctx, as inTx's commit does: cancelled, it could leave the
 // caller told "failed" about a transaction the database went on to
 // commit. A COMMIT that fails, or rolled back (the transaction had
@@ -133,7 +134,13 @@ func (t *batchTx) commit(ctx context.Context, later *pgx.Batch) error {
 	br := t.SendBatch(context.WithoutCancel(ctx), later)
 	committed := false
 	err := func() error {
-		for range later.Len() - 1 {
+		for _, qq := range later.QueuedQueries[:later.Len()-1] {
+			if qq.Fn != nil { // a statement whose answer is read
+				if err := qq.Fn(br); err != nil {
+					return err
+				}
+				continue
+			}
 			if _, err := br.Exec(); err != nil {
 				return err
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/ratelimit"
 	"github.com/heraldhooks/herald/internal/store"
 )
 
@@ -20,6 +21,13 @@ import (
 // oldest first.
 const enabledEndpointsSQL = `
 SELECT id, consumer_id, event_types FROM endpoints
+WHERE enabled AND consumer_id = ANY($1::text[])
+ORDER BY id`
+
+// enabledEndpointsWholeSQL is enabledEndpointsSQL reading the whole rows,
+// for an ingest that may lease (leasing.go).
+const enabledEndpointsWholeSQL = `
+SELECT ` + endpointCols + ` FROM endpoints
 WHERE enabled AND consumer_id = ANY($1::text[])
 ORDER BY id`
 
@@ -88,13 +96,18 @@ SELECT count(*) FROM ins`
 // then leave them be); and takes the endpoint queue's shared lock of each
 // endpoint in $2 (distinct), or past 32 the one lock of them all, as every
 // writer of the queue does before it reads a mark (migration 0007).
-const ingestLockSQL = `
-SELECT pg_notify($1, ''), set_config('herald.ingest_queues', 'on', true), (
+var ingestLockSQL = "SELECT pg_notify($1, ''), " + ingestQueuesCols("$2")
+
+// ingestQueuesCols are the columns of ingestLockSQL but the wake-up, the
+// endpoints in the parameter named.
+func ingestQueuesCols(endpoints string) string {
+	return `set_config('herald.ingest_queues', 'on', true), (
 	SELECT count(*) FROM (
-		SELECT pg_advisory_xact_lock_shared(1213353041, CASE WHEN cardinality($2::text[]) > 32
+		SELECT pg_advisory_xact_lock_shared(1213353041, CASE WHEN cardinality(` + endpoints + `::text[]) > 32
 			THEN hashtext(current_schema()) ELSE hashtext(current_schema() || ':' || i) END)
-		FROM unnest(CASE WHEN cardinality($2::text[]) > 32 THEN ARRAY[''] ELSE $2::text[] END) AS i
+		FROM unnest(CASE WHEN cardinality(` + endpoints + `::text[]) > 32 THEN ARRAY[''] ELSE ` + endpoints + `::text[] END) AS i
 	) AS l)`
+}
 
 // duplicateEventsSQL reads the events that hold the idempotency keys of
 // the consumers in $1 and $2 (one key each), a probe of the key's index
@@ -127,10 +140,14 @@ type ingestItem struct {
 	item  *store.EventIngestItem
 }
 
-// matcher is the part of an endpoint that decides whether it gets an event.
+// matcher is the part of an endpoint that decides whether it gets an event,
+// and, read whole for an ingest that may lease, the endpoint.
 type matcher struct {
 	id         string
 	eventTypes []string
+	ep         *herald.Endpoint // nil unless read whole
+	bucket     ratelimit.Bucket
+	sealed     bool
 }
 
 // sortedIDs makes n ids and sorts them, so that rows made by one call, taken
@@ -229,7 +246,8 @@ func (s *Store) ingestOn(ctx context.Context, q queryer, tx *batchTx, events []s
 		unique[i].id = id
 	}
 
-	endpoints, inserted, err := readAndInsert(ctx, q, unique, now)
+	mayLease := tx != nil && s.taker.Load() != nil
+	endpoints, inserted, err := readAndInsert(ctx, q, unique, now, mayLease)
 	if err != nil {
 		return nil, err
 	}
@@ -280,7 +298,21 @@ func (s *Store) ingestOn(ctx context.Context, q queryer, tx *batchTx, events []s
 	if err := existingEvents(ctx, q, conflicted, results); err != nil {
 		return nil, err
 	}
-	if err := s.writeDeliveries(ctx, q, &d, tx, now); err != nil {
+	var l *leasing
+	if mayLease {
+		l = s.planLeasing(&d, endpoints, now)
+	}
+	if l != nil {
+		events := make(map[string]*herald.Event, len(fresh))
+		for _, u := range fresh {
+			events[u.id] = results[u.index].Event
+		}
+		leased, err := s.writeLeasing(ctx, tx, &d, l, events, now)
+		l.taker.Take(l.r, leased)
+		if err != nil {
+			return nil, err
+		}
+	} else if err := s.writeDeliveries(ctx, q, &d, tx, now); err != nil {
 		return nil, err
 	}
 	for i, first := range dupOf {
@@ -301,9 +333,13 @@ func (s *Store) ingestOn(ctx context.Context, q queryer, tx *batchTx, events []s
 // consumer the items name, oldest first, and inserts the items, in one
 // batch. It returns the endpoints by consumer and the created_at of each
 // inserted id.
-func readAndInsert(ctx context.Context, q queryer, items []*ingestItem, now time.Time) (map[string][]matcher, map[string]time.Time, error) {
+func readAndInsert(ctx context.Context, q queryer, items []*ingestItem, now time.Time, whole bool) (map[string][]matcher, map[string]time.Time, error) {
 	b := &pgx.Batch{}
-	b.Queue(enabledEndpointsSQL, consumersOf(items))
+	if whole {
+		b.Queue(enabledEndpointsWholeSQL, consumersOf(items))
+	} else {
+		b.Queue(enabledEndpointsSQL, consumersOf(items))
+	}
 	insert := insertUnkeyedEventsSQL
 	if slices.ContainsFunc(items, func(u *ingestItem) bool { return u.item.IdempotencyKey != "" }) {
 		insert = insertEventsSQL
@@ -311,7 +347,7 @@ func readAndInsert(ctx context.Context, q queryer, items []*ingestItem, now time
 	b.Queue(insert, insertEventsArgs(items, now)...)
 	br := q.SendBatch(ctx, b)
 	endpoints, inserted, err := func() (map[string][]matcher, map[string]time.Time, error) {
-		endpoints, err := readEndpoints(br)
+		endpoints, err := readEndpoints(br, whole)
 		if err != nil {
 			return nil, nil, fmt.Errorf("read endpoints: %w", err)
 		}
@@ -377,14 +413,26 @@ func consumersOf(items []*ingestItem) []string {
 
 // readEndpoints reads the answer to enabledEndpointsSQL: the endpoints
 // by consumer, oldest first.
-func readEndpoints(br pgx.BatchResults) (map[string][]matcher, error) {
+func readEndpoints(br pgx.BatchResults, whole bool) (map[string][]matcher, error) {
 	rows, err := br.Query()
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	out := map[string][]matcher{}
-	for rows.Next() {
+	for whole && rows.Next() {
+		var r endpointRow
+		if err := rows.Scan(r.dest()...); err != nil {
+			return nil, err
+		}
+		ep, err := r.endpoint()
+		if err != nil {
+			return nil, err
+		}
+		m := matcher{id: ep.ID, eventTypes: ep.EventTypes, ep: ep, bucket: r.bucket(), sealed: r.sealed}
+		out[ep.ConsumerID] = append(out[ep.ConsumerID], m)
+	}
+	for !whole && rows.Next() {
 		var m matcher
 		var consumer string
 		if err := rows.Scan(&m.id, &consumer, &m.eventTypes); err != nil {

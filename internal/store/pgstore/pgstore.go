@@ -56,6 +56,10 @@ type Store struct {
 	// (groupcommit.go).
 	groups ingestGroups
 
+	// taker is this node's dispatcher, which ingests lease to
+	// (leasing.go), or nil.
+	taker atomic.Pointer[takerBox]
+
 	// node names this store's rows of the activity series (activity.go).
 	node string
 

@@ -1,0 +1,81 @@
+package dispatch
+
+import (
+	"context"
+
+	"github.com/heraldhooks/herald/internal/logkey"
+	"github.com/heraldhooks/herald/internal/store"
+)
+
+// taking is where deliveries leased at ingest go: the slots and the jobs
+// of a Run.
+type taking struct {
+	slots chan struct{}
+	jobs  chan<- job
+}
+
+// takeFrom sets where Take hands its deliveries: t while a Run is under
+// way, nil once it stops taking work.
+func (d *Dispatcher) takeFrom(t *taking) {
+	d.takerMu.Lock()
+	defer d.takerMu.Unlock()
+	d.taking = t
+}
+
+// Reserve implements store.Taker: it takes up to n free slots without
+// waiting, as the claim loop does, so that what an ingest leases to this
+// node starts at once. Slots reserved are not claimed for meanwhile.
+func (d *Dispatcher) Reserve(n int) store.Reservation {
+	r := store.Reservation{From: d.cfg.Clock.Now(), LeaseMargin: d.cfg.LeaseMargin}
+	d.takerMu.Lock()
+	defer d.takerMu.Unlock()
+	if d.taking == nil || n <= 0 {
+		return r
+	}
+	r.Slots = takeFree(d.taking.slots, n)
+	r.Ref = d.taking
+	return r
+}
+
+// Take implements store.Taker: each delivery leased at ingest goes to a
+// worker, with its lease counted from r.From, and the slots left over go
+// back. Deliveries that come after this node stopped taking work (a Run
+// that ended between the reservation and the commit) have their leases
+// handed back, so that a claim takes them at once.
+func (d *Dispatcher) Take(r store.Reservation, claimed []*store.ClaimedDelivery) {
+	if r.Slots == 0 {
+		return
+	}
+	d.takerMu.Lock()
+	defer d.takerMu.Unlock()
+	if d.taking == nil || r.Ref != d.taking {
+		d.handBack(claimed)
+		return
+	}
+	params := store.DeliveryClaimParams{LeaseMargin: r.LeaseMargin}
+	for _, c := range claimed {
+		d.taking.jobs <- job{c: c, leaseEnd: r.From.Add(params.LeaseFor(&c.Endpoint))}
+	}
+	for range r.Slots - len(claimed) {
+		d.taking.slots <- struct{}{}
+	}
+}
+
+// handBack hands back the leases of deliveries this node will not attempt.
+func (d *Dispatcher) handBack(claimed []*store.ClaimedDelivery) {
+	if len(claimed) == 0 {
+		return
+	}
+	leases := make([]store.Lease, len(claimed))
+	for i, c := range claimed {
+		leases[i] = store.Lease{DeliveryID: c.Delivery.ID, LeaseToken: c.LeaseToken}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), defaultOutcomeRetryFor)
+	defer cancel()
+	err := d.cfg.Store.DeliveryRelease(ctx, &store.DeliveryReleaseParams{Leases: leases, Now: d.cfg.Clock.StoreNow()})
+	if err != nil {
+		// The leases run out by themselves, and the deliveries are
+		// claimed then.
+		d.log.Warn("hand back deliveries leased at ingest", logkey.Error, err, logkey.Deliveries, len(leases))
+	}
+}

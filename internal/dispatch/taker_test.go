@@ -1,0 +1,82 @@
+package dispatch_test
+
+import (
+	"context"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/dispatch"
+	"github.com/heraldhooks/herald/internal/sender"
+	"github.com/heraldhooks/herald/internal/store"
+)
+
+// TestTakeAttemptsWhatIngestLeased: a delivery leased elsewhere than in
+// the claim loop (at ingest, store.Taker) and handed over with Take goes
+// out on a reserved slot and has its outcome written under its lease; once
+// the dispatcher has stopped, it reserves nothing, and what an ingest
+// leased to it meanwhile is handed back, due at once for a claim.
+func TestTakeAttemptsWhatIngestLeased(t *testing.T) {
+	t.Parallel()
+	var arrived atomic.Int64
+	st, c, _ := setup(t, func(http.ResponseWriter, *http.Request) { arrived.Add(1) })
+	first, second := ingest(t, st, c), ingest(t, st, c)
+	// Leased as an ingest would lease them: not by this dispatcher.
+	leased, err := st.DeliveryClaim(t.Context(), &store.DeliveryClaimParams{Limit: 2, LeaseMargin: 15 * time.Second, Now: c.Now()})
+	require.NoError(t, err)
+	require.Len(t, leased, 2)
+	byID := map[string]*store.ClaimedDelivery{leased[0].Delivery.ID: leased[0], leased[1].Delivery.ID: leased[1]}
+
+	written := make(chan bool, 2)
+	d := dispatch.New(dispatch.Config{
+		Store:       st,
+		Sender:      sender.New(sender.Config{AllowPrivateNetworks: true}),
+		Clock:       c,
+		Concurrency: 4,
+		LeaseMargin: 15 * time.Second,
+		Hooks: dispatch.Hooks{
+			OutcomeWritten: func(_ *store.ClaimedDelivery, _ *store.DeliveryOutcome, _ time.Time, applied bool) {
+				written <- applied
+			},
+		},
+	})
+	require.Zero(t, d.Reserve(1).Slots, "not running")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		require.NoError(t, d.Run(ctx))
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+
+	var r store.Reservation
+	waitFor(t, func() bool { r = d.Reserve(3); return r.Slots > 0 })
+	require.Equal(t, 3, r.Slots)
+	d.Take(r, []*store.ClaimedDelivery{byID[first]})
+	require.True(t, <-written, "written under the ingest's lease")
+	require.Equal(t, int64(1), arrived.Load())
+	got, err := st.DeliveryGet(t.Context(), first)
+	require.NoError(t, err)
+	require.Equal(t, herald.StatusDelivered, got.Status)
+	// The two slots not filled came back, and the one filled with its outcome.
+	waitFor(t, func() bool {
+		r := d.Reserve(4)
+		d.Take(r, nil)
+		return r.Slots == 4
+	})
+
+	r = d.Reserve(1)
+	require.Equal(t, 1, r.Slots)
+	cancel()
+	<-done
+	require.Zero(t, d.Reserve(1).Slots, "stopped")
+	d.Take(r, []*store.ClaimedDelivery{byID[second]})
+	got, err = st.DeliveryGet(t.Context(), second)
+	require.NoError(t, err)
+	require.Equal(t, herald.StatusPending, got.Status, "handed back")
+	require.Equal(t, int64(1), arrived.Load(), "never sent")
+}

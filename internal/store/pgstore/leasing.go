@@ -1,0 +1,252 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/breaker"
+	"github.com/heraldhooks/herald/internal/ratelimit"
+	"github.com/heraldhooks/herald/internal/store"
+)
+
+// Leasing at ingest. With a taker (SetTaker: this node's dispatcher), an
+// ingest leases to it, in its own transaction, the deliveries a claim
+// would take at once, and hands them over after the commit: they go out
+// without a claim, its transaction and its update of each delivery and
+// queue row, and without waking any node. The rest is queued as ever.
+//
+// Go picks the endpoints a claim could start work for now, from the rows
+// ingest reads anyway (read whole when there is a taker): not FIFO, no
+// rate limit, breaker closed, not paused, with room under the in-flight
+// cap (ratelimit.Allowance). In the database, in the batch that commits:
+//
+//  1. ingestLeasingSQL (ingestLockSQL's queue settings and locks, but
+//     not the wake-up) locks those endpoints that no other transaction holds
+//     (SKIP LOCKED, never waiting: a claim or an outcome write deciding
+//     for the endpoint, or another ingest leasing to it, leaves this
+//     ingest to queue its deliveries) and names them for the statements
+//     that follow (herald.leasing), as a claim's lock does, so that one
+//     writer at a time decides for an endpoint;
+//  2. insertLeasingDeliveriesSQL, a statement after the lock (so that it
+//     sees every claim committed before it), counts each locked
+//     endpoint's leased deliveries and the new ones already due (a claim
+//     will take those: they keep their room), and leases, in ingest order,
+//     up to the room left under each cap and the slots reserved in all;
+//  3. the wake-up is sent only when something was queued.
+//
+// A delivery leased at ingest is a delivering row with lease token 1 and
+// the lease's expiry as its due time, like one a claim leased; its
+// endpoint's due mark is no later than that expiry, so that claims find
+// it should the lease run out.
+
+// ingestLeasingSQL is ingestLockSQL without the wake-up (the endpoints
+// of the deliveries in $1), which also locks the endpoints in $2 that no
+// other transaction holds and names them, for the rest of the
+// transaction, in herald.leasing. The queue's advisory locks come first:
+// a writer that holds one of them never waits for an endpoint's row.
+var ingestLeasingSQL = "SELECT " + ingestQueuesCols("$1") + `, (
+	SELECT set_config('herald.leasing', coalesce(string_agg(l.id, ','), ''), true)
+	FROM (
+		SELECT id FROM endpoints WHERE id = ANY($2::text[])
+		ORDER BY id
+		FOR NO KEY UPDATE SKIP LOCKED) AS l)`
+
+// insertLeasingDeliveriesSQL is insertDeliveriesSQL leasing what it may:
+// $7 the endpoints Go found could start work, $8 their in-flight caps, $9
+// their lease lengths in microseconds, $10 the slots reserved. It returns
+// the deliveries leased, and says in herald.all_leased whether every
+// delivery was.
+var insertLeasingDeliveriesSQL = `
+WITH n AS (
+	SELECT coalesce($6::timestamptz, now()) AS t
+), u AS (
+	SELECT u.*, row_number() OVER (PARTITION BY u.endpoint_id ORDER BY u.ord) AS k
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
+		WITH ORDINALITY AS u(id, event_id, endpoint_id, consumer_id, event_type, ord)
+), room AS (
+	SELECT x.endpoint_id, x.lease_us, greatest(x.cap - (
+		SELECT count(*) FROM (
+			SELECT 1 FROM delivery_queue l
+			WHERE l.endpoint_id = x.endpoint_id AND l.leased AND l.due_at > n.t
+			LIMIT x.cap) AS leased) - (
+		SELECT count(*) FROM (
+			SELECT 1 FROM delivery_queue w
+			WHERE w.endpoint_id = x.endpoint_id AND w.kind = 0 AND w.due_at <= n.t
+			LIMIT x.cap) AS waiting), 0) AS room
+	FROM unnest($7::text[], $8::int[], $9::bigint[]) AS x(endpoint_id, cap, lease_us), n
+	WHERE x.endpoint_id = ANY(string_to_array(current_setting('herald.leasing'), ','))
+), pick AS (
+	SELECT u.id, r.lease_us
+	FROM u JOIN room r ON r.endpoint_id = u.endpoint_id
+	WHERE u.k <= r.room
+	ORDER BY u.ord
+	LIMIT $10
+), ins AS (
+	INSERT INTO deliveries (id, event_id, endpoint_id, consumer_id, event_type,
+		status, lease_token, due_at, created_at, updated_at)
+	SELECT u.id, u.event_id, u.endpoint_id, u.consumer_id, u.event_type,
+		CASE WHEN p.id IS NULL THEN 'pending' ELSE 'delivering' END,
+		CASE WHEN p.id IS NULL THEN 0 ELSE 1 END,
+		CASE WHEN p.id IS NULL THEN n.t ELSE n.t + p.lease_us * interval '1 microsecond' END,
+		n.t, n.t
+	FROM u CROSS JOIN n LEFT JOIN pick p ON p.id = u.id
+	ORDER BY u.ord
+	RETURNING ` + deliveryCols + `, seq
+), live AS (
+	INSERT INTO delivery_queue (delivery_id, endpoint_id, consumer_id, seq, kind, leased, due_at)
+	SELECT id, endpoint_id, consumer_id, seq, 0, status = 'delivering', due_at
+	FROM ins
+	ORDER BY id
+), mark AS (
+	-- Each endpoint's mark no later than its earliest due delivery: now
+	-- for one queued, the lease's expiry for one leased.
+	INSERT INTO endpoint_queue AS q (endpoint_id, due_at)
+	SELECT m.endpoint_id, m.due_at
+	FROM (SELECT endpoint_id, min(due_at) AS due_at FROM ins GROUP BY endpoint_id) AS m
+	WHERE coalesce((
+		SELECT x.due_at > m.due_at FROM endpoint_queue x
+		WHERE x.endpoint_id = m.endpoint_id), true)
+	ORDER BY m.endpoint_id
+	ON CONFLICT (endpoint_id) DO UPDATE SET due_at = excluded.due_at
+		WHERE q.due_at > excluded.due_at
+)
+SELECT ` + qualify("ins", deliveryCols) + `,
+	set_config('herald.all_leased', CASE WHEN EXISTS (
+		SELECT 1 FROM ins WHERE status = 'pending') THEN 'off' ELSE 'on' END, true)
+FROM ins
+WHERE status = 'delivering'`
+
+// notifyQueuedSQL wakes the dispatchers of every node at the commit,
+// unless the ingest leased every delivery it inserted.
+const notifyQueuedSQL = `
+SELECT pg_notify($1, '')
+WHERE current_setting('herald.all_leased', true) IS DISTINCT FROM 'on'`
+
+// takerBox holds a store.Taker for an atomic.Pointer.
+type takerBox struct{ t store.Taker }
+
+// SetTaker makes ingests on this store lease what they may to t, this
+// node's dispatcher (see store.Taker); nil stops it.
+func (s *Store) SetTaker(t store.Taker) {
+	if t == nil {
+		s.taker.Store(nil)
+		return
+	}
+	s.taker.Store(&takerBox{t: t})
+}
+
+// leasing is what an ingest may lease: the endpoints that could start
+// work now, whole and with their secrets open, and the slots reserved.
+type leasing struct {
+	taker   store.Taker
+	r       store.Reservation
+	ids     []string
+	caps    []int32
+	leaseUS []int64
+	byID    map[string]*herald.Endpoint
+}
+
+// planLeasing says what the deliveries of d may be leased to, nil for
+// none: no taker, or no endpoint that could start work, or no slot free.
+// endpoints are the ingest's, read whole.
+func (s *Store) planLeasing(d *deliveryInsert, endpoints map[string][]matcher, now time.Time) *leasing {
+	box := s.taker.Load()
+	if box == nil || len(d.ids) == 0 {
+		return nil
+	}
+	now = idTime(now)
+	count := map[string]int{}
+	for _, id := range d.endpointIDs {
+		count[id]++
+	}
+	l := &leasing{taker: box.t, byID: map[string]*herald.Endpoint{}}
+	params := store.DeliveryClaimParams{}
+	n := 0
+	for _, ms := range endpoints {
+		for _, m := range ms {
+			ep := m.ep
+			if ep == nil || count[m.id] == 0 || !leasable(ep, m.bucket, now) {
+				continue
+			}
+			opened := *ep
+			if err := s.secrets.OpenEndpoint(&opened, m.sealed); err != nil {
+				continue // a claim meets the same, and says so
+			}
+			l.byID[ep.ID] = &opened
+			l.ids = append(l.ids, ep.ID)
+			l.caps = append(l.caps, int32(ratelimit.MaxInFlight(ep, &ep.Health)))
+			l.leaseUS = append(l.leaseUS, micros(params.LeaseFor(ep)))
+			n += count[m.id]
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	l.r = l.taker.Reserve(n)
+	if l.r.Slots == 0 {
+		l.taker.Take(l.r, nil)
+		return nil
+	}
+	for i := range l.leaseUS {
+		params.LeaseMargin = l.r.LeaseMargin
+		l.leaseUS[i] = micros(params.LeaseFor(l.byID[l.ids[i]]))
+	}
+	return l
+}
+
+// leasable says whether a claim at now could start a delivery to ep
+// without writing anything of ep's back: not FIFO (whose head rule the
+// claim applies), no rate limit (whose bucket it spends), breaker closed
+// (a probe is written back), not paused, room under the cap as far as the
+// row tells (the database counts the leases).
+func leasable(ep *herald.Endpoint, b ratelimit.Bucket, now time.Time) bool {
+	return ep.Enabled && ep.Ordering != herald.OrderingFIFO &&
+		(ep.RateLimit == nil || ep.RateLimit.PerSecond <= 0) &&
+		breaker.GateAt(&ep.Health, now) == breaker.Flowing &&
+		ratelimit.Allowance(ep, &ep.Health, b, 0, now) > 0
+}
+
+// writeLeasing is writeDeliveries for an ingest that may lease (l): it
+// inserts the deliveries of d, leasing what it may, queues the rest, and
+// commits tx, in one batch. It returns the deliveries leased, with their
+// events (by id in events) and endpoints, for l's taker.
+func (s *Store) writeLeasing(ctx context.Context, tx *batchTx, d *deliveryInsert, l *leasing,
+	events map[string]*herald.Event, now time.Time,
+) ([]*store.ClaimedDelivery, error) {
+	var leased []*store.ClaimedDelivery
+	b := &pgx.Batch{}
+	b.Queue(ingestLeasingSQL, d.endpoints(), l.ids)
+	b.Queue(insertLeasingDeliveriesSQL, d.ids, d.eventIDs, d.endpointIDs, d.consumerIDs, d.eventTypes,
+		nowArg(now), l.ids, l.caps, l.leaseUS, l.r.Slots).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var r deliveryRow
+			var set string
+			if err := rows.Scan(append(r.dest(), &set)...); err != nil {
+				return err
+			}
+			dl := r.delivery()
+			leased = append(leased, &store.ClaimedDelivery{
+				Delivery:       *dl,
+				Event:          *events[dl.EventID],
+				Endpoint:       *l.byID[dl.EndpointID],
+				LeaseToken:     r.leaseToken,
+				LeaseExpiresAt: r.dueAt.UTC(),
+			})
+		}
+		return rows.Err()
+	})
+	b.Queue(notifyQueuedSQL, s.channel)
+	if err := tx.commit(ctx, b); err != nil {
+		var failedCommit errCommit
+		if !errors.As(err, &failedCommit) {
+			err = fmt.Errorf("insert deliveries: %w", err)
+		}
+		return nil, err
+	}
+	return leased, nil
+}
