@@ -22,14 +22,21 @@ func (d *Dispatcher) takeFrom(t *taking) {
 	d.taking = t
 }
 
+// takeBusyMax is how many attempts a node may have under way (slots
+// taken) and still take work leased at ingest. Past it, deliveries arrive
+// faster than one at a time, and claims, which take them many to a
+// statement, cost less per delivery than leasing each ingest's few.
+const takeBusyMax = 48
+
 // Reserve implements store.Taker: it takes up to n free slots without
 // waiting, as the claim loop does, so that what an ingest leases to this
-// node starts at once. Slots reserved are not claimed for meanwhile.
+// node starts at once; none while more than takeBusyMax slots are taken.
+// Slots reserved are not claimed for meanwhile.
 func (d *Dispatcher) Reserve(n int) store.Reservation {
 	r := store.Reservation{From: d.cfg.Clock.Now(), LeaseMargin: d.cfg.LeaseMargin}
 	d.takerMu.Lock()
 	defer d.takerMu.Unlock()
-	if d.taking == nil || n <= 0 {
+	if d.taking == nil || n <= 0 || cap(d.taking.slots)-len(d.taking.slots) > takeBusyMax {
 		return r
 	}
 	r.Slots = takeFree(d.taking.slots, n)

@@ -53,8 +53,9 @@ func TestTakeAttemptsWhatIngestLeased(t *testing.T) {
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 
-	var r store.Reservation
-	waitFor(t, func() bool { r = d.Reserve(3); return r.Slots > 0 })
+	// Idle (its first claim found nothing), so every slot is free.
+	waitFor(t, func() bool { return c.Waiters() == 1 })
+	r := d.Reserve(3)
 	require.Equal(t, 3, r.Slots)
 	d.Take(r, []*store.ClaimedDelivery{byID[first]})
 	require.True(t, <-written, "written under the ingest's lease")
@@ -79,4 +80,37 @@ func TestTakeAttemptsWhatIngestLeased(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, herald.StatusPending, got.Status, "handed back")
 	require.Equal(t, int64(1), arrived.Load(), "never sent")
+}
+
+// TestReserveGivesNothingToABusyNode: past 48 attempts under way (slots
+// taken, here by reservations), a node takes no work leased at ingest:
+// claims take it, many to a statement.
+func TestReserveGivesNothingToABusyNode(t *testing.T) {
+	t.Parallel()
+	st, c, _ := setup(t, func(http.ResponseWriter, *http.Request) {})
+	d := dispatch.New(dispatch.Config{
+		Store:       st,
+		Sender:      sender.New(sender.Config{AllowPrivateNetworks: true}),
+		Clock:       c,
+		Concurrency: 64,
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		require.NoError(t, d.Run(ctx))
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+
+	waitFor(t, func() bool { return c.Waiters() == 1 }) // idle: every slot free
+	busy := d.Reserve(48)
+	require.Equal(t, 48, busy.Slots)
+	one := d.Reserve(1)
+	require.Equal(t, 1, one.Slots, "48 under way: still taking")
+	require.Zero(t, d.Reserve(1).Slots, "49 under way: busy")
+	d.Take(one, nil)
+	one = d.Reserve(1)
+	require.Equal(t, 1, one.Slots, "48 again")
+	d.Take(one, nil)
+	d.Take(busy, nil)
 }

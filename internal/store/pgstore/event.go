@@ -140,6 +140,11 @@ type ingestItem struct {
 	item  *store.EventIngestItem
 }
 
+// leaseSlotsPerEvent is how many slots an ingest that may lease reserves
+// for each event, before it knows how many endpoints each goes to: those
+// it leaves free go back at the end of the ingest.
+const leaseSlotsPerEvent = 4
+
 // matcher is the part of an endpoint that decides whether it gets an event,
 // and, read whole for an ingest that may lease, the endpoint.
 type matcher struct {
@@ -246,8 +251,13 @@ func (s *Store) ingestOn(ctx context.Context, q queryer, tx *batchTx, events []s
 		unique[i].id = id
 	}
 
-	mayLease := tx != nil && s.taker.Load() != nil
-	endpoints, inserted, err := readAndInsert(ctx, q, unique, now, mayLease)
+	// An ingest that may lease reserves its slots first, and reads its
+	// endpoints whole only when it got some (leasing.go).
+	lease := s.reserve(tx, leaseSlotsPerEvent*len(unique))
+	if lease != nil {
+		defer lease.done()
+	}
+	endpoints, inserted, err := readAndInsert(ctx, q, unique, now, lease != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -298,20 +308,16 @@ func (s *Store) ingestOn(ctx context.Context, q queryer, tx *batchTx, events []s
 	if err := existingEvents(ctx, q, conflicted, results); err != nil {
 		return nil, err
 	}
-	var l *leasing
-	if mayLease {
-		l = s.planLeasing(&d, endpoints, now)
-	}
-	if l != nil {
+	if lease != nil && s.planLeasing(lease, &d, endpoints, now) {
 		events := make(map[string]*herald.Event, len(fresh))
 		for _, u := range fresh {
 			events[u.id] = results[u.index].Event
 		}
-		leased, err := s.writeLeasing(ctx, tx, &d, l, events, now)
-		l.taker.Take(l.r, leased)
+		leased, err := s.writeLeasing(ctx, tx, &d, lease, events, now)
 		if err != nil {
 			return nil, err
 		}
+		lease.handOver(leased)
 	} else if err := s.writeDeliveries(ctx, q, &d, tx, now); err != nil {
 		return nil, err
 	}

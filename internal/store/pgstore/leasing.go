@@ -140,33 +140,59 @@ func (s *Store) SetTaker(t store.Taker) {
 	s.taker.Store(&takerBox{t: t})
 }
 
-// leasing is what an ingest may lease: the endpoints that could start
-// work now, whole and with their secrets open, and the slots reserved.
+// leasing is what an ingest may lease: the slots reserved, and the
+// endpoints that could start work now, whole and with their secrets open.
 type leasing struct {
 	taker   store.Taker
 	r       store.Reservation
+	handed  bool
 	ids     []string
 	caps    []int32
 	leaseUS []int64
 	byID    map[string]*herald.Endpoint
 }
 
-// planLeasing says what the deliveries of d may be leased to, nil for
-// none: no taker, or no endpoint that could start work, or no slot free.
-// endpoints are the ingest's, read whole.
-func (s *Store) planLeasing(d *deliveryInsert, endpoints map[string][]matcher, now time.Time) *leasing {
+// reserve reserves slots of the taker for an ingest of n events that
+// commits tx, and returns them, or nil: no taker, no batchTx (an ingest on
+// a pgx transaction, or the notifications of an outcome write), or no
+// slot free. The caller calls done when the ingest is over.
+func (s *Store) reserve(tx *batchTx, n int) *leasing {
 	box := s.taker.Load()
-	if box == nil || len(d.ids) == 0 {
+	if box == nil || tx == nil {
 		return nil
 	}
+	r := box.t.Reserve(n)
+	if r.Slots == 0 {
+		box.t.Take(r, nil)
+		return nil
+	}
+	return &leasing{taker: box.t, r: r}
+}
+
+// handOver gives the taker what the ingest leased, and the slots left.
+func (l *leasing) handOver(claimed []*store.ClaimedDelivery) {
+	l.handed = true
+	l.taker.Take(l.r, claimed)
+}
+
+// done gives the slots back if nothing was handed over (the ingest
+// failed, or queued everything).
+func (l *leasing) done() {
+	if !l.handed {
+		l.handOver(nil)
+	}
+}
+
+// planLeasing finds, among the ingest's endpoints (read whole), those the
+// deliveries of d may be leased to, and says whether there are any.
+func (s *Store) planLeasing(l *leasing, d *deliveryInsert, endpoints map[string][]matcher, now time.Time) bool {
 	now = idTime(now)
 	count := map[string]int{}
 	for _, id := range d.endpointIDs {
 		count[id]++
 	}
-	l := &leasing{taker: box.t, byID: map[string]*herald.Endpoint{}}
-	params := store.DeliveryClaimParams{}
-	n := 0
+	l.byID = map[string]*herald.Endpoint{}
+	params := store.DeliveryClaimParams{LeaseMargin: l.r.LeaseMargin}
 	for _, ms := range endpoints {
 		for _, m := range ms {
 			ep := m.ep
@@ -181,22 +207,9 @@ func (s *Store) planLeasing(d *deliveryInsert, endpoints map[string][]matcher, n
 			l.ids = append(l.ids, ep.ID)
 			l.caps = append(l.caps, int32(ratelimit.MaxInFlight(ep, &ep.Health)))
 			l.leaseUS = append(l.leaseUS, micros(params.LeaseFor(ep)))
-			n += count[m.id]
 		}
 	}
-	if n == 0 {
-		return nil
-	}
-	l.r = l.taker.Reserve(n)
-	if l.r.Slots == 0 {
-		l.taker.Take(l.r, nil)
-		return nil
-	}
-	for i := range l.leaseUS {
-		params.LeaseMargin = l.r.LeaseMargin
-		l.leaseUS[i] = micros(params.LeaseFor(l.byID[l.ids[i]]))
-	}
-	return l
+	return len(l.ids) > 0
 }
 
 // leasable says whether a claim at now could start a delivery to ep
