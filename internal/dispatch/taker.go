@@ -54,11 +54,12 @@ func (d *Dispatcher) Take(r store.Reservation, claimed []*store.ClaimedDelivery)
 		return
 	}
 	d.takerMu.Lock()
-	defer d.takerMu.Unlock()
 	if d.taking == nil || r.Ref != d.taking {
-		d.handBack(claimed)
+		d.takerMu.Unlock()
+		d.handBack(claimed) // the database, outside the lock
 		return
 	}
+	defer d.takerMu.Unlock()
 	params := store.DeliveryClaimParams{LeaseMargin: r.LeaseMargin}
 	for _, c := range claimed {
 		d.taking.jobs <- job{c: c, leaseEnd: r.From.Add(params.LeaseFor(&c.Endpoint))}

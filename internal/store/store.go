@@ -582,9 +582,10 @@ type ClaimedDelivery struct {
 // to as they are ingested (pgstore.Store.SetTaker), so that they go out
 // without a claim. A store leases at ingest only what a claim would take
 // at once: deliveries of endpoints that are not FIFO, have no rate limit,
-// whose breaker is closed and that are not paused, within their in-flight
-// cap, and with no new delivery already waiting; the rest is queued, and
-// the dispatchers woken, as ever.
+// whose breaker is closed and that are not paused or slowed down, within
+// the room their in-flight cap leaves beside their leases and the new
+// deliveries already due; the rest is queued, and the dispatchers woken,
+// as ever.
 type Taker interface {
 	// Reserve sets aside up to n of the taker's free attempt slots for an
 	// ingest, none when it is not running. The lease of what the ingest

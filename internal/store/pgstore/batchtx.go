@@ -115,7 +115,8 @@ func (t *batchTx) Exec(ctx context.Context, sql string, args ...any) (pgconn.Com
 
 // commit sends the statements of later (none if nil), then COMMIT, in
 // one batch, and reads their results (with the function each was queued
-// with, if any: QueuedQuery.Query). Once sent, the batch runs whatever
+// with, if any: QueuedQuery.Query, which keeps its own error: the
+// COMMIT's answer decides). Once sent, the batch runs whatever
 // becomes of ctx, as inTx's commit does: cancelled, it could leave the
 // caller told "failed" about a transaction the database went on to
 // commit. A COMMIT that fails, or rolled back (the transaction had
@@ -135,10 +136,12 @@ func (t *batchTx) commit(ctx context.Context, later *pgx.Batch) error {
 	committed := false
 	err := func() error {
 		for _, qq := range later.QueuedQueries[:later.Len()-1] {
-			if qq.Fn != nil { // a statement whose answer is read
-				if err := qq.Fn(br); err != nil {
-					return err
-				}
+			if qq.Fn != nil {
+				// A statement whose answer is read. An error of the
+				// reading alone (the statement ran) leaves the COMMIT
+				// to say whether the transaction is kept; one of the
+				// statement also fails the COMMIT.
+				_ = qq.Fn(br)
 				continue
 			}
 			if _, err := br.Exec(); err != nil {

@@ -145,6 +145,10 @@ type ingestItem struct {
 // it leaves free go back at the end of the ingest.
 const leaseSlotsPerEvent = 4
 
+// maxLeaseSlots bounds the slots one ingest reserves, so that a batch
+// never holds the claim loop off the node's free slots.
+const maxLeaseSlots = 32
+
 // matcher is the part of an endpoint that decides whether it gets an event,
 // and, read whole for an ingest that may lease, the endpoint.
 type matcher struct {
@@ -253,7 +257,7 @@ func (s *Store) ingestOn(ctx context.Context, q queryer, tx *batchTx, events []s
 
 	// An ingest that may lease reserves its slots first, and reads its
 	// endpoints whole only when it got some (leasing.go).
-	lease := s.reserve(tx, leaseSlotsPerEvent*len(unique))
+	lease := s.reserve(tx, min(leaseSlotsPerEvent*len(unique), maxLeaseSlots))
 	if lease != nil {
 		defer lease.done()
 	}

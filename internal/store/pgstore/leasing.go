@@ -10,6 +10,7 @@ import (
 
 	"github.com/heraldhooks/herald"
 	"github.com/heraldhooks/herald/internal/breaker"
+	"github.com/heraldhooks/herald/internal/logkey"
 	"github.com/heraldhooks/herald/internal/ratelimit"
 	"github.com/heraldhooks/herald/internal/store"
 )
@@ -49,12 +50,28 @@ import (
 // other transaction holds and names them, for the rest of the
 // transaction, in herald.leasing. The queue's advisory locks come first:
 // a writer that holds one of them never waits for an endpoint's row.
+//
+// Go chose the endpoints on rows read before the lock; the lock takes
+// only those that are still as read where the choice depends on it,
+// checked on the row locked: configuration unchanged since the read ($3,
+// updated_at, which every change of an endpoint's settings, secrets or
+// state moves), enabled, breaker closed, not blocked at the ingest's now
+// $4 (blocked_until: a pause or the breaker's probe time, on the
+// database's clock), and not slowed down by 429s (rate factor 1: the cap
+// Go computed holds).
 var ingestLeasingSQL = "SELECT " + ingestQueuesCols("$1") + `, (
 	SELECT set_config('herald.leasing', coalesce(string_agg(l.id, ','), ''), true)
 	FROM (
-		SELECT id FROM endpoints WHERE id = ANY($2::text[])
-		ORDER BY id
-		FOR NO KEY UPDATE SKIP LOCKED) AS l)`
+		SELECT e.id FROM endpoints e
+		JOIN unnest($2::text[], $3::timestamptz[]) AS r(id, updated_at)
+			ON r.id = e.id AND r.updated_at = e.updated_at
+		WHERE e.id = ANY($2::text[])
+			AND e.enabled
+			AND (e.blocked_until IS NULL OR e.blocked_until <= coalesce($4::timestamptz, now()))
+			AND coalesce(e.health->>'breaker_state', '') IN ('', 'closed')
+			AND coalesce((e.health->>'rate_factor')::float8, 1) >= 1
+		ORDER BY e.id
+		FOR NO KEY UPDATE OF e SKIP LOCKED) AS l)`
 
 // insertLeasingDeliveriesSQL is insertDeliveriesSQL leasing what it may:
 // $7 the endpoints Go found could start work, $8 their in-flight caps, $9
@@ -119,7 +136,8 @@ SELECT ` + qualify("ins", deliveryCols) + `,
 	set_config('herald.all_leased', CASE WHEN EXISTS (
 		SELECT 1 FROM ins WHERE status = 'pending') THEN 'off' ELSE 'on' END, true)
 FROM ins
-WHERE status = 'delivering'`
+WHERE status = 'delivering'
+ORDER BY ins.seq`
 
 // notifyQueuedSQL wakes the dispatchers of every node at the commit,
 // unless the ingest leased every delivery it inserted.
@@ -143,13 +161,14 @@ func (s *Store) SetTaker(t store.Taker) {
 // leasing is what an ingest may lease: the slots reserved, and the
 // endpoints that could start work now, whole and with their secrets open.
 type leasing struct {
-	taker   store.Taker
-	r       store.Reservation
-	handed  bool
-	ids     []string
-	caps    []int32
-	leaseUS []int64
-	byID    map[string]*herald.Endpoint
+	taker     store.Taker
+	r         store.Reservation
+	handed    bool
+	ids       []string
+	updatedAt []time.Time // as read: the lock takes endpoints still so
+	caps      []int32
+	leaseUS   []int64
+	byID      map[string]*herald.Endpoint
 }
 
 // reserve reserves slots of the taker for an ingest of n events that
@@ -205,6 +224,7 @@ func (s *Store) planLeasing(l *leasing, d *deliveryInsert, endpoints map[string]
 			}
 			l.byID[ep.ID] = &opened
 			l.ids = append(l.ids, ep.ID)
+			l.updatedAt = append(l.updatedAt, ep.UpdatedAt)
 			l.caps = append(l.caps, int32(ratelimit.MaxInFlight(ep, &ep.Health)))
 			l.leaseUS = append(l.leaseUS, micros(params.LeaseFor(ep)))
 		}
@@ -215,11 +235,14 @@ func (s *Store) planLeasing(l *leasing, d *deliveryInsert, endpoints map[string]
 // leasable says whether a claim at now could start a delivery to ep
 // without writing anything of ep's back: not FIFO (whose head rule the
 // claim applies), no rate limit (whose bucket it spends), breaker closed
-// (a probe is written back), not paused, room under the cap as far as the
-// row tells (the database counts the leases).
+// (a probe is written back), not paused, not slowed down by 429s, room
+// under the cap as far as the row tells (the database counts the
+// leases). ingestLeasingSQL checks again, on the row it locks, what may
+// have changed since the read.
 func leasable(ep *herald.Endpoint, b ratelimit.Bucket, now time.Time) bool {
 	return ep.Enabled && ep.Ordering != herald.OrderingFIFO &&
 		(ep.RateLimit == nil || ep.RateLimit.PerSecond <= 0) &&
+		(ep.Health.RateFactor <= 0 || ep.Health.RateFactor >= 1) &&
 		breaker.GateAt(&ep.Health, now) == breaker.Flowing &&
 		ratelimit.Allowance(ep, &ep.Health, b, 0, now) > 0
 }
@@ -232,14 +255,16 @@ func (s *Store) writeLeasing(ctx context.Context, tx *batchTx, d *deliveryInsert
 	events map[string]*herald.Event, now time.Time,
 ) ([]*store.ClaimedDelivery, error) {
 	var leased []*store.ClaimedDelivery
+	var readErr error
 	b := &pgx.Batch{}
-	b.Queue(ingestLeasingSQL, d.endpoints(), l.ids)
+	b.Queue(ingestLeasingSQL, d.endpoints(), l.ids, l.updatedAt, nowArg(now))
 	b.Queue(insertLeasingDeliveriesSQL, d.ids, d.eventIDs, d.endpointIDs, d.consumerIDs, d.eventTypes,
 		nowArg(now), l.ids, l.caps, l.leaseUS, l.r.Slots).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var r deliveryRow
 			var set string
 			if err := rows.Scan(append(r.dest(), &set)...); err != nil {
+				readErr = err
 				return err
 			}
 			dl := r.delivery()
@@ -260,6 +285,11 @@ func (s *Store) writeLeasing(ctx context.Context, tx *batchTx, d *deliveryInsert
 			err = fmt.Errorf("insert deliveries: %w", err)
 		}
 		return nil, err
+	}
+	if readErr != nil {
+		// Committed: the deliveries not read are claimed when their
+		// leases run out.
+		s.logger.Warn("read the deliveries leased at ingest", logkey.Error, readErr)
 	}
 	return leased, nil
 }

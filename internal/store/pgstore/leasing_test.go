@@ -133,8 +133,9 @@ func TestIngestLeasesToTheTaker(t *testing.T) {
 }
 
 // TestIngestLeasesOnlyWhatAClaimWouldTake: FIFO endpoints, rate limits,
-// breakers not closed, pauses and disabled endpoints get nothing leased at
-// ingest; their deliveries are queued and claims take them as ever.
+// breakers not closed, pauses and endpoints slowed down by 429s get
+// nothing leased at ingest; their deliveries are queued and claims take
+// them as ever. A plain endpoint of the same ingest gets its leased.
 func TestIngestLeasesOnlyWhatAClaimWouldTake(t *testing.T) {
 	t.Parallel()
 	s := openNodes(t, 1)[0]
@@ -146,10 +147,13 @@ func TestIngestLeasesOnlyWhatAClaimWouldTake(t *testing.T) {
 		createEndpoint(t, s, "c1", func(e *herald.Endpoint) { e.RateLimit = &herald.RateLimit{PerSecond: 100, Burst: 100} }),
 		createEndpoint(t, s, "c1"),
 		createEndpoint(t, s, "c1"),
+		createEndpoint(t, s, "c1"),
 	}
+	plain := createEndpoint(t, s, "c1")
 	for id, h := range map[string]herald.EndpointHealth{
 		eps[2].ID: {BreakerState: herald.BreakerOpen, ProbeAt: &probeAt, ConsecutiveFailures: 5},
 		eps[3].ID: {BreakerState: herald.BreakerClosed, PausedUntil: &pausedUntil},
+		eps[4].ID: {BreakerState: herald.BreakerClosed, RateFactor: 0.5},
 	} {
 		doc, until := encodeHealth(h)
 		_, err := s.pool.Exec(ctx, writeHealthSQL, []string{id}, []string{string(doc)}, []*time.Time{until})
@@ -159,7 +163,11 @@ func TestIngestLeasesOnlyWhatAClaimWouldTake(t *testing.T) {
 	s.SetTaker(k)
 	ingest(t, s, "c1", 2)
 
-	require.Empty(t, k.got())
+	require.Len(t, k.got(), 2)
+	for _, c := range k.got() {
+		require.Equal(t, plain.ID, c.Endpoint.ID)
+	}
+	require.Equal(t, map[string]int{"delivering": 2}, statuses(t, s, plain.ID))
 	for _, ep := range eps {
 		require.Equal(t, map[string]int{"pending": 2}, statuses(t, s, ep.ID), ep.ID)
 	}
@@ -275,4 +283,45 @@ func TestIngestLeasingLeavesNoWakeUp(t *testing.T) {
 	ingest(t, s, "c1", 2) // one slot was left: one leased, one queued
 	require.Len(t, k.got(), 1)
 	require.Equal(t, 1, wakeUps())
+}
+
+// TestIngestLeasesOnTheRowItLocks: what a lease depends on is checked
+// again on the endpoint's row once it is locked. An endpoint disabled
+// after the ingest read it (here while the ingest waits for another
+// transaction's use of its idempotency key) gets nothing leased.
+func TestIngestLeasesOnTheRowItLocks(t *testing.T) {
+	t.Parallel()
+	s := openNodes(t, 1)[0]
+	ctx := t.Context()
+	ep := createEndpoint(t, s, "c1")
+	k := newSlotTaker(t, 10)
+	s.SetTaker(k)
+	blocker, err := s.pool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = blocker.Rollback(ctx) })
+	_, err = blocker.Exec(ctx, `INSERT INTO events (id, consumer_id, event_type, payload, idempotency_key, created_at)
+		VALUES ('evt_blocker', 'c1', 'order.created', '\x7b7d', 'k1', $1)`, t0)
+	require.NoError(t, err)
+	var xid string
+	require.NoError(t, blocker.QueryRow(ctx, `SELECT pg_current_xact_id()::text`).Scan(&xid))
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.EventIngest(ctx, &store.EventIngestParams{Now: t0, Events: []store.EventIngestItem{
+			{ConsumerID: "c1", EventType: "order.created", Payload: []byte(`{}`), IdempotencyKey: "k1"}}})
+		done <- err
+	}()
+	// The ingest has read its endpoints and waits for the key.
+	require.Eventually(t, func() bool {
+		var n int
+		err := s.pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks
+			WHERE NOT granted AND locktype = 'transactionid' AND transactionid::text = $1`, xid).Scan(&n)
+		return err == nil && n > 0
+	}, 10*time.Second, 5*time.Millisecond)
+	_, err = s.EndpointSetEnabled(ctx, &store.EndpointSetEnabledParams{ID: ep.ID, Enabled: false, Reason: "manual", Now: t0})
+	require.NoError(t, err)
+	require.NoError(t, blocker.Rollback(ctx))
+	require.NoError(t, <-done)
+	require.Empty(t, k.got(), "disabled after the read")
+	require.NotContains(t, statuses(t, s, ep.ID), "delivering")
 }
