@@ -3,6 +3,7 @@ package dispatch_test
 import (
 	"context"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -45,13 +46,7 @@ func TestTakeAttemptsWhatIngestLeased(t *testing.T) {
 		},
 	})
 	require.Zero(t, d.Reserve(1).Slots, "not running")
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		require.NoError(t, d.Run(ctx))
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	stop := start(t, d)
 
 	// Idle (its first claim found nothing), so every slot is free.
 	waitFor(t, func() bool { return c.Waiters() == 1 })
@@ -72,8 +67,7 @@ func TestTakeAttemptsWhatIngestLeased(t *testing.T) {
 
 	r = d.Reserve(1)
 	require.Equal(t, 1, r.Slots)
-	cancel()
-	<-done
+	stop()
 	require.Zero(t, d.Reserve(1).Slots, "stopped")
 	d.Take(r, []*store.ClaimedDelivery{byID[second]})
 	got, err = st.DeliveryGet(t.Context(), second)
@@ -94,14 +88,7 @@ func TestReserveGivesNothingToABusyNode(t *testing.T) {
 		Clock:       c,
 		Concurrency: 64,
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		require.NoError(t, d.Run(ctx))
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-
+	start(t, d)
 	waitFor(t, func() bool { return c.Waiters() == 1 }) // idle: every slot free
 	busy := d.Reserve(48)
 	require.Equal(t, 48, busy.Slots)
@@ -113,4 +100,20 @@ func TestReserveGivesNothingToABusyNode(t *testing.T) {
 	require.Equal(t, 1, one.Slots, "48 again")
 	d.Take(one, nil)
 	d.Take(busy, nil)
+}
+
+// start runs d until the test ends or the returned function is called,
+// which returns once d has stopped.
+func start(t *testing.T, d *dispatch.Dispatcher) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		require.NoError(t, d.Run(ctx))
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
 }

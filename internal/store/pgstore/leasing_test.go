@@ -36,6 +36,13 @@ func newSlotTaker(t *testing.T, free int) *slotTaker {
 	return k
 }
 
+// setTaker makes a slotTaker with free slots s's taker.
+func setTaker(t *testing.T, s *Store, free int) *slotTaker {
+	k := newSlotTaker(t, free)
+	s.SetTaker(k)
+	return k
+}
+
 func (k *slotTaker) Reserve(n int) store.Reservation {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -91,8 +98,7 @@ func TestIngestLeasesToTheTaker(t *testing.T) {
 	s := openNodes(t, 1)[0]
 	ctx := t.Context()
 	ep := createEndpoint(t, s, "c1")
-	k := newSlotTaker(t, 10)
-	s.SetTaker(k)
+	k := setTaker(t, s, 10)
 	res := ingest(t, s, "c1", 3)
 
 	got := k.got()
@@ -159,8 +165,7 @@ func TestIngestLeasesOnlyWhatAClaimWouldTake(t *testing.T) {
 		_, err := s.pool.Exec(ctx, writeHealthSQL, []string{id}, []string{string(doc)}, []*time.Time{until})
 		require.NoError(t, err)
 	}
-	k := newSlotTaker(t, 10)
-	s.SetTaker(k)
+	k := setTaker(t, s, 10)
 	ingest(t, s, "c1", 2)
 
 	require.Len(t, k.got(), 2)
@@ -197,15 +202,13 @@ func TestIngestLeasesWithinSlotsAndCaps(t *testing.T) {
 	ingest(t, s, "c1", 2)
 	require.Empty(t, k.got())
 
-	k = newSlotTaker(t, 1) // one slot
-	s.SetTaker(k)
+	k = setTaker(t, s, 1) // one slot
 	ingest(t, s, "c1", 3)
 	require.Len(t, k.got(), 1)
 	require.Equal(t, map[string]int{"pending": 4, "delivering": 1}, statuses(t, s, ep.ID))
 
 	// Cap 4: one leased and four new due leave no room.
-	k = newSlotTaker(t, 10)
-	s.SetTaker(k)
+	k = setTaker(t, s, 10)
 	ingest(t, s, "c1", 1)
 	require.Empty(t, k.got())
 
@@ -232,8 +235,7 @@ func TestIngestLeasesNoEndpointAnotherWriterHolds(t *testing.T) {
 	var id string
 	require.NoError(t, tx.QueryRow(ctx, `SELECT id FROM endpoints WHERE id = $1 FOR UPDATE`, ep.ID).Scan(&id))
 
-	k := newSlotTaker(t, 10)
-	s.SetTaker(k)
+	k := setTaker(t, s, 10)
 	wake, err := s.Subscribe(ctx)
 	require.NoError(t, err)
 	ingest(t, s, "c1", 2)
@@ -255,8 +257,7 @@ func TestIngestLeasingLeavesNoWakeUp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	createEndpoint(t, s, "c1")
-	k := newSlotTaker(t, 1)
-	s.SetTaker(k)
+	k := setTaker(t, s, 1)
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
 	require.NoError(t, err)
 	defer closeConn(conn)
@@ -294,8 +295,7 @@ func TestIngestLeasesOnTheRowItLocks(t *testing.T) {
 	s := openNodes(t, 1)[0]
 	ctx := t.Context()
 	ep := createEndpoint(t, s, "c1")
-	k := newSlotTaker(t, 10)
-	s.SetTaker(k)
+	k := setTaker(t, s, 10)
 	blocker, err := s.pool.Begin(ctx)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = blocker.Rollback(ctx) })
