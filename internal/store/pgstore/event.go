@@ -58,7 +58,7 @@ var insertEventsSQL = strings.Replace(insertUnkeyedEventsSQL, "RETURNING",
 // missing, the mark at now: what the triggers on inserts into deliveries
 // write for other writers (migration 0020). ingestLockSQL goes before it,
 // in a statement of its own, so that this one reads the marks as they are
-// once the locks are held. $7 are the distinct endpoints of $3.
+// once the locks are held.
 const insertDeliveriesSQL = `
 WITH n AS (
 	SELECT coalesce($6::timestamptz, now()) AS t
@@ -69,26 +69,34 @@ WITH n AS (
 		'pending', n.t, n.t, n.t
 	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
 		AS u(id, event_id, endpoint_id, consumer_id, event_type), n
-	RETURNING id, endpoint_id, consumer_id, seq, due_at
-), live AS (
+	RETURNING id, endpoint_id, consumer_id, seq, due_at, status
+), ` + ingestQueuesCTEs + `
+SELECT count(*) FROM ins`
+
+// ingestQueuesCTEs are the queue writes of an ingest's deliveries insert,
+// which follow its CTE ins (the deliveries inserted, with their id,
+// endpoint_id, consumer_id, seq, due_at and status): each delivery's row
+// in delivery_queue (leased if a lease was taken at ingest, leasing.go),
+// and each endpoint's due mark, no later than its earliest due delivery
+// (now for one queued, the lease's expiry for one leased).
+const ingestQueuesCTEs = `live AS (
 	INSERT INTO delivery_queue (delivery_id, endpoint_id, consumer_id, seq, kind, leased, due_at)
-	SELECT id, endpoint_id, consumer_id, seq, 0, false, due_at
+	SELECT id, endpoint_id, consumer_id, seq, 0, status = 'delivering', due_at
 	FROM ins
 	ORDER BY id
 ), mark AS (
 	INSERT INTO endpoint_queue AS q (endpoint_id, due_at)
-	SELECT u.endpoint_id, n.t
-	FROM unnest($7::text[]) AS u(endpoint_id), n
+	SELECT m.endpoint_id, m.due_at
+	FROM (SELECT endpoint_id, min(due_at) AS due_at FROM ins GROUP BY endpoint_id) AS m
 	-- A probe of each endpoint's mark (a subquery, which no plan turns
 	-- into a join that walks the queue).
 	WHERE coalesce((
-		SELECT x.due_at > n.t FROM endpoint_queue x
-		WHERE x.endpoint_id = u.endpoint_id), true)
-	ORDER BY u.endpoint_id
+		SELECT x.due_at > m.due_at FROM endpoint_queue x
+		WHERE x.endpoint_id = m.endpoint_id), true)
+	ORDER BY m.endpoint_id
 	ON CONFLICT (endpoint_id) DO UPDATE SET due_at = excluded.due_at
 		WHERE q.due_at > excluded.due_at
-)
-SELECT count(*) FROM ins`
+)`
 
 // ingestLockSQL wakes the dispatchers of every node once the transaction
 // commits; says, for the rest of the transaction, that ingest writes the
@@ -384,7 +392,7 @@ func (s *Store) writeDeliveries(ctx context.Context, q queryer, d *deliveryInser
 	if len(d.ids) > 0 {
 		endpoints := d.endpoints()
 		b.Queue(ingestLockSQL, s.channel, endpoints)
-		b.Queue(insertDeliveriesSQL, d.args(now, endpoints)...)
+		b.Queue(insertDeliveriesSQL, d.args(now)...)
 	}
 	var err error
 	if tx != nil {
@@ -517,10 +525,9 @@ func (d *deliveryInsert) endpoints() []string {
 	return slices.Compact(ids)
 }
 
-// args are the arguments of insertDeliveriesSQL, endpoints being
-// d.endpoints().
-func (d *deliveryInsert) args(now time.Time, endpoints []string) []any {
-	return []any{d.ids, d.eventIDs, d.endpointIDs, d.consumerIDs, d.eventTypes, nowArg(now), endpoints}
+// args are the arguments of insertDeliveriesSQL.
+func (d *deliveryInsert) args(now time.Time) []any {
+	return []any{d.ids, d.eventIDs, d.endpointIDs, d.consumerIDs, d.eventTypes, nowArg(now)}
 }
 
 // existingEvents fills the results of items whose idempotency key was

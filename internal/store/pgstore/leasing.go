@@ -114,24 +114,7 @@ WITH n AS (
 	FROM u CROSS JOIN n LEFT JOIN pick p ON p.id = u.id
 	ORDER BY u.ord
 	RETURNING ` + deliveryCols + `, seq
-), live AS (
-	INSERT INTO delivery_queue (delivery_id, endpoint_id, consumer_id, seq, kind, leased, due_at)
-	SELECT id, endpoint_id, consumer_id, seq, 0, status = 'delivering', due_at
-	FROM ins
-	ORDER BY id
-), mark AS (
-	-- Each endpoint's mark no later than its earliest due delivery: now
-	-- for one queued, the lease's expiry for one leased.
-	INSERT INTO endpoint_queue AS q (endpoint_id, due_at)
-	SELECT m.endpoint_id, m.due_at
-	FROM (SELECT endpoint_id, min(due_at) AS due_at FROM ins GROUP BY endpoint_id) AS m
-	WHERE coalesce((
-		SELECT x.due_at > m.due_at FROM endpoint_queue x
-		WHERE x.endpoint_id = m.endpoint_id), true)
-	ORDER BY m.endpoint_id
-	ON CONFLICT (endpoint_id) DO UPDATE SET due_at = excluded.due_at
-		WHERE q.due_at > excluded.due_at
-)
+), ` + ingestQueuesCTEs + `
 SELECT ` + qualify("ins", deliveryCols) + `,
 	set_config('herald.all_leased', CASE WHEN EXISTS (
 		SELECT 1 FROM ins WHERE status = 'pending') THEN 'off' ELSE 'on' END, true)
