@@ -91,6 +91,16 @@ func (c Config) NeedsWindow(h *herald.EndpointHealth) bool {
 	return closed && h.ConsecutiveFailures+1 < c.ConsecutiveFailures
 }
 
+// Plain reports whether a success (with no pause asked) would change
+// nothing of h but its LastSuccessAt: the breaker closed, no failure
+// counted or notified, no probe or cooldown pending, full speed. Stores
+// write such a success's health at most once per store.LastSuccessPrecision.
+func Plain(health *herald.EndpointHealth) bool {
+	h := health.Normalized()
+	return h.BreakerState == herald.BreakerClosed && h.ConsecutiveFailures == 0 && h.FailingSince == nil && !h.FailingNotified &&
+		h.ProbeAt == nil && h.Cooldown == 0 && h.RateFactor >= 1
+}
+
 // Observe applies one attempt's result to the endpoint's health.
 func (c Config) Observe(ep *herald.Endpoint, h herald.EndpointHealth, r Result, w Window, now time.Time) (herald.EndpointHealth, Effects) {
 	h = h.Normalized()

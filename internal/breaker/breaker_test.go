@@ -192,6 +192,41 @@ func TestSuccessClosesAndResets(t *testing.T) {
 	}
 }
 
+// A plain health is one a success changes in nothing but its last
+// success; the stores write that at most once a second.
+func TestPlainIsWhatASuccessLeavesAsItIs(t *testing.T) {
+	t.Parallel()
+	paused := ptr(t0.Add(time.Minute))
+	cases := []struct {
+		name  string
+		h     herald.EndpointHealth
+		plain bool
+	}{
+		{"fresh", herald.EndpointHealth{}, true},
+		{"closed at full speed", herald.EndpointHealth{BreakerState: herald.BreakerClosed, RateFactor: 1, LastSuccessAt: ptr(t0.Add(-time.Hour))}, true},
+		{"an old failure", herald.EndpointHealth{BreakerState: herald.BreakerClosed, RateFactor: 1, LastFailureAt: ptr(t0.Add(-time.Hour))}, true},
+		{"paused", herald.EndpointHealth{BreakerState: herald.BreakerClosed, RateFactor: 1, PausedUntil: paused}, true},
+		{"a failure counted", herald.EndpointHealth{BreakerState: herald.BreakerClosed, RateFactor: 1, ConsecutiveFailures: 1, FailingSince: ptr(t0)}, false},
+		{"failing since", herald.EndpointHealth{BreakerState: herald.BreakerClosed, RateFactor: 1, FailingSince: ptr(t0)}, false},
+		{"notified", herald.EndpointHealth{BreakerState: herald.BreakerClosed, RateFactor: 1, FailingNotified: true}, false},
+		{"slowed down", herald.EndpointHealth{BreakerState: herald.BreakerClosed, RateFactor: 0.5}, false},
+		{"a cooldown kept", herald.EndpointHealth{BreakerState: herald.BreakerClosed, RateFactor: 1, Cooldown: time.Minute}, false},
+		{"open", herald.EndpointHealth{BreakerState: herald.BreakerOpen, RateFactor: 1, ProbeAt: ptr(t0)}, false},
+		{"half-open", herald.EndpointHealth{BreakerState: herald.BreakerHalfOpen, RateFactor: 1}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tc.plain, breaker.Plain(&tc.h))
+			got, fx := breaker.Default().Observe(&herald.Endpoint{}, tc.h, success, breaker.Window{}, t0)
+			require.Equal(t, ptr(t0), got.LastSuccessAt)
+			got.LastSuccessAt = tc.h.LastSuccessAt
+			unchanged := got == tc.h.Normalized() && fx == breaker.Effects{}
+			require.Equal(t, tc.plain, unchanged, "a success changes more than the last success exactly when the health is not plain")
+		})
+	}
+}
+
 func TestFailureWhileOpenKeepsTheOpenPeriod(t *testing.T) {
 	t.Parallel()
 	h := herald.EndpointHealth{

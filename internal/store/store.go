@@ -162,7 +162,9 @@ type Store interface {
 	// In the same transaction, each applied outcome updates its endpoint's
 	// health through breaker.Config.Observe (breaker.Default thresholds;
 	// the window counts the endpoint's attempts over the last 10 minutes,
-	// fetched only when breaker.NeedsWindow says so), in the order given.
+	// fetched only when breaker.NeedsWindow says so), in the order given;
+	// a success that changes nothing but LastSuccessAt, within
+	// LastSuccessPrecision of the one kept, is not written.
 	// What follows is written too: an endpoint to disable (Effects.Disable,
 	// or DisableEndpoint) is disabled as EndpointSetEnabled does, and
 	// notification events are ingested for the endpoint's consumer exactly
@@ -640,6 +642,12 @@ type DeliveryOutcome struct {
 	// (breaker.Result.Throttled).
 	Throttled bool
 }
+
+// LastSuccessPrecision is how close an endpoint's LastSuccessAt is kept:
+// a success on an endpoint whose health it changes in nothing else is not
+// written while the success kept is more recent than this, so a busy
+// endpoint's row is not rewritten (nor locked) for every delivery.
+const LastSuccessPrecision = time.Second
 
 // DeliveryCompleteManyParams carries a batch of outcomes.
 type DeliveryCompleteManyParams struct {

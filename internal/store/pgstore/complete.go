@@ -152,6 +152,15 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, p *store.DeliveryCompl
 		}
 	}
 	waves := outcomeWaves(p.Outcomes)
+	if plainSuccesses(p.Outcomes) {
+		done, err := s.completePlain(ctx, p, waves, applied)
+		if err != nil {
+			return nil, fmt.Errorf("complete deliveries: %w", err)
+		}
+		if done {
+			return applied, nil
+		}
+	}
 	cfg := breaker.Default()
 
 	batch := &pgx.Batch{}
@@ -243,6 +252,119 @@ func (s *Store) completeTx(ctx context.Context, p *store.DeliveryCompleteManyPar
 		return nil, err
 	}
 	return emitted, nil
+}
+
+// plainHealthSQL is true for an endpoint whose health a success leaves as
+// it is but for last_success_at (breaker.Config.Observe): its breaker
+// closed, no failure counted, not slowed down. encodeHealth leaves out
+// what is zero.
+const plainHealthSQL = `(e.health->>'breaker_state' = 'closed'
+	AND (e.health->>'rate_factor')::float8 >= 1
+	AND NOT e.health ?| array['consecutive_failures', 'failing_since', 'failing_notified',
+		'probe_at', 'cooldown_ns'])`
+
+// plainSuccessSQL is the health write of a batch of plain successes
+// (plainSuccesses), sent before the outcomes it goes with: the endpoints
+// of the deliveries still leased under the outcomes' tokens ($1, $2) whose
+// health is plain and whose last_success_at is older than
+// store.LastSuccessPrecision get the batch's now ($3 or the database
+// clock) as their last success, locked in id order as every writer locks
+// endpoints; the others are neither locked nor written. It returns how
+// many of the endpoints are not plain (their outcomes must go through the
+// breaker: completeTx), and the batch's now.
+var plainSuccessSQL = `
+WITH n AS (
+	SELECT coalesce($3::timestamptz, now()) AS t
+), l AS (
+	SELECT DISTINCT d.endpoint_id AS id
+	FROM unnest($1::text[], $2::bigint[]) AS o(id, token)
+	JOIN deliveries d ON d.id = o.id AND d.status = 'delivering' AND d.lease_token = o.token
+), stale AS (
+	SELECT e.id FROM endpoints e, n
+	WHERE e.id IN (SELECT id FROM l) AND ` + plainHealthSQL + `
+		AND (e.health->>'last_success_at' IS NULL
+			OR herald_health_time(e.health->>'last_success_at') <= n.t - $4::bigint * interval '1 microsecond')
+	ORDER BY e.id
+	FOR NO KEY UPDATE OF e
+), upd AS (
+	UPDATE endpoints e SET health = jsonb_set(e.health, '{last_success_at}',
+		to_jsonb(to_char(n.t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')))
+	FROM stale, n
+	WHERE e.id = stale.id
+	RETURNING e.id
+)
+SELECT (SELECT count(*) FROM endpoints e WHERE e.id IN (SELECT id FROM l) AND NOT ` + plainHealthSQL + `),
+	(SELECT t FROM n), (SELECT count(*) FROM upd)`
+
+// plainSuccesses is whether every outcome is a success that asks nothing
+// of its endpoint (no pause, no slow-down, no disabling): on an endpoint
+// whose health is plain, such outcomes change only its last success.
+func plainSuccesses(outcomes []store.DeliveryOutcome) bool {
+	for i := range outcomes {
+		o := &outcomes[i]
+		if o.Status != herald.StatusDelivered || o.PauseFor > 0 || o.Throttled || o.DisableEndpoint != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// completePlain writes a batch of plain successes in two round trips
+// without locking their endpoints (plainSuccessSQL), unless one of their
+// endpoints has a health a success changes: then it rolls back and says
+// so (done false), and the caller takes the breaker's path. A success
+// observed on an endpoint another writer is failing at that moment is
+// taken as the earlier of the two.
+func (s *Store) completePlain(ctx context.Context, p *store.DeliveryCompleteManyParams, waves [][]int, applied []bool) (bool, error) {
+	ids := make([]string, len(p.Outcomes))
+	tokens := make([]int64, len(p.Outcomes))
+	for i := range p.Outcomes {
+		ids[i], tokens[i] = p.Outcomes[i].DeliveryID, p.Outcomes[i].LeaseToken
+	}
+	tx, err := s.beginBatched(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer tx.end(ctx)
+	batch := &pgx.Batch{}
+	batch.Queue(plainSuccessSQL, ids, tokens, nowArg(p.Now), micros(store.LastSuccessPrecision))
+	for _, w := range waves {
+		batch.Queue(completeSQL, outcomeArgs(p, w)...)
+	}
+	results := tx.SendBatch(ctx, batch)
+	var (
+		unplain, written int64
+		now              time.Time
+	)
+	if err := results.QueryRow().Scan(&unplain, &now, &written); err != nil {
+		_ = results.Close()
+		return false, fmt.Errorf("write last success: %w", err)
+	}
+	if unplain > 0 {
+		// The outcomes were recorded: end rolls them back.
+		return false, results.Close()
+	}
+	outcomes := make([]appliedOutcome, len(p.Outcomes))
+	for _, w := range waves {
+		if err := readWave(results, w, outcomes); err != nil {
+			_ = results.Close()
+			return false, fmt.Errorf("record outcomes: %w", err)
+		}
+	}
+	if err := results.Close(); err != nil {
+		return false, err
+	}
+	var a store.Activity
+	for i := range outcomes {
+		applied[i] = outcomes[i].applied
+		a.AddOutcome(&p.Outcomes[i], applied[i])
+	}
+	later := &pgx.Batch{}
+	s.queueActivity(later, now.UTC(), &a)
+	if err := tx.commit(ctx, later); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // outcomeWaves splits the outcomes' indexes into waves that hold each

@@ -332,6 +332,10 @@ func TestGenericPlans(t *testing.T) {
 			scan("deliveries_pkey", "deliveries") + `\(id = ANY \(\$1\)\)`,
 			scan("endpoints_pkey", "endpoints") + `\(id = deliveries\.endpoint_id\)`,
 		}, nil},
+		{"PlainSuccess", plainSuccessSQL, []string{
+			scan("deliveries_pkey", "deliveries d") + `\(id = o\.id\)`,
+			scan("endpoints_pkey", "endpoints e") + `\(id = `,
+		}, nil},
 		{"Complete", completeSQL, []string{
 			// cur: each outcome's delivery by its id.
 			scan("deliveries_pkey", "deliveries d") + `\(id = o_2\.id\)`,
@@ -432,7 +436,7 @@ func TestGenericPlansStayInTheirStatements(t *testing.T) {
 		return generic, custom
 	}
 	for name, q := range map[string]string{
-		"LockOutcomeEndpoints": lockOutcomeEndpointsSQL, "Complete": completeSQL,
+		"PlainSuccess": plainSuccessSQL, "Complete": completeSQL,
 		"EnabledEndpoints": enabledEndpointsSQL, "InsertUnkeyedEvents": insertUnkeyedEventsSQL,
 		"InsertDeliveries": insertDeliveriesSQL, "IngestLock": ingestLockSQL, "NextDue": nextDueSQL,
 	} {

@@ -108,8 +108,10 @@ type completer struct {
 
 	// The call's statements, bound to its transaction.
 	logAttempt, apply, window, healthTarget, writeHealth *sql.Stmt
-	// endpoints are those whose health this call changes, by id.
+	// endpoints are those whose health this call changes, by id, and
+	// read their health as it was read.
 	endpoints map[string]*herald.Endpoint
+	read      map[string]herald.EndpointHealth
 	// disable holds the endpoints the outcomes disable, with the reason,
 	// in disableOrder; finish disables them once every outcome is applied.
 	disable      map[string]string
@@ -127,6 +129,7 @@ func newCompleter(ctx context.Context, tx *sql.Tx, st *statements, t time.Time) 
 		healthTarget: tx.StmtContext(ctx, st.healthTarget),
 		writeHealth:  tx.StmtContext(ctx, st.writeHealth),
 		endpoints:    map[string]*herald.Endpoint{},
+		read:         map[string]herald.EndpointHealth{},
 		disable:      map[string]string{},
 	}
 }
@@ -291,7 +294,19 @@ func (c *completer) endpoint(id string) (*herald.Endpoint, error) {
 		return nil, fmt.Errorf("decode endpoint %s health: %w", id, err)
 	}
 	c.endpoints[id] = ep
+	c.read[id] = ep.Health
 	return ep, nil
+}
+
+// onlyARecentSuccess is whether health after differs from health before
+// in nothing but a last success within store.LastSuccessPrecision of the
+// one before, which is then not written.
+func onlyARecentSuccess(before, after herald.EndpointHealth, t time.Time) bool {
+	if before.LastSuccessAt == nil || t.Sub(*before.LastSuccessAt) >= store.LastSuccessPrecision {
+		return false
+	}
+	after.LastSuccessAt = before.LastSuccessAt
+	return after.Normalized() == before.Normalized()
 }
 
 // notify queues a notification for the endpoint's consumer.
@@ -308,6 +323,9 @@ func (c *completer) notify(ep *herald.Endpoint, eventType string, payload any) {
 // It reports whether deliveries were made.
 func (c *completer) finish() (bool, error) {
 	for id, ep := range c.endpoints {
+		if onlyARecentSuccess(c.read[id], ep.Health, c.t) {
+			continue
+		}
 		if err := writeHealth(c.ctx, c.writeHealth, id, &ep.Health); err != nil {
 			return false, err
 		}
