@@ -255,23 +255,29 @@ func (s *Store) completeTx(ctx context.Context, p *store.DeliveryCompleteManyPar
 }
 
 // plainHealthSQL is true for an endpoint whose health a success leaves as
-// it is but for last_success_at (breaker.Config.Observe): its breaker
-// closed, no failure counted, not slowed down. encodeHealth leaves out
-// what is zero.
-const plainHealthSQL = `(e.health->>'breaker_state' = 'closed'
-	AND (e.health->>'rate_factor')::float8 >= 1
+// it is but for last_success_at (breaker.Plain): its breaker closed, no
+// failure counted, not slowed down. encodeHealth leaves out what is zero; a
+// key present with a null value counts as not plain, whose fallback (the
+// breaker's path) writes the health anew.
+const plainHealthSQL = `coalesce(coalesce(e.health->>'breaker_state', 'closed') = 'closed'
+	AND coalesce((e.health->>'rate_factor')::float8, 1) >= 1
 	AND NOT e.health ?| array['consecutive_failures', 'failing_since', 'failing_notified',
-		'probe_at', 'cooldown_ns'])`
+		'probe_at', 'cooldown_ns'], false)`
 
 // plainSuccessSQL is the health write of a batch of plain successes
-// (plainSuccesses), sent before the outcomes it goes with: the endpoints
-// of the deliveries still leased under the outcomes' tokens ($1, $2) whose
-// health is plain and whose last_success_at is older than
-// store.LastSuccessPrecision get the batch's now ($3 or the database
-// clock) as their last success, locked in id order as every writer locks
-// endpoints; the others are neither locked nor written. It returns how
-// many of the endpoints are not plain (their outcomes must go through the
-// breaker: completeTx), and the batch's now.
+// (plainSuccesses), sent before the outcomes it goes with. It holds the
+// endpoints of the deliveries still leased under the outcomes' tokens ($1,
+// $2) FOR KEY SHARE, in id order: ingests leasing to them (FOR NO KEY
+// UPDATE) and operators' changes go on, but the writers that decide on an
+// endpoint's health or send its live deliveries dead (the breaker's path
+// and claims, FOR UPDATE; disabling and deleting) wait for this
+// transaction, or this one for them, before any delivery is touched; and
+// whether an endpoint is plain is read on the row as locked, after any
+// such writer committed. The plain ones whose last_success_at is older
+// than store.LastSuccessPrecision get the batch's now ($3 or the database
+// clock), never an earlier time than they hold. It returns how many of the
+// endpoints are not plain (their outcomes must go through the breaker:
+// completeTx), the batch's now, and how many endpoints it wrote.
 var plainSuccessSQL = `
 WITH n AS (
 	SELECT coalesce($3::timestamptz, now()) AS t
@@ -279,22 +285,24 @@ WITH n AS (
 	SELECT DISTINCT d.endpoint_id AS id
 	FROM unnest($1::text[], $2::bigint[]) AS o(id, token)
 	JOIN deliveries d ON d.id = o.id AND d.status = 'delivering' AND d.lease_token = o.token
-), stale AS (
-	SELECT e.id FROM endpoints e, n
-	WHERE e.id IN (SELECT id FROM l) AND ` + plainHealthSQL + `
-		AND (e.health->>'last_success_at' IS NULL
-			OR herald_health_time(e.health->>'last_success_at') <= n.t - $4::bigint * interval '1 microsecond')
+), held AS (
+	SELECT e.id, ` + plainHealthSQL + ` AS plain,
+		(e.health->>'last_success_at' IS NULL
+			OR herald_health_time(e.health->>'last_success_at') <= n.t - $4::bigint * interval '1 microsecond') AS due
+	FROM endpoints e, n
+	WHERE e.id IN (SELECT id FROM l)
 	ORDER BY e.id
-	FOR NO KEY UPDATE OF e
+	FOR KEY SHARE OF e
 ), upd AS (
 	UPDATE endpoints e SET health = jsonb_set(e.health, '{last_success_at}',
 		to_jsonb(to_char(n.t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')))
-	FROM stale, n
-	WHERE e.id = stale.id
+	FROM held, n
+	WHERE e.id = held.id AND held.plain AND held.due
+		AND (e.health->>'last_success_at' IS NULL
+			OR herald_health_time(e.health->>'last_success_at') < n.t)
 	RETURNING e.id
 )
-SELECT (SELECT count(*) FROM endpoints e WHERE e.id IN (SELECT id FROM l) AND NOT ` + plainHealthSQL + `),
-	(SELECT t FROM n), (SELECT count(*) FROM upd)`
+SELECT (SELECT count(*) FROM held WHERE NOT plain), (SELECT t FROM n), (SELECT count(*) FROM upd)`
 
 // plainSuccesses is whether every outcome is a success that asks nothing
 // of its endpoint (no pause, no slow-down, no disabling): on an endpoint
@@ -309,12 +317,11 @@ func plainSuccesses(outcomes []store.DeliveryOutcome) bool {
 	return true
 }
 
-// completePlain writes a batch of plain successes in two round trips
-// without locking their endpoints (plainSuccessSQL), unless one of their
-// endpoints has a health a success changes: then it rolls back and says
-// so (done false), and the caller takes the breaker's path. A success
-// observed on an endpoint another writer is failing at that moment is
-// taken as the earlier of the two.
+// completePlain writes a batch of plain successes in two round trips,
+// holding their endpoints only FOR KEY SHARE and writing them at most once
+// a second (plainSuccessSQL), unless one of their endpoints has a health a
+// success changes, or an outcome finds its lease lost: then it rolls back
+// and says so (done false), and the caller takes the breaker's path.
 func (s *Store) completePlain(ctx context.Context, p *store.DeliveryCompleteManyParams, waves [][]int, applied []bool) (bool, error) {
 	ids := make([]string, len(p.Outcomes))
 	tokens := make([]int64, len(p.Outcomes))
@@ -354,10 +361,17 @@ func (s *Store) completePlain(ctx context.Context, p *store.DeliveryCompleteMany
 	if err := results.Close(); err != nil {
 		return false, err
 	}
+	for i := range outcomes {
+		if !outcomes[i].applied {
+			// A lease lost since plainSuccessSQL read it: a stale
+			// outcome touches no health, which that may have written.
+			return false, nil
+		}
+	}
 	var a store.Activity
 	for i := range outcomes {
-		applied[i] = outcomes[i].applied
-		a.AddOutcome(&p.Outcomes[i], applied[i])
+		applied[i] = true
+		a.AddOutcome(&p.Outcomes[i], true)
 	}
 	later := &pgx.Batch{}
 	s.queueActivity(later, now.UTC(), &a)

@@ -5,66 +5,161 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhooks/herald"
 	"github.com/heraldhooks/herald/internal/store"
 )
 
-// TestPlainSuccessesDoNotWaitForTheirEndpoint: a success that changes
-// nothing of its endpoint's health but a recent last success neither locks
-// nor writes the endpoint, so it does not queue behind another writer
-// holding it (a claim, an ingest leasing to it, an operator's change); a
-// failure goes through the breaker on the locked row, and waits.
-func TestPlainSuccessesDoNotWaitForTheirEndpoint(t *testing.T) {
-	t.Parallel()
+// plainFixture is an endpoint with three deliveries claimed, and a way to
+// write one outcome.
+type plainFixture struct {
+	s       *Store
+	ep      *herald.Endpoint
+	claimed []*store.ClaimedDelivery
+}
+
+func newPlainFixture(t *testing.T) *plainFixture {
+	t.Helper()
 	s := openNodes(t, 1)[0]
-	ctx := t.Context()
 	ep := createEndpoint(t, s, "c1")
 	ingest(t, s, "c1", 3)
-	claimed, err := s.DeliveryClaim(ctx, &store.DeliveryClaimParams{Limit: 10, LeaseMargin: time.Minute, Now: t0})
+	claimed, err := s.DeliveryClaim(t.Context(), &store.DeliveryClaimParams{Limit: 10, LeaseMargin: time.Minute, Now: t0})
 	require.NoError(t, err)
 	require.Len(t, claimed, 3)
-	complete := func(ctx context.Context, c *store.ClaimedDelivery, status herald.Status, now time.Time) error {
-		o := outcomeAt(c, status, now)
-		if status == herald.StatusPending {
-			o.RetryIn = time.Hour
-		}
-		got, err := s.DeliveryCompleteMany(ctx, &store.DeliveryCompleteManyParams{Outcomes: []store.DeliveryOutcome{o}, Now: now})
-		if err == nil {
-			require.Equal(t, []bool{true}, got)
-		}
-		return err
+	return &plainFixture{s: s, ep: ep, claimed: claimed}
+}
+
+func (f *plainFixture) complete(ctx context.Context, i int, status herald.Status, now time.Time) ([]bool, error) {
+	o := outcomeAt(f.claimed[i], status, now)
+	if status == herald.StatusPending {
+		o.RetryIn = time.Hour
 	}
-	require.NoError(t, complete(ctx, claimed[0], herald.StatusDelivered, t0))
+	return f.s.DeliveryCompleteMany(ctx, &store.DeliveryCompleteManyParams{Outcomes: []store.DeliveryOutcome{o}, Now: now})
+}
 
-	holder, err := s.pool.Begin(ctx)
+// hold locks the endpoint's row in mode from another transaction, which
+// the test ends; it returns the transaction and its backend's pid.
+func (f *plainFixture) hold(t *testing.T, mode string) (pgx.Tx, int) {
+	t.Helper()
+	ctx := t.Context()
+	tx, err := f.s.pool.Begin(ctx)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = holder.Rollback(ctx) })
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
 	var id string
-	require.NoError(t, holder.QueryRow(ctx, `SELECT id FROM endpoints WHERE id = $1 FOR UPDATE`, ep.ID).Scan(&id))
-	var holderPID int
-	require.NoError(t, holder.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&holderPID))
+	require.NoError(t, tx.QueryRow(ctx, `SELECT id FROM endpoints WHERE id = $1 `+mode, f.ep.ID).Scan(&id))
+	var pid int
+	require.NoError(t, tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid))
+	return tx, pid
+}
 
+// blockedBy reports whether a backend waits for pid.
+func (f *plainFixture) blockedBy(t *testing.T, pid int) func() bool {
+	return func() bool {
+		var n int
+		err := f.s.pool.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
+			WHERE $1 = ANY(pg_blocking_pids(pid))`, pid).Scan(&n)
+		return err == nil && n > 0
+	}
+}
+
+type completion struct {
+	applied []bool
+	err     error
+}
+
+// TestPlainSuccessesDoNotWaitForLeasing: a success that changes nothing of
+// its endpoint's health but a recent last success neither writes the
+// endpoint nor waits for an ingest leasing to it (FOR NO KEY UPDATE); a
+// failure goes through the breaker on the locked row, and waits.
+func TestPlainSuccessesDoNotWaitForLeasing(t *testing.T) {
+	t.Parallel()
+	f := newPlainFixture(t)
+	ctx := t.Context()
+	_, err := f.complete(ctx, 0, herald.StatusDelivered, t0)
+	require.NoError(t, err)
+
+	holder, pid := f.hold(t, "FOR NO KEY UPDATE")
 	soon, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	require.NoError(t, complete(soon, claimed[1], herald.StatusDelivered, t0.Add(store.LastSuccessPrecision/2)),
-		"a plain success waits for no lock on its endpoint")
+	got, err := f.complete(soon, 1, herald.StatusDelivered, t0.Add(store.LastSuccessPrecision/2))
+	require.NoError(t, err, "a plain success waits for no ingest leasing to its endpoint")
+	require.Equal(t, []bool{true}, got)
 
-	done := make(chan error, 1)
-	go func() { done <- complete(ctx, claimed[2], herald.StatusPending, t0.Add(store.LastSuccessPrecision/2)) }()
-	require.Eventually(t, func() bool {
-		var n int
-		err := s.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE $1 = ANY(pg_blocking_pids(pid))`, holderPID).Scan(&n)
-		return err == nil && n > 0
-	}, 10*time.Second, 5*time.Millisecond, "a failure waits for the endpoint")
+	done := make(chan completion, 1)
+	go func() {
+		got, err := f.complete(ctx, 2, herald.StatusPending, t0.Add(store.LastSuccessPrecision/2))
+		done <- completion{got, err}
+	}()
+	require.Eventually(t, f.blockedBy(t, pid), 10*time.Second, 5*time.Millisecond, "a failure waits for the endpoint")
 	require.NoError(t, holder.Rollback(ctx))
-	require.NoError(t, <-done)
+	c := <-done
+	require.NoError(t, c.err)
+	require.Equal(t, []bool{true}, c.applied)
 
-	h, err := s.EndpointHealthGet(ctx, &store.EndpointHealthParams{ID: ep.ID, Now: t0.Add(time.Second)})
+	h, err := f.s.EndpointHealthGet(ctx, &store.EndpointHealthParams{ID: f.ep.ID, Now: t0.Add(time.Second)})
 	require.NoError(t, err)
 	require.Equal(t, 1, h.ConsecutiveFailures)
 	require.NotNil(t, h.LastSuccessAt)
 	require.True(t, h.LastSuccessAt.Equal(t0), "the last success kept: %s", h.LastSuccessAt)
+}
+
+// TestPlainSuccessReadsTheHealthAFailureLeft: a plain success that meets
+// the endpoint locked by a writer deciding its health (the breaker's path,
+// FOR UPDATE) waits for it, and reads the health that writer left: a
+// failure counted, so the success goes through the breaker and ends the
+// streak rather than pass for plain on what it read before.
+func TestPlainSuccessReadsTheHealthAFailureLeft(t *testing.T) {
+	t.Parallel()
+	f := newPlainFixture(t)
+	ctx := t.Context()
+	_, err := f.complete(ctx, 0, herald.StatusDelivered, t0)
+	require.NoError(t, err)
+
+	holder, pid := f.hold(t, "FOR UPDATE")
+	failing := herald.EndpointHealth{BreakerState: herald.BreakerClosed, ConsecutiveFailures: 1,
+		FailingSince: &t0, LastFailureAt: &t0, RateFactor: 1}
+	doc, until := encodeHealth(failing)
+	_, err = holder.Exec(ctx, `UPDATE endpoints SET health = $2, blocked_until = $3 WHERE id = $1`, f.ep.ID, string(doc), until)
+	require.NoError(t, err)
+
+	done := make(chan completion, 1)
+	at := t0.Add(store.LastSuccessPrecision / 2)
+	go func() {
+		got, err := f.complete(ctx, 1, herald.StatusDelivered, at)
+		done <- completion{got, err}
+	}()
+	require.Eventually(t, f.blockedBy(t, pid), 10*time.Second, 5*time.Millisecond, "the success waits for the endpoint")
+	require.NoError(t, holder.Commit(ctx))
+	c := <-done
+	require.NoError(t, c.err)
+	require.Equal(t, []bool{true}, c.applied)
+
+	h, err := f.s.EndpointHealthGet(ctx, &store.EndpointHealthParams{ID: f.ep.ID, Now: at})
+	require.NoError(t, err)
+	require.Zero(t, h.ConsecutiveFailures, "the success after the failure ends the streak")
+	require.Nil(t, h.FailingSince)
+	require.NotNil(t, h.LastSuccessAt)
+	require.True(t, h.LastSuccessAt.Equal(at), "the last success: %s", h.LastSuccessAt)
+}
+
+// TestDisablingWaitsForPlainSuccesses: disabling an endpoint waits for an
+// outcome write that holds it FOR KEY SHARE (as plainSuccessSQL does while
+// the outcomes write its deliveries), so the two never lock the same
+// deliveries in turn.
+func TestDisablingWaitsForPlainSuccesses(t *testing.T) {
+	t.Parallel()
+	f := newPlainFixture(t)
+	ctx := t.Context()
+	holder, pid := f.hold(t, "FOR KEY SHARE")
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.s.EndpointSetEnabled(ctx, &store.EndpointSetEnabledParams{ID: f.ep.ID, Enabled: false, Reason: "manual", Now: t0})
+		done <- err
+	}()
+	require.Eventually(t, f.blockedBy(t, pid), 10*time.Second, 5*time.Millisecond, "disabling waits")
+	require.NoError(t, holder.Rollback(ctx))
+	require.NoError(t, <-done)
+	require.Equal(t, map[string]int{"dead": 3}, statuses(t, f.s, f.ep.ID))
 }

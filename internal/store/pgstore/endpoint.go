@@ -286,10 +286,14 @@ func (s *Store) EndpointSetEnabled(ctx context.Context, p *store.EndpointSetEnab
 // endpoint_disabled. It locks the endpoint row before the deliveries, as
 // every writer does. A missing endpoint gives pgx.ErrNoRows.
 func (s *Store) disableEndpoint(ctx context.Context, tx queryer, id, reason, keep string, now time.Time) (*herald.Endpoint, error) {
+	// FOR UPDATE, not the update's own lock: an outcome write of plain
+	// successes holds its endpoints FOR KEY SHARE while it writes their
+	// deliveries (plainSuccessSQL), and must be done before this one
+	// sends them dead, or wait for it.
 	ep, err := s.scanEndpoint(tx.QueryRow(ctx, `
 		UPDATE endpoints
 		SET enabled = false, disabled_reason = $2, updated_at = coalesce($3::timestamptz, now())
-		WHERE id = $1
+		WHERE id = (SELECT id FROM endpoints WHERE id = $1 FOR UPDATE)
 		RETURNING `+endpointCols,
 		id, reason, nowArg(now)))
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -444,6 +445,20 @@ func TestGenericPlansStayInTheirStatements(t *testing.T) {
 		require.Zero(t, custom, "%s: custom plans", name)
 		require.Equal(t, int64(3), generic, "%s: the generic plan, each time", name)
 	}
+	// Failures take the breaker's path, which locks the endpoints first.
+	for range 3 {
+		ingest(t, s, "c1", 1)
+		claimed, err := s.DeliveryClaim(t.Context(), &store.DeliveryClaimParams{Limit: 10, Now: t0})
+		require.NoError(t, err)
+		require.Len(t, claimed, 1)
+		failed := outcomeAt(claimed[0], herald.StatusPending, t0)
+		failed.RetryIn = time.Hour
+		_, err = s.DeliveryCompleteMany(t.Context(), &store.DeliveryCompleteManyParams{Outcomes: []store.DeliveryOutcome{failed}, Now: t0})
+		require.NoError(t, err)
+	}
+	generic, custom := plans(lockOutcomeEndpointsSQL)
+	require.Zero(t, custom, "LockOutcomeEndpoints: custom plans")
+	require.Equal(t, int64(3), generic, "LockOutcomeEndpoints: the generic plan, each time")
 	// A claim may look for endpoints and take deliveries more than once.
 	for name, q := range map[string]string{
 		"Candidates": candidatesSQL, "Take": takeSQL, "WriteBack": writeBackSQL,
