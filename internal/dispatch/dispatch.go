@@ -223,11 +223,10 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		slots <- struct{}{}
 	}
 
-	d.takeFrom(&taking{slots: slots, jobs: jobs})
-
 	// unwritten counts attempts that have ended and whose outcomes are
 	// not written yet: slots that the writer is about to give back.
 	var unwritten atomic.Int64
+	d.takeFrom(&taking{slots: slots, jobs: jobs, unwritten: &unwritten})
 	var workers sync.WaitGroup
 	for range n {
 		workers.Add(1)

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/heraldhooks/herald/internal/logkey"
 	"github.com/heraldhooks/herald/internal/store"
@@ -12,6 +13,9 @@ import (
 type taking struct {
 	slots chan struct{}
 	jobs  chan<- job
+	// unwritten counts the slots taken by attempts that have ended,
+	// whose outcomes wait to be written.
+	unwritten *atomic.Int64
 }
 
 // takeFrom sets where Take hands its deliveries: t while a Run is under
@@ -23,9 +27,14 @@ func (d *Dispatcher) takeFrom(t *taking) {
 }
 
 // takeBusyMax is how many attempts a node may have under way (slots
-// taken) and still take work leased at ingest. Past it, deliveries arrive
-// faster than one at a time, and claims, which take them many to a
-// statement, cost less per delivery than leasing each ingest's few.
+// taken, but for those of attempts that have ended and wait for their
+// outcomes to be written) and still take work leased at ingest. Past it,
+// deliveries arrive faster than one at a time, and claims, which take them
+// many to a statement, cost less per delivery than leasing each ingest's
+// few. Outcomes waiting to be written say how fast the database writes,
+// not how fast deliveries come: counted, a slow outcome write turned a
+// node from leasing to claims, and its latency from the attempt's own to
+// the claim loop's.
 const takeBusyMax = 48
 
 // Reserve implements store.Taker: it takes up to n free slots without
@@ -36,7 +45,10 @@ func (d *Dispatcher) Reserve(n int) store.Reservation {
 	r := store.Reservation{From: d.cfg.Clock.Now(), LeaseMargin: d.cfg.LeaseMargin}
 	d.takerMu.Lock()
 	defer d.takerMu.Unlock()
-	if d.taking == nil || n <= 0 || cap(d.taking.slots)-len(d.taking.slots) > takeBusyMax {
+	if d.taking == nil || n <= 0 {
+		return r
+	}
+	if under := cap(d.taking.slots) - len(d.taking.slots) - int(d.taking.unwritten.Load()); under > takeBusyMax {
 		return r
 	}
 	r.Slots = takeFree(d.taking.slots, n)

@@ -102,6 +102,49 @@ func TestReserveGivesNothingToABusyNode(t *testing.T) {
 	d.Take(busy, nil)
 }
 
+// gatedStore holds every outcome write until gate is closed.
+type gatedStore struct {
+	store.Store
+	gate chan struct{}
+}
+
+func (g *gatedStore) DeliveryCompleteMany(ctx context.Context, p *store.DeliveryCompleteManyParams) ([]bool, error) {
+	<-g.gate
+	return g.Store.DeliveryCompleteMany(ctx, p)
+}
+
+// TestReserveDoesNotCountOutcomesWaitingToBeWritten: attempts that have
+// ended and wait for their outcome write do not make a node busy: a slow
+// database does not turn it from leasing to claims.
+func TestReserveDoesNotCountOutcomesWaitingToBeWritten(t *testing.T) {
+	t.Parallel()
+	var arrived atomic.Int64
+	st, c, _ := setup(t, func(http.ResponseWriter, *http.Request) { arrived.Add(1) })
+	for range 10 {
+		ingest(t, st, c)
+	}
+	g := &gatedStore{Store: st, gate: make(chan struct{})}
+	d := dispatch.New(dispatch.Config{
+		Store:       g,
+		Sender:      sender.New(sender.Config{AllowPrivateNetworks: true}),
+		Clock:       c,
+		Concurrency: 64,
+	})
+	start(t, d)
+	t.Cleanup(func() { close(g.gate) })
+	waitFor(t, func() bool { return arrived.Load() == 10 })
+
+	under := d.Reserve(45)
+	require.Equal(t, 45, under.Slots, "54 slots free, 10 held by outcomes not written")
+	// 55 slots taken, 45 of them by attempts under way.
+	waitFor(t, func() bool {
+		r := d.Reserve(1)
+		d.Take(r, nil)
+		return r.Slots == 1
+	})
+	d.Take(under, nil)
+}
+
 // start runs d until the test ends or the returned function is called,
 // which returns once d has stopped.
 func start(t *testing.T, d *dispatch.Dispatcher) (stop func()) {
