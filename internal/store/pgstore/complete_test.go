@@ -64,9 +64,35 @@ func (f *plainFixture) blockedBy(t *testing.T, pid int) func() bool {
 	}
 }
 
-type completion struct {
-	applied []bool
-	err     error
+// completeBehind writes outcome i from another goroutine, requires it to
+// wait for the backend pid (why names the wait), ends pid's transaction
+// with end, and requires the outcome to be applied.
+func (f *plainFixture) completeBehind(t *testing.T, pid int, end func(context.Context) error, why string, i int, status herald.Status, now time.Time) {
+	t.Helper()
+	ctx := t.Context()
+	type completion struct {
+		applied []bool
+		err     error
+	}
+	done := make(chan completion, 1)
+	go func() {
+		got, err := f.complete(ctx, i, status, now)
+		done <- completion{got, err}
+	}()
+	require.Eventually(t, f.blockedBy(t, pid), 10*time.Second, 5*time.Millisecond, why)
+	require.NoError(t, end(ctx))
+	c := <-done
+	require.NoError(t, c.err)
+	require.Equal(t, []bool{true}, c.applied)
+}
+
+// health is the endpoint's health at now, with a last success.
+func (f *plainFixture) health(t *testing.T, now time.Time) *herald.EndpointHealth {
+	t.Helper()
+	h, err := f.s.EndpointHealthGet(t.Context(), &store.EndpointHealthParams{ID: f.ep.ID, Now: now})
+	require.NoError(t, err)
+	require.NotNil(t, h.LastSuccessAt)
+	return h
 }
 
 // TestPlainSuccessesDoNotWaitForLeasing: a success that changes nothing of
@@ -87,21 +113,11 @@ func TestPlainSuccessesDoNotWaitForLeasing(t *testing.T) {
 	require.NoError(t, err, "a plain success waits for no ingest leasing to its endpoint")
 	require.Equal(t, []bool{true}, got)
 
-	done := make(chan completion, 1)
-	go func() {
-		got, err := f.complete(ctx, 2, herald.StatusPending, t0.Add(store.LastSuccessPrecision/2))
-		done <- completion{got, err}
-	}()
-	require.Eventually(t, f.blockedBy(t, pid), 10*time.Second, 5*time.Millisecond, "a failure waits for the endpoint")
-	require.NoError(t, holder.Rollback(ctx))
-	c := <-done
-	require.NoError(t, c.err)
-	require.Equal(t, []bool{true}, c.applied)
+	f.completeBehind(t, pid, holder.Rollback, "a failure waits for the endpoint",
+		2, herald.StatusPending, t0.Add(store.LastSuccessPrecision/2))
 
-	h, err := f.s.EndpointHealthGet(ctx, &store.EndpointHealthParams{ID: f.ep.ID, Now: t0.Add(time.Second)})
-	require.NoError(t, err)
+	h := f.health(t, t0.Add(time.Second))
 	require.Equal(t, 1, h.ConsecutiveFailures)
-	require.NotNil(t, h.LastSuccessAt)
 	require.True(t, h.LastSuccessAt.Equal(t0), "the last success kept: %s", h.LastSuccessAt)
 }
 
@@ -124,23 +140,12 @@ func TestPlainSuccessReadsTheHealthAFailureLeft(t *testing.T) {
 	_, err = holder.Exec(ctx, `UPDATE endpoints SET health = $2, blocked_until = $3 WHERE id = $1`, f.ep.ID, string(doc), until)
 	require.NoError(t, err)
 
-	done := make(chan completion, 1)
 	at := t0.Add(store.LastSuccessPrecision / 2)
-	go func() {
-		got, err := f.complete(ctx, 1, herald.StatusDelivered, at)
-		done <- completion{got, err}
-	}()
-	require.Eventually(t, f.blockedBy(t, pid), 10*time.Second, 5*time.Millisecond, "the success waits for the endpoint")
-	require.NoError(t, holder.Commit(ctx))
-	c := <-done
-	require.NoError(t, c.err)
-	require.Equal(t, []bool{true}, c.applied)
+	f.completeBehind(t, pid, holder.Commit, "the success waits for the endpoint", 1, herald.StatusDelivered, at)
 
-	h, err := f.s.EndpointHealthGet(ctx, &store.EndpointHealthParams{ID: f.ep.ID, Now: at})
-	require.NoError(t, err)
+	h := f.health(t, at)
 	require.Zero(t, h.ConsecutiveFailures, "the success after the failure ends the streak")
 	require.Nil(t, h.FailingSince)
-	require.NotNil(t, h.LastSuccessAt)
 	require.True(t, h.LastSuccessAt.Equal(at), "the last success: %s", h.LastSuccessAt)
 }
 
