@@ -153,7 +153,7 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, p *store.DeliveryCompl
 	}
 	waves := outcomeWaves(p.Outcomes)
 	if plainSuccesses(p.Outcomes) {
-		done, err := s.completePlain(ctx, p, waves, applied)
+		done, err := s.completePlain(ctx, p, ids, waves, applied)
 		if err != nil {
 			return nil, fmt.Errorf("complete deliveries: %w", err)
 		}
@@ -238,16 +238,11 @@ func (s *Store) completeTx(ctx context.Context, p *store.DeliveryCompleteManyPar
 	if err != nil {
 		return nil, err
 	}
-	// The batch's activity, one row write for the whole call, last.
-	var a store.Activity
-	for i := range p.Outcomes {
-		a.AddOutcome(&p.Outcomes[i], applied[i])
-	}
 	at := now
 	if at.IsZero() { // no endpoint was locked: none of the deliveries is left
 		at = idTime(p.Now)
 	}
-	s.queueActivity(later, at, &a)
+	s.queueOutcomeActivity(later, p, applied, at)
 	if err := tx.commit(ctx, later); err != nil {
 		return nil, err
 	}
@@ -277,7 +272,8 @@ const plainHealthSQL = `coalesce(coalesce(e.health->>'breaker_state', 'closed') 
 // than store.LastSuccessPrecision get the batch's now ($3 or the database
 // clock), never an earlier time than they hold. It returns how many of the
 // endpoints are not plain (their outcomes must go through the breaker:
-// completeTx), the batch's now, and how many endpoints it wrote.
+// completeTx) and the batch's now. (upd runs whether or not it is read, as
+// every data-modifying WITH does.)
 var plainSuccessSQL = `
 WITH n AS (
 	SELECT coalesce($3::timestamptz, now()) AS t
@@ -300,9 +296,8 @@ WITH n AS (
 	WHERE e.id = held.id AND held.plain AND held.due
 		AND (e.health->>'last_success_at' IS NULL
 			OR herald_health_time(e.health->>'last_success_at') < n.t)
-	RETURNING e.id
 )
-SELECT (SELECT count(*) FROM held WHERE NOT plain), (SELECT t FROM n), (SELECT count(*) FROM upd)`
+SELECT (SELECT count(*) FROM held WHERE NOT plain), (SELECT t FROM n)`
 
 // plainSuccesses is whether every outcome is a success that asks nothing
 // of its endpoint (no pause, no slow-down, no disabling): on an endpoint
@@ -322,11 +317,10 @@ func plainSuccesses(outcomes []store.DeliveryOutcome) bool {
 // a second (plainSuccessSQL), unless one of their endpoints has a health a
 // success changes, or an outcome finds its lease lost: then it rolls back
 // and says so (done false), and the caller takes the breaker's path.
-func (s *Store) completePlain(ctx context.Context, p *store.DeliveryCompleteManyParams, waves [][]int, applied []bool) (bool, error) {
-	ids := make([]string, len(p.Outcomes))
+func (s *Store) completePlain(ctx context.Context, p *store.DeliveryCompleteManyParams, ids []string, waves [][]int, applied []bool) (bool, error) {
 	tokens := make([]int64, len(p.Outcomes))
 	for i := range p.Outcomes {
-		ids[i], tokens[i] = p.Outcomes[i].DeliveryID, p.Outcomes[i].LeaseToken
+		tokens[i] = p.Outcomes[i].LeaseToken
 	}
 	tx, err := s.beginBatched(ctx)
 	if err != nil {
@@ -339,11 +333,9 @@ func (s *Store) completePlain(ctx context.Context, p *store.DeliveryCompleteMany
 		batch.Queue(completeSQL, outcomeArgs(p, w)...)
 	}
 	results := tx.SendBatch(ctx, batch)
-	var (
-		unplain, written int64
-		now              time.Time
-	)
-	if err := results.QueryRow().Scan(&unplain, &now, &written); err != nil {
+	var unplain int64
+	var now time.Time
+	if err := results.QueryRow().Scan(&unplain, &now); err != nil {
 		_ = results.Close()
 		return false, fmt.Errorf("write last success: %w", err)
 	}
@@ -368,17 +360,25 @@ func (s *Store) completePlain(ctx context.Context, p *store.DeliveryCompleteMany
 			return false, nil
 		}
 	}
-	var a store.Activity
-	for i := range outcomes {
+	for i := range applied {
 		applied[i] = true
-		a.AddOutcome(&p.Outcomes[i], true)
 	}
 	later := &pgx.Batch{}
-	s.queueActivity(later, now.UTC(), &a)
+	s.queueOutcomeActivity(later, p, applied, now.UTC())
 	if err := tx.commit(ctx, later); err != nil {
 		return false, err
 	}
 	return true, nil
+}
+
+// queueOutcomeActivity queues the activity of a batch of outcomes, one
+// row write for the whole call, last in its transaction.
+func (s *Store) queueOutcomeActivity(later *pgx.Batch, p *store.DeliveryCompleteManyParams, applied []bool, at time.Time) {
+	var a store.Activity
+	for i := range p.Outcomes {
+		a.AddOutcome(&p.Outcomes[i], applied[i])
+	}
+	s.queueActivity(later, at, &a)
 }
 
 // outcomeWaves splits the outcomes' indexes into waves that hold each
