@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -199,7 +200,9 @@ func (r *begunResults) Exec() (pgconn.CommandTag, error) {
 
 func (r *begunResults) Query() (pgx.Rows, error) {
 	if err := r.skipBegin(); err != nil {
-		return nil, err
+		// Rows, not nil: a QueuedQuery's Query reads the rows whatever
+		// the error.
+		return errRows{err}, err
 	}
 	return r.BatchResults.Query()
 }
@@ -289,3 +292,17 @@ type errCommit struct{ err error }
 
 func (e errCommit) Error() string { return "commit: " + e.err.Error() }
 func (e errCommit) Unwrap() error { return e.err }
+
+// errRows are the rows of a statement that failed with err before it ran.
+type errRows struct{ err error }
+
+func (r errRows) Close()                                       {}
+func (r errRows) Err() error                                   { return r.err }
+func (r errRows) CommandTag() pgconn.CommandTag                { return pgconn.CommandTag{} }
+func (r errRows) FieldDescriptions() []pgconn.FieldDescription { return nil }
+func (r errRows) Next() bool                                   { return false }
+func (r errRows) Scan(...any) error                            { return r.err }
+func (r errRows) Values() ([]any, error)                       { return nil, r.err }
+func (r errRows) RawValues() [][]byte                          { return nil }
+func (r errRows) Conn() *pgx.Conn                              { return nil }
+func (r errRows) TypeMap() *pgtype.Map                         { return nil }

@@ -24,10 +24,11 @@ SELECT id, consumer_id, event_types FROM endpoints
 WHERE enabled AND consumer_id = ANY($1::text[])
 ORDER BY id`
 
-// enabledEndpointsWholeSQL is enabledEndpointsSQL reading the whole rows,
-// for an ingest that may lease (leasing.go).
+// enabledEndpointsWholeSQL is enabledEndpointsSQL reading the whole rows
+// and their config_version, for an ingest that may lease (leasing.go) or
+// remember them (ingestcache.go).
 const enabledEndpointsWholeSQL = `
-SELECT ` + endpointCols + ` FROM endpoints
+SELECT ` + endpointCols + `, config_version FROM endpoints
 WHERE enabled AND consumer_id = ANY($1::text[])
 ORDER BY id`
 
@@ -165,6 +166,8 @@ type matcher struct {
 	ep         *herald.Endpoint // nil unless read whole
 	bucket     ratelimit.Bucket
 	sealed     bool
+	// configVersion is the endpoint's config_version, when read whole.
+	configVersion int64
 }
 
 // sortedIDs makes n ids and sorts them, so that rows made by one call, taken
@@ -223,13 +226,31 @@ func (s *Store) ingest(ctx context.Context, tx queryer, events []store.EventInge
 // transaction would take one more for each, and each round trip costs
 // both this process and the database's backend more than a single
 // event's rows do. A call is answered success only once its COMMIT has.
+//
+// With its consumers' endpoints remembered, it takes one round trip; if
+// they changed since, it is written again in a new transaction, reading
+// them (ingestcache.go).
 func (s *Store) ingestAlone(ctx context.Context, events []store.EventIngestItem, now time.Time) ([]store.EventIngestResult, error) {
-	tx, err := s.beginBatched(ctx)
-	if err != nil {
-		return nil, err
+	return retryChangedEndpoints(func() ([]store.EventIngestResult, error) {
+		tx, err := s.beginBatched(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer tx.end(ctx)
+		return s.ingestOn(ctx, tx, tx, events, now)
+	})
+}
+
+// retryChangedEndpoints runs write, an ingest in a transaction of its
+// own, and runs it again if it failed on remembered endpoints that had
+// changed (errEndpointsChanged): they are forgotten by then, so the second
+// run reads them.
+func retryChangedEndpoints[T any](write func() (T, error)) (T, error) {
+	out, err := write()
+	if errors.Is(err, errEndpointsChanged) {
+		return write()
 	}
-	defer tx.end(ctx)
-	return s.ingestOn(ctx, tx, tx, events, now)
+	return out, err
 }
 
 // ingestOn is ingest on q, which commits tx (q itself) with its last
@@ -239,16 +260,24 @@ func (s *Store) ingestAlone(ctx context.Context, events []store.EventIngestItem,
 // insert and the wake-up, which need what the first two returned. An
 // event whose idempotency key was taken costs the two reads of
 // existingEvents between them. A failed COMMIT is an errCommit.
+//
+// With tx, an ingest whose consumers' endpoints this node read lately
+// fans out from that read instead, and goes in one batch, one round trip,
+// that checks the endpoints are still as read (ingestcache.go). If they
+// are not, nothing is written and the error is errEndpointsChanged: the
+// caller writes the ingest again, in a new transaction, which reads them.
 func (s *Store) ingestOn(ctx context.Context, q queryer, tx *batchTx, events []store.EventIngestItem, now time.Time) ([]store.EventIngestResult, error) {
 	results := make([]store.EventIngestResult, len(events))
 	// Duplicates inside the call point at the first item with their key.
 	firstWithKey := map[idempotencyKey]int{}
 	dupOf := make([]int, len(events))
 	var unique []*ingestItem
+	keyed := false
 	for i := range events {
 		it := &events[i]
 		dupOf[i] = -1
 		if it.IdempotencyKey != "" {
+			keyed = true
 			k := idempotencyKey{it.ConsumerID, it.IdempotencyKey}
 			if first, ok := firstWithKey[k]; ok {
 				dupOf[i] = first
@@ -262,23 +291,54 @@ func (s *Store) ingestOn(ctx context.Context, q queryer, tx *batchTx, events []s
 	for i, id := range sortedIDs(herald.PrefixEvent, t, len(unique)) {
 		unique[i].id = id
 	}
+	consumers := consumersOf(unique)
+	var check *endpointsCheck
+	var endpoints map[string][]matcher
+	if tx != nil && !s.readEndpointsAlways {
+		if eps, versions, ok := s.endpoints.recall(consumers, time.Now()); ok {
+			endpoints = eps
+			check = &endpointsCheck{consumers: consumers, versions: versions, keyed: keyed}
+		}
+	}
 
-	// An ingest that may lease reserves its slots first, and reads its
-	// endpoints whole only when it got some (leasing.go).
+	// An ingest that may lease reserves its slots first (leasing.go).
 	lease := s.reserve(tx, min(leaseSlotsPerEvent*len(unique), maxLeaseSlots))
 	if lease != nil {
 		defer lease.done()
 	}
-	endpoints, inserted, err := readAndInsert(ctx, q, unique, now, lease != nil)
-	if err != nil {
-		return nil, err
+	// Without remembered endpoints, the first round trip reads them (whole
+	// when the ingest may lease, or they are to be remembered) and inserts
+	// the events; with them, the events insert goes in the batch that
+	// commits.
+	b := &pgx.Batch{}
+	var inserted map[string]time.Time
+	var insertErr error
+	if check == nil {
+		readAt := time.Now()
+		var err error
+		endpoints, inserted, err = readAndInsert(ctx, q, unique, now, lease != nil || tx != nil)
+		if err != nil {
+			return nil, err
+		}
+		if tx != nil {
+			s.endpoints.remember(consumers, endpoints, readAt)
+		}
+	} else {
+		inserted = make(map[string]time.Time, len(unique))
+		b.Queue(insertSQL(unique), insertEventsArgs(unique, now)...).Query(func(rows pgx.Rows) error {
+			insertErr = readInsertedRows(rows, inserted)
+			return insertErr
+		})
 	}
 
-	// New events get their deliveries; the others were there before.
+	// New events get their deliveries; the others were there before. With
+	// remembered endpoints, which events are new is known only once they
+	// are written: every event gets its deliveries in d, and the
+	// deliveries insert keeps those of the events inserted.
 	var fresh, conflicted []*ingestItem
 	nDeliveries := 0
 	for _, u := range unique {
-		if _, ok := inserted[u.id]; !ok {
+		if _, ok := inserted[u.id]; !ok && check == nil {
 			conflicted = append(conflicted, u)
 			continue
 		}
@@ -291,47 +351,70 @@ func (s *Store) ingestOn(ctx context.Context, q queryer, tx *batchTx, events []s
 	}
 	dlvIDs := sortedIDs(herald.PrefixDelivery, t, nDeliveries)
 	var d deliveryInsert
+	refs := make(map[string][]store.DeliveryRef, len(fresh))
 	for _, u := range fresh {
-		payload := u.item.Payload
-		if payload == nil {
-			payload = []byte{}
-		}
-		refs := []store.DeliveryRef{}
+		r := []store.DeliveryRef{}
 		for _, ep := range endpoints[u.item.ConsumerID] {
 			if !targets(u.item, ep) {
 				continue
 			}
 			ref := store.DeliveryRef{ID: dlvIDs[len(d.ids)], EndpointID: ep.id}
 			d.add(ref, u)
-			refs = append(refs, ref)
+			r = append(r, ref)
 		}
-		results[u.index] = store.EventIngestResult{
-			Event: &herald.Event{
-				ID:             u.id,
-				ConsumerID:     u.item.ConsumerID,
-				EventType:      u.item.EventType,
-				Payload:        payload,
-				IdempotencyKey: u.item.IdempotencyKey,
-				CreatedAt:      inserted[u.id],
-			},
-			Deliveries: refs,
-		}
+		refs[u.id] = r
 	}
 	if err := existingEvents(ctx, q, conflicted, results); err != nil {
 		return nil, err
 	}
-	if lease != nil && s.planLeasing(lease, &d, endpoints, now) {
+	eventOf := func() map[string]*herald.Event {
 		events := make(map[string]*herald.Event, len(fresh))
 		for _, u := range fresh {
-			events[u.id] = results[u.index].Event
+			events[u.id] = newEvent(u, time.Time{})
 		}
-		leased, err := s.writeLeasing(ctx, tx, &d, lease, events, now)
-		if err != nil {
-			return nil, err
+		return events
+	}
+	var err error
+	var leased []*store.ClaimedDelivery
+	leasing := lease != nil && s.planLeasing(lease, &d, endpoints, now)
+	if leasing {
+		leased, err = s.writeLeasing(ctx, tx, b, &d, check, lease, eventOf(), now)
+	} else {
+		err = s.writeDeliveries(ctx, q, b, &d, check, tx, now)
+	}
+	if insertErr != nil {
+		err = fmt.Errorf("insert events: %w", insertErr)
+	}
+	if check != nil && isEndpointsChanged(err) {
+		s.endpoints.forget(consumers)
+		return nil, errEndpointsChanged
+	}
+	if err != nil {
+		return nil, err
+	}
+	if leasing {
+		for _, c := range leased {
+			c.Event.CreatedAt = inserted[c.Event.ID]
 		}
 		lease.handOver(leased)
-	} else if err := s.writeDeliveries(ctx, q, &d, tx, now); err != nil {
-		return nil, err
+	}
+	if check != nil {
+		// Committed: the events whose idempotency key was taken are
+		// read now, as the events that hold their keys are committed, on
+		// the connection of the transaction, idle now.
+		fresh = slices.DeleteFunc(fresh, func(u *ingestItem) bool {
+			if _, ok := inserted[u.id]; !ok {
+				conflicted = append(conflicted, u)
+				return true
+			}
+			return false
+		})
+		if err := existingEvents(ctx, q, conflicted, results); err != nil {
+			return nil, err
+		}
+	}
+	for _, u := range fresh {
+		results[u.index] = store.EventIngestResult{Event: newEvent(u, inserted[u.id]), Deliveries: refs[u.id]}
 	}
 	for i, first := range dupOf {
 		if first < 0 {
@@ -347,6 +430,31 @@ func (s *Store) ingestOn(ctx context.Context, q queryer, tx *batchTx, events []s
 	return results, nil
 }
 
+// newEvent is the event u inserted, created at created.
+func newEvent(u *ingestItem, created time.Time) *herald.Event {
+	payload := u.item.Payload
+	if payload == nil {
+		payload = []byte{}
+	}
+	return &herald.Event{
+		ID:             u.id,
+		ConsumerID:     u.item.ConsumerID,
+		EventType:      u.item.EventType,
+		Payload:        payload,
+		IdempotencyKey: u.item.IdempotencyKey,
+		CreatedAt:      created,
+	}
+}
+
+// endpointsCheck is what an ingest from remembered endpoints checks in the
+// database: the versions of its consumers' endpoints as remembered; keyed
+// is whether an event has an idempotency key, which may make it not
+// inserted (its deliveries are then not inserted either).
+type endpointsCheck struct {
+	consumers, versions []string
+	keyed               bool
+}
+
 // readAndInsert reads, once per call, the enabled endpoints of every
 // consumer the items name, oldest first, and inserts the items, in one
 // batch. It returns the endpoints by consumer and the created_at of each
@@ -358,11 +466,7 @@ func readAndInsert(ctx context.Context, q queryer, items []*ingestItem, now time
 	} else {
 		b.Queue(enabledEndpointsSQL, consumersOf(items))
 	}
-	insert := insertUnkeyedEventsSQL
-	if slices.ContainsFunc(items, func(u *ingestItem) bool { return u.item.IdempotencyKey != "" }) {
-		insert = insertEventsSQL
-	}
-	b.Queue(insert, insertEventsArgs(items, now)...)
+	b.Queue(insertSQL(items), insertEventsArgs(items, now)...)
 	br := q.SendBatch(ctx, b)
 	endpoints, inserted, err := func() (map[string][]matcher, map[string]time.Time, error) {
 		endpoints, err := readEndpoints(br, whole)
@@ -384,15 +488,31 @@ func readAndInsert(ctx context.Context, q queryer, items []*ingestItem, now time
 	return endpoints, inserted, nil
 }
 
-// writeDeliveries inserts the deliveries of d, if any, with their queue
-// rows, and asks for the dispatchers to be woken, in one batch, which
-// commits tx if it is not nil. A failed COMMIT is an errCommit.
-func (s *Store) writeDeliveries(ctx context.Context, q queryer, d *deliveryInsert, tx *batchTx, now time.Time) error {
-	b := &pgx.Batch{}
-	if len(d.ids) > 0 {
-		endpoints := d.endpoints()
-		b.Queue(ingestLockSQL, s.channel, endpoints)
+// insertSQL is the events insert for items: insertEventsSQL if one has an
+// idempotency key, else insertUnkeyedEventsSQL.
+func insertSQL(items []*ingestItem) string {
+	if slices.ContainsFunc(items, func(u *ingestItem) bool { return u.item.IdempotencyKey != "" }) {
+		return insertEventsSQL
+	}
+	return insertUnkeyedEventsSQL
+}
+
+// writeDeliveries queues in b, after what it holds, the insert of the
+// deliveries of d, if any, with their queue rows, and the wake-up, and
+// sends b, committing tx if it is not nil. With check (an ingest from
+// remembered endpoints), the lock statement also checks the endpoints,
+// and only the deliveries of events inserted are. A failed COMMIT is an
+// errCommit.
+func (s *Store) writeDeliveries(ctx context.Context, q queryer, b *pgx.Batch, d *deliveryInsert, check *endpointsCheck, tx *batchTx, now time.Time) error {
+	switch {
+	case len(d.ids) > 0 && check != nil:
+		b.Queue(ingestLockCheckedSQL, s.channel, d.endpoints(), check.consumers, check.versions)
+		b.Queue(check.deliveriesSQL(insertDeliveriesSQL), d.args(now)...)
+	case len(d.ids) > 0:
+		b.Queue(ingestLockSQL, s.channel, d.endpoints())
 		b.Queue(insertDeliveriesSQL, d.args(now)...)
+	case check != nil:
+		b.Queue(endpointsOnlyCheckSQL, check.consumers, check.versions)
 	}
 	var err error
 	if tx != nil {
@@ -440,14 +560,15 @@ func readEndpoints(br pgx.BatchResults, whole bool) (map[string][]matcher, error
 	out := map[string][]matcher{}
 	for whole && rows.Next() {
 		var r endpointRow
-		if err := rows.Scan(r.dest()...); err != nil {
+		var version int64
+		if err := rows.Scan(append(r.dest(), &version)...); err != nil {
 			return nil, err
 		}
 		ep, err := r.endpoint()
 		if err != nil {
 			return nil, err
 		}
-		m := matcher{id: ep.ID, eventTypes: ep.EventTypes, ep: ep, bucket: r.bucket(), sealed: r.sealed}
+		m := matcher{id: ep.ID, eventTypes: ep.EventTypes, ep: ep, bucket: r.bucket(), sealed: r.sealed, configVersion: version}
 		out[ep.ConsumerID] = append(out[ep.ConsumerID], m)
 	}
 	for !whole && rows.Next() {
@@ -494,15 +615,20 @@ func readInserted(br pgx.BatchResults, n int) (map[string]time.Time, error) {
 	}
 	defer rows.Close()
 	out := make(map[string]time.Time, n)
+	return out, readInsertedRows(rows, out)
+}
+
+// readInsertedRows reads the rows of insertEventsSQL into out.
+func readInsertedRows(rows pgx.Rows, out map[string]time.Time) error {
 	for rows.Next() {
 		var id string
 		var created time.Time
 		if err := rows.Scan(&id, &created); err != nil {
-			return nil, err
+			return err
 		}
 		out[id] = created.UTC()
 	}
-	return out, rows.Err()
+	return rows.Err()
 }
 
 // deliveryInsert gathers new deliveries as columns for one insert.

@@ -281,12 +281,15 @@ func (s *Store) ingestGroupTx(ctx context.Context, calls []*ingestCall) error {
 	byNow := slices.Clone(calls)
 	slices.SortStableFunc(byNow, func(a, b *ingestCall) int { return a.now.Compare(b.now) })
 	if byNow[0].now.Equal(byNow[len(byNow)-1].now) {
-		tx, err := s.beginBatched(ctx)
-		if err != nil {
-			return err
-		}
-		defer tx.end(ctx)
-		return s.ingestCalls(ctx, tx, tx, byNow)
+		_, err := retryChangedEndpoints(func() (struct{}, error) {
+			tx, err := s.beginBatched(ctx)
+			if err != nil {
+				return struct{}{}, err
+			}
+			defer tx.end(ctx)
+			return struct{}{}, s.ingestCalls(ctx, tx, tx, byNow)
+		})
+		return err
 	}
 	return s.inGenericTx(ctx, func(tx pgx.Tx) error {
 		for len(byNow) > 0 {
@@ -316,7 +319,7 @@ func (s *Store) ingestCalls(ctx context.Context, q queryer, tx *batchTx, calls [
 	var refused *pgconn.PgError
 	switch {
 	case err == nil:
-	case ctx.Err() != nil || errors.As(err, &failedCommit):
+	case ctx.Err() != nil || errors.As(err, &failedCommit) || errors.Is(err, errEndpointsChanged):
 		return err
 	case errors.As(err, &refused) || pgconn.SafeToRetry(err):
 		// The database refused a statement, so the transaction is not

@@ -232,16 +232,19 @@ func leasable(ep *herald.Endpoint, b ratelimit.Bucket, now time.Time) bool {
 
 // writeLeasing is writeDeliveries for an ingest that may lease (l): it
 // inserts the deliveries of d, leasing what it may, queues the rest, and
-// commits tx, in one batch. It returns the deliveries leased, with their
+// commits tx, in one batch (b, after what it holds). It returns the deliveries leased, with their
 // events (by id in events) and endpoints, for l's taker.
-func (s *Store) writeLeasing(ctx context.Context, tx *batchTx, d *deliveryInsert, l *leasing,
-	events map[string]*herald.Event, now time.Time,
+func (s *Store) writeLeasing(ctx context.Context, tx *batchTx, b *pgx.Batch, d *deliveryInsert, check *endpointsCheck,
+	l *leasing, events map[string]*herald.Event, now time.Time,
 ) ([]*store.ClaimedDelivery, error) {
 	var leased []*store.ClaimedDelivery
 	var readErr error
-	b := &pgx.Batch{}
-	b.Queue(ingestLeasingSQL, d.endpoints(), l.ids, l.updatedAt, nowArg(now))
-	b.Queue(insertLeasingDeliveriesSQL, d.ids, d.eventIDs, d.endpointIDs, d.consumerIDs, d.eventTypes,
+	if check != nil {
+		b.Queue(ingestLeasingCheckedSQL, d.endpoints(), l.ids, l.updatedAt, nowArg(now), check.consumers, check.versions)
+	} else {
+		b.Queue(ingestLeasingSQL, d.endpoints(), l.ids, l.updatedAt, nowArg(now))
+	}
+	b.Queue(check.deliveriesSQL(insertLeasingDeliveriesSQL), d.ids, d.eventIDs, d.endpointIDs, d.consumerIDs, d.eventTypes,
 		nowArg(now), l.ids, l.caps, l.leaseUS, l.r.Slots).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var r deliveryRow

@@ -60,6 +60,12 @@ type Store struct {
 	// (leasing.go), or nil.
 	taker atomic.Pointer[takerBox]
 
+	// endpoints are the endpoints this node read lately for ingests,
+	// which later ingests fan out from (ingestcache.go), unless
+	// readEndpointsAlways (set by tests before any ingest).
+	endpoints           endpointMemory
+	readEndpointsAlways bool
+
 	// node names this store's rows of the activity series (activity.go).
 	node string
 
