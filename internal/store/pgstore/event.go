@@ -294,7 +294,7 @@ func (s *Store) ingestOn(ctx context.Context, q queryer, tx *batchTx, events []s
 	consumers := consumersOf(unique)
 	var check *endpointsCheck
 	var endpoints map[string][]matcher
-	if tx != nil && !s.readEndpointsAlways {
+	if tx != nil {
 		if eps, versions, ok := s.endpoints.recall(consumers, time.Now()); ok {
 			endpoints = eps
 			check = &endpointsCheck{consumers: consumers, versions: versions, keyed: keyed}

@@ -61,10 +61,8 @@ type Store struct {
 	taker atomic.Pointer[takerBox]
 
 	// endpoints are the endpoints this node read lately for ingests,
-	// which later ingests fan out from (ingestcache.go), unless
-	// readEndpointsAlways (set by tests before any ingest).
-	endpoints           endpointMemory
-	readEndpointsAlways bool
+	// which later ingests fan out from (ingestcache.go).
+	endpoints endpointMemory
 
 	// node names this store's rows of the activity series (activity.go).
 	node string
