@@ -231,26 +231,28 @@ func (s *Store) ingest(ctx context.Context, tx queryer, events []store.EventInge
 // they changed since, it is written again in a new transaction, reading
 // them (ingestcache.go).
 func (s *Store) ingestAlone(ctx context.Context, events []store.EventIngestItem, now time.Time) ([]store.EventIngestResult, error) {
-	return retryChangedEndpoints(func() ([]store.EventIngestResult, error) {
+	var results []store.EventIngestResult
+	err := retryChangedEndpoints(func() error {
 		tx, err := s.beginBatched(ctx)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		defer tx.end(ctx)
-		return s.ingestOn(ctx, tx, tx, events, now)
+		results, err = s.ingestOn(ctx, tx, tx, events, now)
+		return err
 	})
+	return results, err
 }
 
 // retryChangedEndpoints runs write, an ingest in a transaction of its
 // own, and runs it again if it failed on remembered endpoints that had
 // changed (errEndpointsChanged): they are forgotten by then, so the second
 // run reads them.
-func retryChangedEndpoints[T any](write func() (T, error)) (T, error) {
-	out, err := write()
-	if errors.Is(err, errEndpointsChanged) {
-		return write()
+func retryChangedEndpoints(write func() error) error {
+	if err := write(); !errors.Is(err, errEndpointsChanged) {
+		return err
 	}
-	return out, err
+	return write()
 }
 
 // ingestOn is ingest on q, which commits tx (q itself) with its last
@@ -307,16 +309,15 @@ func (s *Store) ingestOn(ctx context.Context, q queryer, tx *batchTx, events []s
 		defer lease.done()
 	}
 	// Without remembered endpoints, the first round trip reads them (whole
-	// when the ingest may lease, or they are to be remembered) and inserts
-	// the events; with them, the events insert goes in the batch that
-	// commits.
+	// with tx: to lease, and to be remembered) and inserts the events; with
+	// them, the events insert goes in the batch that commits.
 	b := &pgx.Batch{}
 	var inserted map[string]time.Time
 	var insertErr error
 	if check == nil {
 		readAt := time.Now()
 		var err error
-		endpoints, inserted, err = readAndInsert(ctx, q, unique, now, lease != nil || tx != nil)
+		endpoints, inserted, err = readAndInsert(ctx, q, unique, consumers, now, tx != nil)
 		if err != nil {
 			return nil, err
 		}
@@ -367,18 +368,17 @@ func (s *Store) ingestOn(ctx context.Context, q queryer, tx *batchTx, events []s
 	if err := existingEvents(ctx, q, conflicted, results); err != nil {
 		return nil, err
 	}
-	eventOf := func() map[string]*herald.Event {
-		events := make(map[string]*herald.Event, len(fresh))
-		for _, u := range fresh {
-			events[u.id] = newEvent(u, time.Time{})
-		}
-		return events
-	}
 	var err error
 	var leased []*store.ClaimedDelivery
 	leasing := lease != nil && s.planLeasing(lease, &d, endpoints, now)
 	if leasing {
-		leased, err = s.writeLeasing(ctx, tx, b, &d, check, lease, eventOf(), now)
+		// The events as leased deliveries carry them; created_at is set
+		// once written.
+		events := make(map[string]*herald.Event, len(fresh))
+		for _, u := range fresh {
+			events[u.id] = newEvent(u, time.Time{})
+		}
+		leased, err = s.writeLeasing(ctx, tx, b, &d, check, lease, events, now)
 	} else {
 		err = s.writeDeliveries(ctx, q, b, &d, check, tx, now)
 	}
@@ -455,16 +455,16 @@ type endpointsCheck struct {
 	keyed               bool
 }
 
-// readAndInsert reads, once per call, the enabled endpoints of every
-// consumer the items name, oldest first, and inserts the items, in one
-// batch. It returns the endpoints by consumer and the created_at of each
+// readAndInsert reads, once per call, the enabled endpoints of the
+// consumers the items name (consumersOf), oldest first, and inserts the
+// items, in one batch. It returns the endpoints by consumer and the created_at of each
 // inserted id.
-func readAndInsert(ctx context.Context, q queryer, items []*ingestItem, now time.Time, whole bool) (map[string][]matcher, map[string]time.Time, error) {
+func readAndInsert(ctx context.Context, q queryer, items []*ingestItem, consumers []string, now time.Time, whole bool) (map[string][]matcher, map[string]time.Time, error) {
 	b := &pgx.Batch{}
 	if whole {
-		b.Queue(enabledEndpointsWholeSQL, consumersOf(items))
+		b.Queue(enabledEndpointsWholeSQL, consumers)
 	} else {
-		b.Queue(enabledEndpointsSQL, consumersOf(items))
+		b.Queue(enabledEndpointsSQL, consumers)
 	}
 	b.Queue(insertSQL(items), insertEventsArgs(items, now)...)
 	br := q.SendBatch(ctx, b)
@@ -507,7 +507,7 @@ func (s *Store) writeDeliveries(ctx context.Context, q queryer, b *pgx.Batch, d 
 	switch {
 	case len(d.ids) > 0 && check != nil:
 		b.Queue(ingestLockCheckedSQL, s.channel, d.endpoints(), check.consumers, check.versions)
-		b.Queue(check.deliveriesSQL(insertDeliveriesSQL), d.args(now)...)
+		b.Queue(check.deliveriesSQL(insertDeliveriesSQL, insertDeliveriesKeyedSQL), d.args(now)...)
 	case len(d.ids) > 0:
 		b.Queue(ingestLockSQL, s.channel, d.endpoints())
 		b.Queue(insertDeliveriesSQL, d.args(now)...)

@@ -281,15 +281,14 @@ func (s *Store) ingestGroupTx(ctx context.Context, calls []*ingestCall) error {
 	byNow := slices.Clone(calls)
 	slices.SortStableFunc(byNow, func(a, b *ingestCall) int { return a.now.Compare(b.now) })
 	if byNow[0].now.Equal(byNow[len(byNow)-1].now) {
-		_, err := retryChangedEndpoints(func() (struct{}, error) {
+		return retryChangedEndpoints(func() error {
 			tx, err := s.beginBatched(ctx)
 			if err != nil {
-				return struct{}{}, err
+				return err
 			}
 			defer tx.end(ctx)
-			return struct{}{}, s.ingestCalls(ctx, tx, tx, byNow)
+			return s.ingestCalls(ctx, tx, tx, byNow)
 		})
-		return err
 	}
 	return s.inGenericTx(ctx, func(tx pgx.Tx) error {
 		for len(byNow) > 0 {

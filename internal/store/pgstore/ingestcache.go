@@ -170,14 +170,15 @@ var endpointsOnlyCheckSQL = "SELECT " + endpointsCheckSQL("$1", "$2")
 // events inserted, by the subquery after its unnest named u.
 const insertedOnly = "\n\tWHERE EXISTS (SELECT 1 FROM events x WHERE x.id = u.event_id)"
 
-// insertedOnlySQL are the deliveries inserts, for events some of which an
-// idempotency key taken may have kept out.
-var insertedOnlySQL = map[string]string{
-	insertDeliveriesSQL: mustReplace(insertDeliveriesSQL,
-		"consumer_id, event_type), n\n", "consumer_id, event_type), n"+insertedOnly+"\n"),
-	insertLeasingDeliveriesSQL: mustReplace(insertLeasingDeliveriesSQL,
-		"consumer_id, event_type, ord)\n", "consumer_id, event_type, ord)"+insertedOnly+"\n"),
-}
+// insertDeliveriesKeyedSQL and insertLeasingDeliveriesKeyedSQL are the
+// deliveries inserts for events some of which an idempotency key taken may
+// have kept out.
+var (
+	insertDeliveriesKeyedSQL = mustReplace(insertDeliveriesSQL,
+		"consumer_id, event_type), n\n", "consumer_id, event_type), n"+insertedOnly+"\n")
+	insertLeasingDeliveriesKeyedSQL = mustReplace(insertLeasingDeliveriesSQL,
+		"consumer_id, event_type, ord)\n", "consumer_id, event_type, ord)"+insertedOnly+"\n")
+)
 
 // mustReplace is s with its one old replaced by new; it panics if s does
 // not hold old exactly once.
@@ -188,11 +189,12 @@ func mustReplace(s, old, new string) string {
 	return strings.Replace(s, old, new, 1)
 }
 
-// deliveriesSQL is the deliveries insert sql, for the events of the
-// ingest c checks.
-func (c *endpointsCheck) deliveriesSQL(sql string) string {
+// deliveriesSQL is the deliveries insert for the events of the ingest c
+// checks: keyed when they were written in the same batch and one has an
+// idempotency key, else all.
+func (c *endpointsCheck) deliveriesSQL(all, keyed string) string {
 	if c == nil || !c.keyed {
-		return sql
+		return all
 	}
-	return insertedOnlySQL[sql]
+	return keyed
 }

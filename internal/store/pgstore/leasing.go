@@ -244,7 +244,7 @@ func (s *Store) writeLeasing(ctx context.Context, tx *batchTx, b *pgx.Batch, d *
 	} else {
 		b.Queue(ingestLeasingSQL, d.endpoints(), l.ids, l.updatedAt, nowArg(now))
 	}
-	b.Queue(check.deliveriesSQL(insertLeasingDeliveriesSQL), d.ids, d.eventIDs, d.endpointIDs, d.consumerIDs, d.eventTypes,
+	b.Queue(check.deliveriesSQL(insertLeasingDeliveriesSQL, insertLeasingDeliveriesKeyedSQL), d.ids, d.eventIDs, d.endpointIDs, d.consumerIDs, d.eventTypes,
 		nowArg(now), l.ids, l.caps, l.leaseUS, l.r.Slots).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var r deliveryRow
