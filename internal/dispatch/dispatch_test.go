@@ -275,7 +275,11 @@ func TestOutcomeWritesDoNotClaimWhenNothingWaits(t *testing.T) {
 		Hooks:       hooks,
 	})
 	for i := range int64(10) {
-		waitFor(t, func() bool { return written.Load() == i+1 })
+		// The next event arrives once the claim loop waits again, as at a
+		// steady low rate: arriving while it has yet to look at the next
+		// due time, the event would be due when it looks, and the loop
+		// would heed both the outcome write and the event's wake-up.
+		waitFor(t, func() bool { return written.Load() == i+1 && st.waiting.Load() })
 		ingest(t, st, c)
 	}
 	waitFor(t, func() bool { return written.Load() == 11 })
@@ -293,13 +297,22 @@ func countWrites() (dispatch.Hooks, *atomic.Int64) {
 }
 
 // emptyClaimSpy is the real store, counting the claims made and those
-// that took nothing.
+// that took nothing; waiting says whether the next due time was read
+// since the last claim (the claim loop waits on it).
 type emptyClaimSpy struct {
 	store.Store
 	claims, empty atomic.Int64
+	waiting       atomic.Bool
+}
+
+func (s *emptyClaimSpy) DeliveryNextDue(ctx context.Context, p *store.DeliveryNextDueParams) (store.NextDue, error) {
+	next, err := s.Store.DeliveryNextDue(ctx, p)
+	s.waiting.Store(true)
+	return next, err
 }
 
 func (s *emptyClaimSpy) DeliveryClaim(ctx context.Context, p *store.DeliveryClaimParams) ([]*store.ClaimedDelivery, error) {
+	s.waiting.Store(false)
 	got, err := s.Store.DeliveryClaim(ctx, p)
 	s.claims.Add(1)
 	if err == nil && len(got) == 0 {
