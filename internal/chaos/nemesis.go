@@ -165,6 +165,24 @@ type executor struct {
 
 	mu      sync.Mutex
 	windows []Window
+	// busy holds, for each target, a lock that a fault holds from its
+	// start to its undoing: a fault whose turn comes while the one
+	// before on the same target is still being undone (a database that
+	// is slow to recover, say) waits for it rather than cut it short.
+	busy map[string]*sync.Mutex
+}
+
+// target returns the lock of the faults on target t.
+func (x *executor) target(t string) *sync.Mutex {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.busy == nil {
+		x.busy = map[string]*sync.Mutex{}
+	}
+	if x.busy[t] == nil {
+		x.busy[t] = &sync.Mutex{}
+	}
+	return x.busy[t]
 }
 
 // run carries out the schedule from start until its end or ctx's. Each
@@ -189,6 +207,9 @@ func (x *executor) run(ctx context.Context, start time.Time, sched []Nemesis) {
 }
 
 func (x *executor) apply(ctx context.Context, n Nemesis) {
+	busy := x.target(n.Target)
+	busy.Lock()
+	defer busy.Unlock()
 	w := Window{Nemesis: n, Start: time.Now()}
 	hold := func() {
 		select {
