@@ -13,8 +13,8 @@ import (
 	"github.com/heraldhooks/herald/internal/store"
 )
 
-// addActivitySQL adds a batch's counts to the row of its minute ($1) and
-// this node ($2). The row is this node's own, so only this node's
+// addActivitySQL adds a batch's counts to the row of its minute ($1, or
+// the minute of the database clock's now) and this node ($2). The row is this node's own, so only this node's
 // overlapping outcome writes ever wait for it.
 var addActivitySQL = func() string {
 	set := make([]string, len(store.ActivityColumns))
@@ -24,7 +24,9 @@ var addActivitySQL = func() string {
 		params[i] = fmt.Sprintf("$%d::bigint", i+3)
 	}
 	return `INSERT INTO activity_minutes AS a (minute, node, ` + strings.Join(store.ActivityColumns, ", ") + `)
-		VALUES ($1, $2, ` + strings.Join(params, ", ") + `)
+		VALUES (coalesce($1::timestamptz,
+				date_trunc('minute', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'),
+			$2, ` + strings.Join(params, ", ") + `)
 		ON CONFLICT (minute, node) DO UPDATE SET ` + strings.Join(set, ", ")
 }()
 
@@ -37,13 +39,18 @@ func newNodeID() string {
 }
 
 // queueActivity queues in b the write that adds a to this node's row of
-// the minute of t; it is the last write of an outcome batch, sent with
-// its COMMIT, so the row is held briefly. An empty a writes nothing.
+// the minute of t, or of the database clock's now if t is zero; it is the
+// last write of an outcome batch, sent with its COMMIT, so the row is
+// held briefly. An empty a writes nothing.
 func (s *Store) queueActivity(b *pgx.Batch, t time.Time, a *store.Activity) {
 	if a.Attempts == 0 {
 		return
 	}
-	b.Queue(addActivitySQL, append([]any{store.ActivityMinute(t), s.node}, store.ActivityValues(a)...)...)
+	var minute any
+	if !t.IsZero() {
+		minute = store.ActivityMinute(t)
+	}
+	b.Queue(addActivitySQL, append([]any{minute, s.node}, store.ActivityValues(a)...)...)
 }
 
 // ActivitySeries reads the minutes of the window (every node's rows) and

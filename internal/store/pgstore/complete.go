@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/heraldhooks/herald"
 	"github.com/heraldhooks/herald/internal/breaker"
@@ -30,7 +31,18 @@ FOR UPDATE`
 // the outcome's lease token. It returns, in the order given, whether each
 // outcome applied, the delivery's endpoint, event and consumer, and its
 // attempt count after the outcome.
-const completeSQL = `
+const completeSQL = completeWritesSQL + `
+SELECT upd.id IS NOT NULL, coalesce(cur.endpoint_id, ''), coalesce(cur.event_id, ''),
+	coalesce(cur.event_type, ''), coalesce(cur.consumer_id, ''), coalesce(upd.attempt_count, 0)
+FROM o
+LEFT JOIN cur ON cur.id = o.id
+LEFT JOIN upd ON upd.id = o.id
+ORDER BY o.ord`
+
+// completeWritesSQL is what completeSQL and completePlainSQL write: the
+// outcomes (o), the deliveries as they were (cur), their updates under
+// the outcomes' leases (upd) and the attempts (att).
+const completeWritesSQL = `
 WITH o AS (
 	SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::text[],
 		$6::text[], $7::int[], $8::int[], $9::bigint[], $10::bytea[], $11::text[],
@@ -64,13 +76,30 @@ WITH o AS (
 		coalesce(o.attempted_at, $13::timestamptz, now()), o.duration_ns, o.status_code,
 		o.response, o.error
 	FROM o JOIN cur ON cur.id = o.id
+)`
+
+// completePlainSQL is completeSQL for a wave of plain successes
+// (completePlain): it deletes the delivery queue's rows of the deliveries
+// it ends itself (the triggers on updates of deliveries do not run: see
+// plainSuccessSQL), and fails with outcomesNotPlain, which rolls the
+// write back, if an outcome's lease no longer holds. It returns nothing
+// else: every outcome applied.
+const completePlainSQL = completeWritesSQL + `, gone AS (
+	DELETE FROM delivery_queue q USING upd WHERE q.delivery_id = upd.id
 )
-SELECT upd.id IS NOT NULL, coalesce(cur.endpoint_id, ''), coalesce(cur.event_id, ''),
-	coalesce(cur.event_type, ''), coalesce(cur.consumer_id, ''), coalesce(upd.attempt_count, 0)
+SELECT count(herald_outcomes_not_plain('the lease of ' || o.id || ' no longer holds'))
 FROM o
-LEFT JOIN cur ON cur.id = o.id
-LEFT JOIN upd ON upd.id = o.id
-ORDER BY o.ord`
+WHERE NOT EXISTS (SELECT 1 FROM upd WHERE upd.id = o.id)`
+
+// outcomesNotPlain is the SQLSTATE of herald_outcomes_not_plain
+// (migration 0023).
+const outcomesNotPlain = "HE002"
+
+// isOutcomesNotPlain says whether err is herald_outcomes_not_plain's.
+func isOutcomesNotPlain(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == outcomesNotPlain
+}
 
 // windowSQL counts, for the endpoints of the deliveries in $1, the
 // attempts over the breaker's window [now - $3 µs, now] and the failed ones
@@ -270,10 +299,12 @@ const plainHealthSQL = `coalesce(coalesce(e.health->>'breaker_state', 'closed') 
 // whether an endpoint is plain is read on the row as locked, after any
 // such writer committed. The plain ones whose last_success_at is older
 // than store.LastSuccessPrecision get the batch's now ($3 or the database
-// clock), never an earlier time than they hold. It returns how many of the
-// endpoints are not plain (their outcomes must go through the breaker:
-// completeTx) and the batch's now. (upd runs whether or not it is read, as
-// every data-modifying WITH does.)
+// clock), never an earlier time than they hold. If an endpoint is not
+// plain, it fails with outcomesNotPlain: its outcomes must go through the
+// breaker (completeTx). It sets herald.claim_queues for the transaction:
+// its outcomes (completePlainSQL) keep the delivery queue themselves, as
+// a claim does (migrations 0021 and 0023). (upd runs whether or not it is
+// read, as every data-modifying WITH does.)
 var plainSuccessSQL = `
 WITH n AS (
 	SELECT coalesce($3::timestamptz, now()) AS t
@@ -297,7 +328,9 @@ WITH n AS (
 		AND (e.health->>'last_success_at' IS NULL
 			OR herald_health_time(e.health->>'last_success_at') < n.t)
 )
-SELECT (SELECT count(*) FROM held WHERE NOT plain), (SELECT t FROM n)`
+SELECT (SELECT count(herald_outcomes_not_plain('the health of endpoint ' || id || ' is not plain'))
+		FROM held WHERE NOT plain),
+	set_config('herald.claim_queues', 'on', true)`
 
 // plainSuccesses is whether every outcome is a success that asks nothing
 // of its endpoint (no pause, no slow-down, no disabling): on an endpoint
@@ -312,15 +345,19 @@ func plainSuccesses(outcomes []store.DeliveryOutcome) bool {
 	return true
 }
 
-// completePlain writes a batch of plain successes in two round trips,
-// holding their endpoints only FOR KEY SHARE and writing them at most once
-// a second (plainSuccessSQL), unless one of their endpoints has a health a
-// success changes, or an outcome finds its lease lost: then it rolls back
-// and says so (done false), and the caller takes the breaker's path.
+// completePlain writes a batch of plain successes in one round trip: its
+// BEGIN, the health write (plainSuccessSQL, which holds their endpoints
+// only FOR KEY SHARE and writes them at most once a second), the
+// outcomes, the activity and the COMMIT go out together. Unless one of
+// their endpoints has a health a success changes, or an outcome finds its
+// lease lost: then a statement fails with outcomesNotPlain, nothing is
+// kept, and it says so (done false): the caller takes the breaker's path.
 func (s *Store) completePlain(ctx context.Context, p *store.DeliveryCompleteManyParams, ids []string, waves [][]int, applied []bool) (bool, error) {
 	tokens := make([]int64, len(p.Outcomes))
+	all := make([]bool, len(p.Outcomes))
 	for i := range p.Outcomes {
 		tokens[i] = p.Outcomes[i].LeaseToken
+		all[i] = true
 	}
 	tx, err := s.beginBatched(ctx)
 	if err != nil {
@@ -330,44 +367,17 @@ func (s *Store) completePlain(ctx context.Context, p *store.DeliveryCompleteMany
 	batch := &pgx.Batch{}
 	batch.Queue(plainSuccessSQL, ids, tokens, nowArg(p.Now), micros(store.LastSuccessPrecision))
 	for _, w := range waves {
-		batch.Queue(completeSQL, outcomeArgs(p, w)...)
+		batch.Queue(completePlainSQL, outcomeArgs(p, w)...)
 	}
-	results := tx.SendBatch(ctx, batch)
-	var unplain int64
-	var now time.Time
-	if err := results.QueryRow().Scan(&unplain, &now); err != nil {
-		_ = results.Close()
-		return false, fmt.Errorf("write last success: %w", err)
-	}
-	if unplain > 0 {
-		// The outcomes were recorded: end rolls them back.
-		return false, results.Close()
-	}
-	outcomes := make([]appliedOutcome, len(p.Outcomes))
-	for _, w := range waves {
-		if err := readWave(results, w, outcomes); err != nil {
-			_ = results.Close()
-			return false, fmt.Errorf("record outcomes: %w", err)
-		}
-	}
-	if err := results.Close(); err != nil {
-		return false, err
-	}
-	for i := range outcomes {
-		if !outcomes[i].applied {
-			// A lease lost since plainSuccessSQL read it: a stale
-			// outcome touches no health, which that may have written.
+	// The minute is the database clock's unless the caller gives one.
+	s.queueOutcomeActivity(batch, p, all, p.Now)
+	if err := tx.commit(ctx, batch); err != nil {
+		if isOutcomesNotPlain(err) {
 			return false, nil
 		}
-	}
-	for i := range applied {
-		applied[i] = true
-	}
-	later := &pgx.Batch{}
-	s.queueOutcomeActivity(later, p, applied, now.UTC())
-	if err := tx.commit(ctx, later); err != nil {
 		return false, err
 	}
+	copy(applied, all)
 	return true, nil
 }
 

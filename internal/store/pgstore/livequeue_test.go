@@ -308,3 +308,36 @@ func TestClaimQueuesItsOwnLeases(t *testing.T) {
 	_, err = s.pool.Exec(ctx, `UPDATE deliveries SET updated_at = $1 WHERE id = $2`, t0, claimed[0].Delivery.ID)
 	require.ErrorContains(t, err, "trigger deliveries_")
 }
+
+// TestPlainSuccessesQueueTheirOwnEnds: an outcome write of plain successes
+// deletes the delivery queue's rows of the deliveries it ends itself, in
+// one round trip, without the triggers on updates of deliveries, which
+// stay for every other writer (migration 0023).
+func TestPlainSuccessesQueueTheirOwnEnds(t *testing.T) {
+	t.Parallel()
+	s := openNodes(t, 1)[0]
+	ctx := t.Context()
+	createEndpoint(t, s, "c1")
+	ingest(t, s, "c1", 3)
+	claimed, err := s.DeliveryClaim(ctx, &store.DeliveryClaimParams{Limit: 10, LeaseMargin: time.Minute, Now: t0})
+	require.NoError(t, err)
+	require.Len(t, claimed, 3)
+	for _, fn := range []string{"herald_delivery_queue_put", "herald_endpoint_queue_mark", "herald_endpoint_dead_count"} {
+		_, err := s.pool.Exec(ctx, `CREATE OR REPLACE FUNCTION `+fn+`() RETURNS trigger
+			LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'trigger % ran', TG_NAME; END $$`)
+		require.NoError(t, err)
+	}
+	applied, err := s.DeliveryCompleteMany(ctx, &store.DeliveryCompleteManyParams{Now: t0, Outcomes: []store.DeliveryOutcome{
+		outcomeAt(claimed[0], herald.StatusDelivered, t0),
+		outcomeAt(claimed[1], herald.StatusDelivered, t0),
+	}})
+	require.NoError(t, err)
+	require.Equal(t, []bool{true, true}, applied)
+	require.Empty(t, queueMismatches(t, s))
+	require.Equal(t, 1, queued(t, s), "the third delivery, still leased")
+
+	retry := outcomeAt(claimed[2], herald.StatusPending, t0)
+	retry.RetryIn = time.Minute
+	_, err = s.DeliveryCompleteMany(ctx, &store.DeliveryCompleteManyParams{Now: t0, Outcomes: []store.DeliveryOutcome{retry}})
+	require.ErrorContains(t, err, "trigger deliveries_", "a retry's write, on the breaker's path, keeps its queue rows through the triggers")
+}

@@ -440,7 +440,7 @@ func TestGenericPlansStayInTheirStatements(t *testing.T) {
 	// The first ingest reads the endpoints, the others fan out from them
 	// as remembered, and check them.
 	for name, q := range map[string]string{
-		"PlainSuccess": plainSuccessSQL, "Complete": completeSQL,
+		"PlainSuccess": plainSuccessSQL, "CompletePlain": completePlainSQL,
 		"InsertUnkeyedEvents": insertUnkeyedEventsSQL, "InsertDeliveries": insertDeliveriesSQL,
 		"NextDue": nextDueSQL, "EnabledEndpointsWhole": enabledEndpointsWholeSQL,
 		"IngestLock": ingestLockSQL, "IngestLockChecked": ingestLockCheckedSQL,
@@ -467,9 +467,11 @@ func TestGenericPlansStayInTheirStatements(t *testing.T) {
 		_, err = s.DeliveryCompleteMany(t.Context(), &store.DeliveryCompleteManyParams{Outcomes: []store.DeliveryOutcome{failed}, Now: t0})
 		require.NoError(t, err)
 	}
-	generic, custom := plans(lockOutcomeEndpointsSQL)
-	require.Zero(t, custom, "LockOutcomeEndpoints: custom plans")
-	require.Equal(t, int64(3), generic, "LockOutcomeEndpoints: the generic plan, each time")
+	for name, q := range map[string]string{"LockOutcomeEndpoints": lockOutcomeEndpointsSQL, "Complete": completeSQL} {
+		generic, custom := plans(q)
+		require.Zero(t, custom, "%s: custom plans", name)
+		require.Equal(t, int64(3), generic, "%s: the generic plan, each time", name)
+	}
 	// A claim may look for endpoints and take deliveries more than once.
 	for name, q := range map[string]string{
 		"Candidates": candidatesSQL, "Take": takeSQL, "WriteBack": writeBackSQL,
