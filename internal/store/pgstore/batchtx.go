@@ -39,6 +39,9 @@ type batchTx struct {
 	// begin holds the statements to send before the first one, until
 	// they are sent.
 	begin []string
+	// riders are an outcome write's statements that this transaction
+	// carries (rides.go), sent after begin, until they are sent.
+	riders []*pgx.QueuedQuery
 }
 
 // beginBatched acquires a connection for a batchTx on generic plans, as
@@ -55,8 +58,8 @@ func (s *Store) beginBatched(ctx context.Context) (*batchTx, error) {
 	return t, nil
 }
 
-// SendBatch sends b, after the BEGIN if that has not gone yet: the
-// results read are b's own.
+// SendBatch sends b, after the BEGIN (and the statements carried) if
+// that has not gone yet: the results read are b's own.
 func (t *batchTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 	if len(t.begin) == 0 {
 		return t.conn.SendBatch(ctx, b)
@@ -65,9 +68,10 @@ func (t *batchTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults 
 	for _, sql := range t.begin {
 		first.Queue(sql)
 	}
+	first.QueuedQueries = append(first.QueuedQueries, t.riders...)
+	skip := len(first.QueuedQueries)
 	first.QueuedQueries = append(first.QueuedQueries, b.QueuedQueries...)
-	skip := len(t.begin)
-	t.begin = nil
+	t.begin, t.riders = nil, nil
 	return &begunResults{BatchResults: t.conn.SendBatch(ctx, first), skip: skip}
 }
 

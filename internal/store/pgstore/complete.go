@@ -348,37 +348,59 @@ func plainSuccesses(outcomes []store.DeliveryOutcome) bool {
 // completePlain writes a batch of plain successes in one round trip: its
 // BEGIN, the health write (plainSuccessSQL, which holds their endpoints
 // only FOR KEY SHARE and writes them at most once a second), the
-// outcomes, the activity and the COMMIT go out together. Unless one of
-// their endpoints has a health a success changes, or an outcome finds its
-// lease lost: then a statement fails with outcomesNotPlain, nothing is
-// kept, and it says so (done false): the caller takes the breaker's path.
+// outcomes, the activity and the COMMIT go out together; or, while
+// ingests arrive, those statements ride the next ingest's transaction
+// (rides.go). Unless one of their endpoints has a health a success
+// changes, or an outcome finds its lease lost: then a statement fails
+// with outcomesNotPlain, nothing is kept, and it says so (done false):
+// the caller takes the breaker's path.
 func (s *Store) completePlain(ctx context.Context, p *store.DeliveryCompleteManyParams, ids []string, waves [][]int, applied []bool) (bool, error) {
-	tokens := make([]int64, len(p.Outcomes))
-	all := make([]bool, len(p.Outcomes))
-	for i := range p.Outcomes {
-		tokens[i] = p.Outcomes[i].LeaseToken
-		all[i] = true
+	if carried, err := s.ride(ctx, s.plainBatch(p, ids, waves), len(p.Outcomes)); carried {
+		switch {
+		case err == nil:
+			for i := range applied {
+				applied[i] = true
+			}
+			return true, nil
+		case isOutcomesNotPlain(err):
+			return false, nil
+		}
+		// The ingest failed, and its transaction with it: alone, then.
 	}
 	tx, err := s.beginBatched(ctx)
 	if err != nil {
 		return false, err
 	}
 	defer tx.end(ctx)
-	batch := &pgx.Batch{}
-	batch.Queue(plainSuccessSQL, ids, tokens, nowArg(p.Now), micros(store.LastSuccessPrecision))
-	for _, w := range waves {
-		batch.Queue(completePlainSQL, outcomeArgs(p, w)...)
-	}
-	// The minute is the database clock's unless the caller gives one.
-	s.queueOutcomeActivity(batch, p, all, p.Now)
-	if err := tx.commit(ctx, batch); err != nil {
+	if err := tx.commit(ctx, s.plainBatch(p, ids, waves)); err != nil {
 		if isOutcomesNotPlain(err) {
 			return false, nil
 		}
 		return false, err
 	}
-	copy(applied, all)
+	for i := range applied {
+		applied[i] = true
+	}
 	return true, nil
+}
+
+// plainBatch queues completePlain's statements: the health write, the
+// outcomes of each wave and the activity (the minute the database
+// clock's unless the caller gives one).
+func (s *Store) plainBatch(p *store.DeliveryCompleteManyParams, ids []string, waves [][]int) *pgx.Batch {
+	tokens := make([]int64, len(p.Outcomes))
+	all := make([]bool, len(p.Outcomes))
+	for i := range p.Outcomes {
+		tokens[i] = p.Outcomes[i].LeaseToken
+		all[i] = true
+	}
+	b := &pgx.Batch{}
+	b.Queue(plainSuccessSQL, ids, tokens, nowArg(p.Now), micros(store.LastSuccessPrecision))
+	for _, w := range waves {
+		b.Queue(completePlainSQL, outcomeArgs(p, w)...)
+	}
+	s.queueOutcomeActivity(b, p, all, p.Now)
+	return b
 }
 
 // queueOutcomeActivity queues the activity of a batch of outcomes, one

@@ -229,17 +229,21 @@ func (s *Store) ingest(ctx context.Context, tx queryer, events []store.EventInge
 //
 // With its consumers' endpoints remembered, it takes one round trip; if
 // they changed since, it is written again in a new transaction, reading
-// them (ingestcache.go).
+// them (ingestcache.go). It carries an outcome write waiting for a ride
+// (rides.go).
 func (s *Store) ingestAlone(ctx context.Context, events []store.EventIngestItem, now time.Time) ([]store.EventIngestResult, error) {
 	var results []store.EventIngestResult
-	err := retryChangedEndpoints(func() error {
-		tx, err := s.beginBatched(ctx)
-		if err != nil {
+	err := s.carrying(func(r *outcomeRide) error {
+		return retryChangedEndpoints(func() error {
+			tx, err := s.beginBatched(ctx)
+			if err != nil {
+				return err
+			}
+			defer tx.end(ctx)
+			tx.carry(r)
+			results, err = s.ingestOn(ctx, tx, tx, events, now)
 			return err
-		}
-		defer tx.end(ctx)
-		results, err = s.ingestOn(ctx, tx, tx, events, now)
-		return err
+		})
 	})
 	return results, err
 }

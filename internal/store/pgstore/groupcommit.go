@@ -273,21 +273,25 @@ func (e errCalls) Unwrap() error { return e.err }
 
 // ingestGroupTx writes calls in one transaction. Calls that all ask for
 // the same time (all of them, on the real clock) make one ingest in a
-// batchTx, two round trips as for a lone call, its COMMIT sent with the
-// deliveries; others an ingest per time, in a pgx transaction. A
+// batchTx, as for a lone call, its COMMIT sent with the deliveries, which
+// carries an outcome write waiting for a ride (rides.go); others an
+// ingest per time, in a pgx transaction. A
 // statement's failure, which the calls' own events may have caused, is
 // an errCalls; a failed COMMIT is not.
 func (s *Store) ingestGroupTx(ctx context.Context, calls []*ingestCall) error {
 	byNow := slices.Clone(calls)
 	slices.SortStableFunc(byNow, func(a, b *ingestCall) int { return a.now.Compare(b.now) })
 	if byNow[0].now.Equal(byNow[len(byNow)-1].now) {
-		return retryChangedEndpoints(func() error {
-			tx, err := s.beginBatched(ctx)
-			if err != nil {
-				return err
-			}
-			defer tx.end(ctx)
-			return s.ingestCalls(ctx, tx, tx, byNow)
+		return s.carrying(func(r *outcomeRide) error {
+			return retryChangedEndpoints(func() error {
+				tx, err := s.beginBatched(ctx)
+				if err != nil {
+					return err
+				}
+				defer tx.end(ctx)
+				tx.carry(r)
+				return s.ingestCalls(ctx, tx, tx, byNow)
+			})
 		})
 	}
 	return s.inGenericTx(ctx, func(tx pgx.Tx) error {

@@ -56,6 +56,9 @@ type Store struct {
 	// (groupcommit.go).
 	groups ingestGroups
 
+	// rides lets outcome writes share ingests' transactions (rides.go).
+	rides rides
+
 	// taker is this node's dispatcher, which ingests lease to
 	// (leasing.go), or nil.
 	taker atomic.Pointer[takerBox]

@@ -1,0 +1,150 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Outcome writes that ride an ingest: at low rates each transaction's
+// fixed costs (its BEGIN and COMMIT, the WAL flush the commit waits for,
+// the settings, a round trip) are most of what an outcome write costs
+// the database and this process, and an ingest transaction begins every
+// few milliseconds anyway. So an outcome write of plain successes
+// (completePlain), while ingests are arriving, offers its statements to
+// the next ingest transaction of this node, for at most rideWait; an
+// ingest that takes them sends them right after its BEGIN, before its
+// own, and the two commit together. The outcome write is answered with
+// the ingest's fate: committed, or failed as a whole; then, if a plain
+// check failed (herald_outcomes_not_plain), the outcomes take the
+// breaker's path, and otherwise they are written alone, as if they had
+// never ridden. The ingest, if its transaction failed with a rider on
+// board and surely did not commit, is written again without it, so that
+// a rider never fails an ingest.
+//
+// Locks: the rider's statements come first in the transaction, so while
+// they wait (for a writer holding an endpoint FOR UPDATE) the ingest
+// holds nothing yet; and what they hold (their endpoints FOR KEY SHARE,
+// their own deliveries, this node's activity row) no ingest waits for:
+// ingests lease FOR NO KEY UPDATE SKIP LOCKED and insert only new rows.
+// The writers that lock endpoints FOR UPDATE lock them in id order before
+// anything else, as the rider's health statement does.
+
+// rideWait is how long an outcome write waits for an ingest to carry it
+// before it goes alone, when an ingest began within the last rideWait
+// (otherwise it goes alone at once).
+const rideWait = 5 * time.Millisecond
+
+// maxRiders is the most outcomes that ride an ingest. A larger write
+// comes of a load under which transactions are not what costs: it goes
+// alone, beside the ingests rather than inside one, whose commit, and
+// the ingest calls waiting on it, it would hold back.
+const maxRiders = 32
+
+// outcomeRide is one outcome write offered to an ingest.
+type outcomeRide struct {
+	// queries are the write's statements, without BEGIN or COMMIT.
+	queries []*pgx.QueuedQuery
+	// done receives the carrying transaction's error (nil: committed),
+	// once. It is buffered, so the ingest never waits on it.
+	done chan error
+}
+
+// rides is a Store's place for an outcome write waiting for a ride. Its
+// zero value is ready for use.
+type rides struct {
+	waiting atomic.Pointer[outcomeRide]
+	// lastIngest is when the last ingest transaction that could carry a
+	// ride began, in unix nanoseconds.
+	lastIngest atomic.Int64
+	// wait is rideWait unless a test sets it.
+	wait time.Duration
+	// offered, when set (by tests), runs once a ride is offered.
+	offered func()
+}
+
+// ride offers b, an outcome write's statements for n outcomes, to the
+// next ingest, and reports whether one took it and, if so, its
+// transaction's error (nil: the write committed). It does not offer more
+// than maxRiders outcomes, nor when no ingest began lately, or another
+// write waits already. b must not be sent again: a write that was not
+// carried is queued anew.
+func (s *Store) ride(ctx context.Context, b *pgx.Batch, n int) (carried bool, err error) {
+	wait := s.rides.wait
+	if wait == 0 {
+		wait = rideWait
+	}
+	if n > maxRiders || time.Since(time.Unix(0, s.rides.lastIngest.Load())) > wait {
+		return false, nil
+	}
+	r := &outcomeRide{queries: b.QueuedQueries, done: make(chan error, 1)}
+	if !s.rides.waiting.CompareAndSwap(nil, r) {
+		return false, nil
+	}
+	if s.rides.offered != nil {
+		s.rides.offered()
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case err := <-r.done:
+		return true, err
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	if s.rides.waiting.CompareAndSwap(r, nil) {
+		return false, nil
+	}
+	// Taken meanwhile: its ingest decides.
+	return true, <-r.done
+}
+
+// takeRide takes the outcome write waiting for a ride, if any, for an
+// ingest transaction that begins now.
+func (s *Store) takeRide() *outcomeRide {
+	s.rides.lastIngest.Store(time.Now().UnixNano())
+	if s.rides.waiting.Load() == nil {
+		return nil
+	}
+	return s.rides.waiting.Swap(nil)
+}
+
+// carrying runs write, an ingest in a batchTx of its own, carrying the
+// outcome write waiting for a ride, if any, and tells that write how it
+// went. If the transaction failed with the rider on board and surely did
+// not commit (a statement or the COMMIT refused), the ingest is written
+// again without it.
+func (s *Store) carrying(write func(r *outcomeRide) error) error {
+	r := s.takeRide()
+	if r == nil {
+		return write(nil)
+	}
+	err := write(r)
+	r.done <- err
+	if err != nil && notCommitted(err) {
+		return write(nil)
+	}
+	return err
+}
+
+// notCommitted says whether err, the failure of a batchTx's ingest, means
+// its transaction surely did not commit: the database refused a statement
+// or the COMMIT, or the endpoints read had changed.
+func notCommitted(err error) bool {
+	var pgErr *pgconn.PgError
+	var failedCommit errCommit
+	return errors.As(err, &pgErr) || errors.As(err, &failedCommit) || errors.Is(err, errEndpointsChanged)
+}
+
+// carry makes r's statements go right after the transaction's BEGIN,
+// before its own; their results are read, and skipped, with the BEGIN's.
+// nil carries nothing.
+func (t *batchTx) carry(r *outcomeRide) {
+	if r != nil {
+		t.riders = r.queries
+	}
+}

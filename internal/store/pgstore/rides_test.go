@@ -1,0 +1,169 @@
+package pgstore
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/store"
+)
+
+// rideFixture is a store whose outcome writes wait a minute for a ride,
+// with deliveries of consumer c claimed.
+type rideFixture struct {
+	s       *Store
+	trips   *roundTrips
+	ep      *herald.Endpoint
+	claimed []*store.ClaimedDelivery
+	offered chan struct{}
+}
+
+func newRideFixture(t *testing.T, n int) *rideFixture {
+	t.Helper()
+	s, trips := openCounted(t)
+	ep := createEndpoint(t, s, "c")
+	ingest(t, s, "c", n)
+	claimed, err := s.DeliveryClaim(t.Context(), &store.DeliveryClaimParams{Limit: 10, LeaseMargin: time.Minute, Now: t0})
+	require.NoError(t, err)
+	require.Len(t, claimed, n)
+	f := &rideFixture{s: s, trips: trips, ep: ep, claimed: claimed, offered: make(chan struct{}, 1)}
+	s.rides.wait = time.Minute
+	s.rides.offered = func() { f.offered <- struct{}{} }
+	return f
+}
+
+// completeRiding writes the outcomes from another goroutine, waits until
+// they are offered to an ingest, and returns what will tell how the
+// write went.
+func (f *rideFixture) completeRiding(t *testing.T, outcomes ...store.DeliveryOutcome) <-chan error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		applied, err := f.s.DeliveryCompleteMany(context.Background(), &store.DeliveryCompleteManyParams{Outcomes: outcomes, Now: t0})
+		if err == nil {
+			for i, ok := range applied {
+				if !ok {
+					err = &notAppliedError{i}
+				}
+			}
+		}
+		done <- err
+	}()
+	select {
+	case <-f.offered:
+	case err := <-done:
+		t.Fatalf("the outcomes were written without waiting for a ride: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the outcomes were not offered to an ingest")
+	}
+	return done
+}
+
+type notAppliedError struct{ i int }
+
+func (e *notAppliedError) Error() string { return "an outcome was not applied" }
+
+// statuses are the statuses of the fixture's claimed deliveries.
+func (f *rideFixture) statuses(t *testing.T) []herald.Status {
+	t.Helper()
+	var out []herald.Status
+	for _, c := range f.claimed {
+		d, err := f.s.DeliveryGet(t.Context(), c.Delivery.ID)
+		require.NoError(t, err)
+		out = append(out, d.Status)
+	}
+	return out
+}
+
+// TestOutcomesRideAnIngest: an outcome write of plain successes, while
+// ingests arrive, waits for the next one and goes in its transaction: one
+// round trip for both, the ingest's; everything each would have written
+// alone is there.
+func TestOutcomesRideAnIngest(t *testing.T) {
+	t.Parallel()
+	f := newRideFixture(t, 2)
+	ctx := t.Context()
+	done := f.completeRiding(t, outcomeAt(f.claimed[0], herald.StatusDelivered, t0), outcomeAt(f.claimed[1], herald.StatusDelivered, t0))
+
+	f.trips.n.Store(0)
+	res := ingest(t, f.s, "c", 1)
+	require.NoError(t, <-done)
+	require.EqualValues(t, 1, f.trips.n.Load(), "the ingest and the outcome write, in one round trip")
+	require.Equal(t, []herald.Status{herald.StatusDelivered, herald.StatusDelivered}, f.statuses(t))
+	for _, c := range f.claimed {
+		attempts, err := f.s.AttemptList(ctx, &store.AttemptListParams{DeliveryID: c.Delivery.ID})
+		require.NoError(t, err)
+		require.Len(t, attempts.Items, 1)
+	}
+	var attempts int64
+	require.NoError(t, f.s.pool.QueryRow(ctx, "SELECT sum(attempts)::bigint FROM activity_minutes").Scan(&attempts))
+	require.EqualValues(t, 2, attempts, "the activity of the two outcomes")
+	d, err := f.s.DeliveryGet(ctx, res[0].Deliveries[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, herald.StatusPending, d.Status, "the ingest's own delivery")
+	require.Empty(t, queueMismatches(t, f.s))
+	require.Equal(t, 1, queued(t, f.s), "the new delivery alone")
+
+	// With no ingest lately, an outcome write goes at once, alone.
+	f.s.rides.lastIngest.Store(0)
+	got, err := f.s.DeliveryClaim(ctx, &store.DeliveryClaimParams{Limit: 10, LeaseMargin: time.Minute, Now: t0})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	f.trips.n.Store(0)
+	applied, err := f.s.DeliveryCompleteMany(ctx, &store.DeliveryCompleteManyParams{Outcomes: []store.DeliveryOutcome{outcomeAt(got[0], herald.StatusDelivered, t0)}, Now: t0})
+	require.NoError(t, err)
+	require.Equal(t, []bool{true}, applied)
+	require.EqualValues(t, 1, f.trips.n.Load())
+	require.Empty(t, f.offered, "not offered")
+}
+
+// TestARiderThatIsNotPlainFailsNoIngest: a rider whose endpoint's health
+// a success changes fails its statement, and with it the transaction;
+// the ingest is written again without it and accepted, and the outcome
+// goes through the breaker's path, which clears the failures.
+func TestARiderThatIsNotPlainFailsNoIngest(t *testing.T) {
+	t.Parallel()
+	f := newRideFixture(t, 1)
+	ctx := t.Context()
+	_, err := f.s.pool.Exec(ctx, `UPDATE endpoints SET health = '{"consecutive_failures": 2}' WHERE id = $1`, f.ep.ID)
+	require.NoError(t, err)
+	done := f.completeRiding(t, outcomeAt(f.claimed[0], herald.StatusDelivered, t0))
+
+	res := ingest(t, f.s, "c", 1)
+	require.Len(t, res[0].Deliveries, 1)
+	require.NoError(t, <-done)
+	require.Equal(t, []herald.Status{herald.StatusDelivered}, f.statuses(t))
+	h, err := f.s.EndpointHealthGet(ctx, &store.EndpointHealthParams{ID: f.ep.ID, Now: t0})
+	require.NoError(t, err)
+	require.Zero(t, h.ConsecutiveFailures, "the success went through the breaker")
+	var events int
+	require.NoError(t, f.s.pool.QueryRow(ctx, "SELECT count(*) FROM events").Scan(&events))
+	require.Equal(t, 2, events)
+	require.Empty(t, queueMismatches(t, f.s))
+}
+
+// TestARiderOfAFailedIngestGoesAlone: an ingest whose transaction fails
+// (its COMMIT refused) fails as it would alone, and the outcome write it
+// carried, not kept with it, is written on its own.
+func TestARiderOfAFailedIngestGoesAlone(t *testing.T) {
+	t.Parallel()
+	f := newRideFixture(t, 1)
+	ctx := t.Context()
+	_, err := f.s.pool.Exec(ctx, refuseAtCommit("events", "NEW.event_type = 'refused.at.commit'"))
+	require.NoError(t, err)
+	done := f.completeRiding(t, outcomeAt(f.claimed[0], herald.StatusDelivered, t0))
+
+	_, err = f.s.EventIngest(ctx, &store.EventIngestParams{Now: t0, Events: []store.EventIngestItem{
+		{ConsumerID: "c", EventType: "refused.at.commit", Payload: []byte(`{}`)},
+	}})
+	require.ErrorContains(t, err, "refused at commit")
+	require.NoError(t, <-done)
+	require.Equal(t, []herald.Status{herald.StatusDelivered}, f.statuses(t))
+	var events int
+	require.NoError(t, f.s.pool.QueryRow(ctx, "SELECT count(*) FROM events").Scan(&events))
+	require.Equal(t, 1, events, "the refused event is not kept")
+	require.Empty(t, queueMismatches(t, f.s))
+}
