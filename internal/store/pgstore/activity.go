@@ -40,8 +40,10 @@ func newNodeID() string {
 
 // queueActivity queues in b the write that adds a to this node's row of
 // the minute of t, or of the database clock's now if t is zero; it is the
-// last write of an outcome batch, sent with its COMMIT, so the row is
-// held briefly. An empty a writes nothing.
+// last write of an outcome batch, sent with its COMMIT (or, riding an
+// ingest, before the ingest's statements), so the row is held briefly,
+// and only this node's outcome writes, one at a time, write it. An empty
+// a writes nothing.
 func (s *Store) queueActivity(b *pgx.Batch, t time.Time, a *store.Activity) {
 	if a.Attempts == 0 {
 		return

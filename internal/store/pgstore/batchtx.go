@@ -297,6 +297,14 @@ type errCommit struct{ err error }
 func (e errCommit) Error() string { return "commit: " + e.err.Error() }
 func (e errCommit) Unwrap() error { return e.err }
 
+// errAfterCommit is the failure of a read that follows a COMMIT that
+// succeeded (an ingest's events whose idempotency keys were taken): the
+// transaction is kept, and must not be written again.
+type errAfterCommit struct{ err error }
+
+func (e errAfterCommit) Error() string { return "after commit: " + e.err.Error() }
+func (e errAfterCommit) Unwrap() error { return e.err }
+
 // errRows are the rows of a statement that failed with err before it ran.
 type errRows struct{ err error }
 

@@ -332,6 +332,12 @@ SELECT (SELECT count(herald_outcomes_not_plain('the health of endpoint ' || id |
 		FROM held WHERE NOT plain),
 	set_config('herald.claim_queues', 'on', true)`
 
+// plainSuccessRidingSQL is plainSuccessSQL for outcomes that ride an
+// ingest (rides.go): it fails at once (lock_not_available) rather than
+// wait for a writer holding an endpoint FOR UPDATE, and the ingest with
+// it.
+var plainSuccessRidingSQL = mustReplace(plainSuccessSQL, "FOR KEY SHARE OF e\n", "FOR KEY SHARE OF e NOWAIT\n")
+
 // plainSuccesses is whether every outcome is a success that asks nothing
 // of its endpoint (no pause, no slow-down, no disabling): on an endpoint
 // whose health is plain, such outcomes change only its last success.
@@ -355,7 +361,7 @@ func plainSuccesses(outcomes []store.DeliveryOutcome) bool {
 // with outcomesNotPlain, nothing is kept, and it says so (done false):
 // the caller takes the breaker's path.
 func (s *Store) completePlain(ctx context.Context, p *store.DeliveryCompleteManyParams, ids []string, waves [][]int, applied []bool) (bool, error) {
-	if carried, err := s.ride(ctx, s.plainBatch(p, ids, waves), len(p.Outcomes)); carried {
+	if carried, err := s.ride(ctx, s.plainBatch(p, ids, waves, plainSuccessRidingSQL), len(p.Outcomes)); carried {
 		switch {
 		case err == nil:
 			for i := range applied {
@@ -372,7 +378,7 @@ func (s *Store) completePlain(ctx context.Context, p *store.DeliveryCompleteMany
 		return false, err
 	}
 	defer tx.end(ctx)
-	if err := tx.commit(ctx, s.plainBatch(p, ids, waves)); err != nil {
+	if err := tx.commit(ctx, s.plainBatch(p, ids, waves, plainSuccessSQL)); err != nil {
 		if isOutcomesNotPlain(err) {
 			return false, nil
 		}
@@ -384,10 +390,11 @@ func (s *Store) completePlain(ctx context.Context, p *store.DeliveryCompleteMany
 	return true, nil
 }
 
-// plainBatch queues completePlain's statements: the health write, the
-// outcomes of each wave and the activity (the minute the database
-// clock's unless the caller gives one).
-func (s *Store) plainBatch(p *store.DeliveryCompleteManyParams, ids []string, waves [][]int) *pgx.Batch {
+// plainBatch queues completePlain's statements: the health write (health,
+// plainSuccessSQL or plainSuccessRidingSQL), the outcomes of each wave
+// and the activity (the minute the database clock's unless the caller
+// gives one).
+func (s *Store) plainBatch(p *store.DeliveryCompleteManyParams, ids []string, waves [][]int, health string) *pgx.Batch {
 	tokens := make([]int64, len(p.Outcomes))
 	all := make([]bool, len(p.Outcomes))
 	for i := range p.Outcomes {
@@ -395,7 +402,7 @@ func (s *Store) plainBatch(p *store.DeliveryCompleteManyParams, ids []string, wa
 		all[i] = true
 	}
 	b := &pgx.Batch{}
-	b.Queue(plainSuccessSQL, ids, tokens, nowArg(p.Now), micros(store.LastSuccessPrecision))
+	b.Queue(health, ids, tokens, nowArg(p.Now), micros(store.LastSuccessPrecision))
 	for _, w := range waves {
 		b.Queue(completePlainSQL, outcomeArgs(p, w)...)
 	}

@@ -414,7 +414,7 @@ func (s *Store) ingestOn(ctx context.Context, q queryer, tx *batchTx, events []s
 			return false
 		})
 		if err := existingEvents(ctx, q, conflicted, results); err != nil {
-			return nil, err
+			return nil, errAfterCommit{err}
 		}
 	}
 	for _, u := range fresh {

@@ -319,10 +319,12 @@ func (s *Store) ingestCalls(ctx context.Context, q queryer, tx *batchTx, calls [
 	}
 	results, err := s.ingestOn(ctx, q, tx, items, calls[0].now)
 	var failedCommit errCommit
+	var afterCommit errAfterCommit
 	var refused *pgconn.PgError
 	switch {
 	case err == nil:
-	case ctx.Err() != nil || errors.As(err, &failedCommit) || errors.Is(err, errEndpointsChanged):
+	case ctx.Err() != nil || errors.As(err, &failedCommit) || errors.As(err, &afterCommit) || errors.Is(err, errEndpointsChanged):
+		// (Committed, the calls must not be written again.)
 		return err
 	case errors.As(err, &refused) || pgconn.SafeToRetry(err):
 		// The database refused a statement, so the transaction is not

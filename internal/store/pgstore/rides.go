@@ -26,13 +26,17 @@ import (
 // board and surely did not commit, is written again without it, so that
 // a rider never fails an ingest.
 //
-// Locks: the rider's statements come first in the transaction, so while
-// they wait (for a writer holding an endpoint FOR UPDATE) the ingest
-// holds nothing yet; and what they hold (their endpoints FOR KEY SHARE,
-// their own deliveries, this node's activity row) no ingest waits for:
-// ingests lease FOR NO KEY UPDATE SKIP LOCKED and insert only new rows.
-// The writers that lock endpoints FOR UPDATE lock them in id order before
-// anything else, as the rider's health statement does.
+// Locks: the rider's statements come first in the transaction, and its
+// health statement takes its endpoints FOR KEY SHARE NOWAIT
+// (plainSuccessRidingSQL): if a writer holds one FOR UPDATE (a claim, the
+// breaker's path, disabling, deleting), the rider fails at once rather
+// than hold the ingest back, and both are written again apart. What it
+// holds then (its endpoints FOR KEY SHARE, its own deliveries, this
+// node's activity row) no ingest waits for: ingests lease FOR NO KEY
+// UPDATE SKIP LOCKED and insert only new rows. Its once-a-second write
+// of an endpoint's last success may wait for an ingest leasing to that
+// endpoint to commit, and makes other ingests queue rather than lease to
+// it until this transaction commits.
 
 // rideWait is how long an outcome write waits for an ingest to carry it
 // before it goes alone, when an ingest began within the last rideWait
@@ -114,37 +118,81 @@ func (s *Store) takeRide() *outcomeRide {
 }
 
 // carrying runs write, an ingest in a batchTx of its own, carrying the
-// outcome write waiting for a ride, if any, and tells that write how it
-// went. If the transaction failed with the rider on board and surely did
-// not commit (a statement or the COMMIT refused), the ingest is written
-// again without it.
+// outcome write waiting for a ride, if any, and tells that write whether
+// its transaction surely committed. If the transaction failed with the
+// rider on board and surely did not commit (a statement or the COMMIT
+// refused; the rider's own failing, or its lock not to be had at once,
+// among them), the ingest is written again without it.
 func (s *Store) carrying(write func(r *outcomeRide) error) error {
 	r := s.takeRide()
 	if r == nil {
 		return write(nil)
 	}
-	err := write(r)
-	r.done <- err
-	if err != nil && notCommitted(err) {
+	err := errRideAbandoned
+	func() {
+		// Sent whatever happens, so that the outcome write never waits
+		// for an ingest that will not answer.
+		defer func() { r.done <- riderFate(err) }()
+		err = write(r)
+	}()
+	if notCommitted(err) {
 		return write(nil)
 	}
 	return err
 }
 
+// errRideAbandoned is a ride's fate if its ingest never returned.
+var errRideAbandoned = errors.New("the ingest carrying the outcomes did not finish")
+
+// riderFate is what a rider is told of its ingest's error: nil if the
+// transaction committed, err otherwise (then the rider writes itself
+// again: if the COMMIT's fate is unknown, that may record its attempts
+// twice, as an outcome write of its own whose COMMIT is lost does).
+func riderFate(err error) error {
+	var afterCommit errAfterCommit
+	if errors.As(err, &afterCommit) {
+		return nil
+	}
+	return err
+}
+
 // notCommitted says whether err, the failure of a batchTx's ingest, means
-// its transaction surely did not commit: the database refused a statement
-// or the COMMIT, or the endpoints read had changed.
+// its transaction surely did not commit: the endpoints read had changed,
+// the COMMIT answered a rollback, or the database refused a statement or
+// the COMMIT for a reason of the transaction's own. A failure of the
+// connection, or the server's (PostgreSQL's classes 08, 57, 58 and XX),
+// leaves a COMMIT sent with the statements unknown; so does any error
+// that is not the database's answer.
 func notCommitted(err error) bool {
+	var afterCommit errAfterCommit
+	if err == nil || errors.As(err, &afterCommit) {
+		return false
+	}
+	if errors.Is(err, errEndpointsChanged) || errors.Is(err, pgx.ErrTxCommitRollback) {
+		return true
+	}
 	var pgErr *pgconn.PgError
-	var failedCommit errCommit
-	return errors.As(err, &pgErr) || errors.As(err, &failedCommit) || errors.Is(err, errEndpointsChanged)
+	if !errors.As(err, &pgErr) || len(pgErr.Code) < 2 {
+		return false
+	}
+	switch pgErr.Code[:2] {
+	case "08", "57", "58", "XX":
+		return false
+	}
+	return true
 }
 
 // carry makes r's statements go right after the transaction's BEGIN,
 // before its own; their results are read, and skipped, with the BEGIN's.
-// nil carries nothing.
+// nil carries nothing. The statements are queued afresh, as a pgx batch's
+// are sent once: an ingest written again (on changed endpoints) carries
+// them again.
 func (t *batchTx) carry(r *outcomeRide) {
-	if r != nil {
-		t.riders = r.queries
+	if r == nil {
+		return
+	}
+	t.riders = make([]*pgx.QueuedQuery, len(r.queries))
+	for i, q := range r.queries {
+		t.riders[i] = &pgx.QueuedQuery{SQL: q.SQL, Arguments: q.Arguments}
 	}
 }

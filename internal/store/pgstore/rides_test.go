@@ -2,9 +2,14 @@ package pgstore
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhooks/herald"
@@ -78,6 +83,24 @@ func (f *rideFixture) statuses(t *testing.T) []herald.Status {
 	return out
 }
 
+// sameTransaction requires the attempts of the fixture's deliveries to
+// have been written by the transaction that wrote the event eventID, or
+// (same false) by another one.
+func (f *rideFixture) sameTransaction(t *testing.T, eventID string, same bool) {
+	t.Helper()
+	var eventXmin string
+	require.NoError(t, f.s.pool.QueryRow(t.Context(), "SELECT xmin::text FROM events WHERE id = $1", eventID).Scan(&eventXmin))
+	for _, c := range f.claimed {
+		var xmin string
+		require.NoError(t, f.s.pool.QueryRow(t.Context(), "SELECT xmin::text FROM attempts WHERE delivery_id = $1", c.Delivery.ID).Scan(&xmin))
+		if same {
+			require.Equal(t, eventXmin, xmin, "the attempt was written with the event")
+		} else {
+			require.NotEqual(t, eventXmin, xmin, "the attempt was written apart from the event")
+		}
+	}
+}
+
 // TestOutcomesRideAnIngest: an outcome write of plain successes, while
 // ingests arrive, waits for the next one and goes in its transaction: one
 // round trip for both, the ingest's; everything each would have written
@@ -93,6 +116,7 @@ func TestOutcomesRideAnIngest(t *testing.T) {
 	require.NoError(t, <-done)
 	require.EqualValues(t, 1, f.trips.n.Load(), "the ingest and the outcome write, in one round trip")
 	require.Equal(t, []herald.Status{herald.StatusDelivered, herald.StatusDelivered}, f.statuses(t))
+	f.sameTransaction(t, res[0].Event.ID, true)
 	for _, c := range f.claimed {
 		attempts, err := f.s.AttemptList(ctx, &store.AttemptListParams{DeliveryID: c.Delivery.ID})
 		require.NoError(t, err)
@@ -136,6 +160,7 @@ func TestARiderThatIsNotPlainFailsNoIngest(t *testing.T) {
 	require.Len(t, res[0].Deliveries, 1)
 	require.NoError(t, <-done)
 	require.Equal(t, []herald.Status{herald.StatusDelivered}, f.statuses(t))
+	f.sameTransaction(t, res[0].Event.ID, false)
 	h, err := f.s.EndpointHealthGet(ctx, &store.EndpointHealthParams{ID: f.ep.ID, Now: t0})
 	require.NoError(t, err)
 	require.Zero(t, h.ConsecutiveFailures, "the success went through the breaker")
@@ -166,4 +191,94 @@ func TestARiderOfAFailedIngestGoesAlone(t *testing.T) {
 	require.NoError(t, f.s.pool.QueryRow(ctx, "SELECT count(*) FROM events").Scan(&events))
 	require.Equal(t, 1, events, "the refused event is not kept")
 	require.Empty(t, queueMismatches(t, f.s))
+}
+
+// TestARiderTakesNoLockItWouldWaitFor: a rider whose endpoint another
+// writer holds FOR UPDATE (a claim, the breaker's path, disabling) does
+// not hold the ingest back: the ingest is accepted while the lock is
+// held, and the outcomes, written alone, wait for it.
+func TestARiderTakesNoLockItWouldWaitFor(t *testing.T) {
+	t.Parallel()
+	f := newRideFixture(t, 1)
+	ctx := t.Context()
+	// A second connection for the holder: the fixture's pool has one.
+	holder, err := pgx.ConnectConfig(ctx, f.s.pool.Config().ConnConfig.Copy())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = holder.Close(context.Background()) })
+	tx, err := holder.Begin(ctx)
+	require.NoError(t, err)
+	var id string
+	require.NoError(t, tx.QueryRow(ctx, `SELECT id FROM endpoints WHERE id = $1 FOR UPDATE`, f.ep.ID).Scan(&id))
+	done := f.completeRiding(t, outcomeAt(f.claimed[0], herald.StatusDelivered, t0))
+
+	accepted := make(chan error, 1)
+	go func() {
+		_, err := f.s.EventIngest(context.Background(), &store.EventIngestParams{Now: t0, Events: []store.EventIngestItem{
+			{ConsumerID: "c", EventType: "order.created", Payload: []byte(`{}`)},
+		}})
+		accepted <- err
+	}()
+	select {
+	case err := <-accepted:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the ingest waited for the endpoint's lock")
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("the outcomes were written while the endpoint was held: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	require.NoError(t, tx.Rollback(ctx))
+	require.NoError(t, <-done)
+	require.Equal(t, []herald.Status{herald.StatusDelivered}, f.statuses(t))
+}
+
+// TestARiderRidesAgainWhenEndpointsChanged: an ingest from remembered
+// endpoints that changed meanwhile is written again, reading them, and
+// carries its rider again, queued afresh (a pgx batch's statements are
+// sent once).
+func TestARiderRidesAgainWhenEndpointsChanged(t *testing.T) {
+	t.Parallel()
+	f := newRideFixture(t, 1)
+	ctx := t.Context()
+	done := f.completeRiding(t, outcomeAt(f.claimed[0], herald.StatusDelivered, t0))
+	_, err := f.s.pool.Exec(ctx, `UPDATE endpoints SET description = 'changed' WHERE id = $1`, f.ep.ID)
+	require.NoError(t, err)
+
+	res := ingest(t, f.s, "c", 1)
+	require.NoError(t, <-done)
+	require.Equal(t, []herald.Status{herald.StatusDelivered}, f.statuses(t))
+	f.sameTransaction(t, res[0].Event.ID, true)
+	require.Empty(t, queueMismatches(t, f.s))
+}
+
+// TestNotCommitted: an ingest that failed with a rider on board is
+// written again only when its transaction surely did not commit.
+func TestNotCommitted(t *testing.T) {
+	t.Parallel()
+	pgErr := func(code string) error { return &pgconn.PgError{Code: code} }
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{pgErr("HE002"), true},
+		{fmt.Errorf("begin: %w", pgErr("55P03")), true},
+		{errCalls{pgErr("23505")}, true},
+		{errCommit{pgErr("23514")}, true},
+		{errCommit{pgx.ErrTxCommitRollback}, true},
+		{errEndpointsChanged, true},
+		{errCommit{io.ErrUnexpectedEOF}, false},
+		{errCommit{pgErr("57P01")}, false},
+		{errCommit{pgErr("08006")}, false},
+		{pgErr("XX000"), false},
+		{errAfterCommit{pgErr("23505")}, false},
+		{context.Canceled, false},
+		{errors.New("write failed"), false},
+	} {
+		require.Equal(t, c.want, notCommitted(c.err), "%v", c.err)
+	}
+	require.NoError(t, riderFate(errAfterCommit{io.ErrUnexpectedEOF}), "committed: the rider was written")
+	require.Error(t, riderFate(errCommit{io.ErrUnexpectedEOF}))
 }
