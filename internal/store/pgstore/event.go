@@ -233,30 +233,35 @@ func (s *Store) ingest(ctx context.Context, tx queryer, events []store.EventInge
 // (rides.go).
 func (s *Store) ingestAlone(ctx context.Context, events []store.EventIngestItem, now time.Time) ([]store.EventIngestResult, error) {
 	var results []store.EventIngestResult
-	err := s.carrying(func(r *outcomeRide) error {
-		return retryChangedEndpoints(func() error {
+	err := s.inIngestTx(ctx, func(tx *batchTx) error {
+		var err error
+		results, err = s.ingestOn(ctx, tx, tx, events, now)
+		return err
+	})
+	return results, err
+}
+
+// inIngestTx runs write, an ingest, in a batchTx of its own, which
+// carries the outcome write waiting for a ride, if any (rides.go), and
+// runs it again, in a new one, if it failed on remembered endpoints that
+// had changed (errEndpointsChanged): they are forgotten by then, so the
+// second run reads them.
+func (s *Store) inIngestTx(ctx context.Context, write func(tx *batchTx) error) error {
+	return s.carrying(func(r *outcomeRide) error {
+		once := func() error {
 			tx, err := s.beginBatched(ctx)
 			if err != nil {
 				return err
 			}
 			defer tx.end(ctx)
 			tx.carry(r)
-			results, err = s.ingestOn(ctx, tx, tx, events, now)
+			return write(tx)
+		}
+		if err := once(); !errors.Is(err, errEndpointsChanged) {
 			return err
-		})
+		}
+		return once()
 	})
-	return results, err
-}
-
-// retryChangedEndpoints runs write, an ingest in a transaction of its
-// own, and runs it again if it failed on remembered endpoints that had
-// changed (errEndpointsChanged): they are forgotten by then, so the second
-// run reads them.
-func retryChangedEndpoints(write func() error) error {
-	if err := write(); !errors.Is(err, errEndpointsChanged) {
-		return err
-	}
-	return write()
 }
 
 // ingestOn is ingest on q, which commits tx (q itself) with its last

@@ -282,16 +282,8 @@ func (s *Store) ingestGroupTx(ctx context.Context, calls []*ingestCall) error {
 	byNow := slices.Clone(calls)
 	slices.SortStableFunc(byNow, func(a, b *ingestCall) int { return a.now.Compare(b.now) })
 	if byNow[0].now.Equal(byNow[len(byNow)-1].now) {
-		return s.carrying(func(r *outcomeRide) error {
-			return retryChangedEndpoints(func() error {
-				tx, err := s.beginBatched(ctx)
-				if err != nil {
-					return err
-				}
-				defer tx.end(ctx)
-				tx.carry(r)
-				return s.ingestCalls(ctx, tx, tx, byNow)
-			})
+		return s.inIngestTx(ctx, func(tx *batchTx) error {
+			return s.ingestCalls(ctx, tx, tx, byNow)
 		})
 	}
 	return s.inGenericTx(ctx, func(tx pgx.Tx) error {
