@@ -14,8 +14,9 @@ import (
 )
 
 // addActivitySQL adds a batch's counts to the row of its minute ($1, or
-// the minute of the database clock's now) and this node ($2). The row is this node's own, so only this node's
-// overlapping outcome writes ever wait for it.
+// the minute of the database clock's now) and this node ($2). The row is
+// this node's own, so only this node's overlapping outcome writes ever
+// wait for it.
 var addActivitySQL = func() string {
 	set := make([]string, len(store.ActivityColumns))
 	params := make([]string, len(store.ActivityColumns))

@@ -361,33 +361,35 @@ func plainSuccesses(outcomes []store.DeliveryOutcome) bool {
 // with outcomesNotPlain, nothing is kept, and it says so (done false):
 // the caller takes the breaker's path.
 func (s *Store) completePlain(ctx context.Context, p *store.DeliveryCompleteManyParams, ids []string, waves [][]int, applied []bool) (bool, error) {
-	if carried, err := s.ride(ctx, s.plainBatch(p, ids, waves, plainSuccessRidingSQL), len(p.Outcomes)); carried {
-		switch {
-		case err == nil:
-			for i := range applied {
-				applied[i] = true
-			}
-			return true, nil
-		case isOutcomesNotPlain(err):
-			return false, nil
-		}
-		// The ingest failed, and its transaction with it: alone, then.
+	carried, err := s.ride(ctx, len(p.Outcomes), func() *pgx.Batch {
+		return s.plainBatch(p, ids, waves, plainSuccessRidingSQL)
+	})
+	if !carried || err != nil && !isOutcomesNotPlain(err) {
+		// Not carried, or its ingest's transaction not surely committed:
+		// alone, then.
+		err = s.completePlainAlone(ctx, p, ids, waves)
 	}
-	tx, err := s.beginBatched(ctx)
-	if err != nil {
-		return false, err
-	}
-	defer tx.end(ctx)
-	if err := tx.commit(ctx, s.plainBatch(p, ids, waves, plainSuccessSQL)); err != nil {
-		if isOutcomesNotPlain(err) {
-			return false, nil
-		}
+	switch {
+	case isOutcomesNotPlain(err):
+		return false, nil
+	case err != nil:
 		return false, err
 	}
 	for i := range applied {
 		applied[i] = true
 	}
 	return true, nil
+}
+
+// completePlainAlone writes completePlain's statements in a batchTx of
+// their own, one round trip.
+func (s *Store) completePlainAlone(ctx context.Context, p *store.DeliveryCompleteManyParams, ids []string, waves [][]int) error {
+	tx, err := s.beginBatched(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.end(ctx)
+	return tx.commit(ctx, s.plainBatch(p, ids, waves, plainSuccessSQL))
 }
 
 // plainBatch queues completePlain's statements: the health write (health,

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -40,7 +41,13 @@ func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEnd
 // whose round trips the returned counter counts.
 func openCounted(t *testing.T) (*Store, *roundTrips) {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(testdb.PostgresURL(t) + "&pool_max_conns=1")
+	return openCountedConns(t, 1)
+}
+
+// openCountedConns is openCounted with a pool of conns connections.
+func openCountedConns(t *testing.T, conns int) (*Store, *roundTrips) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(testdb.PostgresURL(t) + fmt.Sprintf("&pool_max_conns=%d", conns))
 	require.NoError(t, err)
 	trips := &roundTrips{}
 	cfg.ConnConfig.Tracer = trips

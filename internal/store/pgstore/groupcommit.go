@@ -316,7 +316,7 @@ func (s *Store) ingestCalls(ctx context.Context, q queryer, tx *batchTx, calls [
 	switch {
 	case err == nil:
 	case ctx.Err() != nil || errors.As(err, &failedCommit) || errors.As(err, &afterCommit) || errors.Is(err, errEndpointsChanged):
-		// (Committed, the calls must not be written again.)
+		// Committed, or perhaps: the calls are not written again.
 		return err
 	case errors.As(err, &refused) || pgconn.SafeToRetry(err):
 		// The database refused a statement, so the transaction is not

@@ -71,21 +71,20 @@ type rides struct {
 	offered func()
 }
 
-// ride offers b, an outcome write's statements for n outcomes, to the
-// next ingest, and reports whether one took it and, if so, its
-// transaction's error (nil: the write committed). It does not offer more
-// than maxRiders outcomes, nor when no ingest began lately, or another
-// write waits already. b must not be sent again: a write that was not
-// carried is queued anew.
-func (s *Store) ride(ctx context.Context, b *pgx.Batch, n int) (carried bool, err error) {
+// ride offers an outcome write's statements for n outcomes, queued by
+// build, to the next ingest, and reports whether one took them and, if
+// so, its transaction's error (nil: the write committed). It does not
+// offer more than maxRiders outcomes, nor when no ingest began lately, or
+// another write waits already; build is called only when it offers.
+func (s *Store) ride(ctx context.Context, n int, build func() *pgx.Batch) (carried bool, err error) {
 	wait := s.rides.wait
 	if wait == 0 {
 		wait = rideWait
 	}
-	if n > maxRiders || time.Since(time.Unix(0, s.rides.lastIngest.Load())) > wait {
+	if n > maxRiders || time.Since(time.Unix(0, s.rides.lastIngest.Load())) > wait || s.rides.waiting.Load() != nil {
 		return false, nil
 	}
-	r := &outcomeRide{queries: b.QueuedQueries, done: make(chan error, 1)}
+	r := &outcomeRide{queries: build().QueuedQueries, done: make(chan error, 1)}
 	if !s.rides.waiting.CompareAndSwap(nil, r) {
 		return false, nil
 	}

@@ -28,7 +28,13 @@ type rideFixture struct {
 
 func newRideFixture(t *testing.T, n int) *rideFixture {
 	t.Helper()
-	s, trips := openCounted(t)
+	return newRideFixtureConns(t, n, 1)
+}
+
+// newRideFixtureConns is newRideFixture on a pool of conns connections.
+func newRideFixtureConns(t *testing.T, n, conns int) *rideFixture {
+	t.Helper()
+	s, trips := openCountedConns(t, conns)
 	ep := createEndpoint(t, s, "c")
 	ingest(t, s, "c", n)
 	claimed, err := s.DeliveryClaim(t.Context(), &store.DeliveryClaimParams{Limit: 10, LeaseMargin: time.Minute, Now: t0})
@@ -199,9 +205,11 @@ func TestARiderOfAFailedIngestGoesAlone(t *testing.T) {
 // held, and the outcomes, written alone, wait for it.
 func TestARiderTakesNoLockItWouldWaitFor(t *testing.T) {
 	t.Parallel()
-	f := newRideFixture(t, 1)
+	// Two connections: the ingest written again and the outcomes written
+	// alone, which wait for the lock, each take one.
+	f := newRideFixtureConns(t, 1, 2)
 	ctx := t.Context()
-	// A second connection for the holder: the fixture's pool has one.
+	// A connection of its own for the holder.
 	holder, err := pgx.ConnectConfig(ctx, f.s.pool.Config().ConnConfig.Copy())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = holder.Close(context.Background()) })
