@@ -38,7 +38,8 @@ import (
 //     endpoint's leased deliveries and the new ones already due (a claim
 //     will take those: they keep their room), and leases, in ingest order,
 //     up to the room left under each cap and the slots reserved in all;
-//  3. the wake-up is sent only when something was queued.
+//  3. the wake-up is sent only when something was queued, by the same
+//     statement.
 //
 // A delivery leased at ingest is a delivering row with lease token 1 and
 // the lease's expiry as its due time, like one a claim leased; its
@@ -75,9 +76,10 @@ var ingestLeasingSQL = "SELECT " + ingestQueuesCols("$1") + `, (
 
 // insertLeasingDeliveriesSQL is insertDeliveriesSQL leasing what it may:
 // $7 the endpoints Go found could start work, $8 their in-flight caps, $9
-// their lease lengths in microseconds, $10 the slots reserved. It returns
-// the deliveries leased, and says in herald.all_leased whether every
-// delivery was.
+// their lease lengths in microseconds, $10 the slots reserved, $11 the
+// channel that wakes the dispatchers. It returns the deliveries leased,
+// and wakes every node at the commit unless every delivery was (woke, a
+// CTE the insert reads, so that it runs once whatever is returned).
 var insertLeasingDeliveriesSQL = `
 WITH n AS (
 	SELECT coalesce($6::timestamptz, now()) AS t
@@ -103,6 +105,10 @@ WITH n AS (
 	WHERE u.k <= r.room
 	ORDER BY u.ord
 	LIMIT $10
+), woke AS MATERIALIZED (
+	SELECT count(*) AS n FROM (
+		SELECT pg_notify($11, '')
+		WHERE (SELECT count(*) FROM u) > (SELECT count(*) FROM pick)) AS z
 ), ins AS (
 	INSERT INTO deliveries (id, event_id, endpoint_id, consumer_id, event_type,
 		status, lease_token, due_at, created_at, updated_at)
@@ -111,22 +117,14 @@ WITH n AS (
 		CASE WHEN p.id IS NULL THEN 0 ELSE 1 END,
 		CASE WHEN p.id IS NULL THEN n.t ELSE n.t + p.lease_us * interval '1 microsecond' END,
 		n.t, n.t
-	FROM u CROSS JOIN n LEFT JOIN pick p ON p.id = u.id
+	FROM u CROSS JOIN n CROSS JOIN woke LEFT JOIN pick p ON p.id = u.id
 	ORDER BY u.ord
 	RETURNING ` + deliveryCols + `, seq
 ), ` + ingestQueuesCTEs + `
-SELECT ` + qualify("ins", deliveryCols) + `,
-	set_config('herald.all_leased', CASE WHEN EXISTS (
-		SELECT 1 FROM ins WHERE status = 'pending') THEN 'off' ELSE 'on' END, true)
+SELECT ` + qualify("ins", deliveryCols) + `
 FROM ins
 WHERE status = 'delivering'
 ORDER BY ins.seq`
-
-// notifyQueuedSQL wakes the dispatchers of every node at the commit,
-// unless the ingest leased every delivery it inserted.
-const notifyQueuedSQL = `
-SELECT pg_notify($1, '')
-WHERE current_setting('herald.all_leased', true) IS DISTINCT FROM 'on'`
 
 // takerBox holds a store.Taker for an atomic.Pointer.
 type takerBox struct{ t store.Taker }
@@ -245,11 +243,10 @@ func (s *Store) writeLeasing(ctx context.Context, tx *batchTx, b *pgx.Batch, d *
 		b.Queue(ingestLeasingSQL, d.endpoints(), l.ids, l.updatedAt, nowArg(now))
 	}
 	b.Queue(check.deliveriesSQL(insertLeasingDeliveriesSQL, insertLeasingDeliveriesKeyedSQL), d.ids, d.eventIDs, d.endpointIDs, d.consumerIDs, d.eventTypes,
-		nowArg(now), l.ids, l.caps, l.leaseUS, l.r.Slots).Query(func(rows pgx.Rows) error {
+		nowArg(now), l.ids, l.caps, l.leaseUS, l.r.Slots, s.channel).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var r deliveryRow
-			var set string
-			if err := rows.Scan(append(r.dest(), &set)...); err != nil {
+			if err := rows.Scan(r.dest()...); err != nil {
 				readErr = err
 				return err
 			}
@@ -264,7 +261,6 @@ func (s *Store) writeLeasing(ctx context.Context, tx *batchTx, b *pgx.Batch, d *
 		}
 		return rows.Err()
 	})
-	b.Queue(notifyQueuedSQL, s.channel)
 	if err := tx.commit(ctx, b); err != nil {
 		var failedCommit errCommit
 		if !errors.As(err, &failedCommit) {
