@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // rawMessageType is a value kept as its bytes: its members are the
@@ -20,9 +21,164 @@ var rawMessageType = reflect.TypeFor[json.RawMessage]()
 // without regard to case is refused as an unknown field, and a name given
 // twice in one object is refused, at any depth but inside values kept as
 // their bytes.
+//
+// A body decoded into a flat struct (flatFields: an event's, on every
+// ingest call) has only its top-level names to check, which one scan of
+// the bytes finds (objectNames) where the walk decodes each value again,
+// the payload twice.
 func checkMemberNames(body []byte, dst any) error {
+	t := reflect.TypeOf(dst)
+	if fields := flatFields(t); fields != nil {
+		if names, ok := objectNames(body); ok {
+			return checkNames(names, fields)
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
-	return walkMembers(dec, reflect.TypeOf(dst), "")
+	return walkMembers(dec, t, "")
+}
+
+// flatTypes holds flatFields' answers by type.
+var flatTypes sync.Map // reflect.Type → map[string]reflect.Type, nil if not flat
+
+// flatFields returns the member names of t (a struct or a pointer to
+// one) if none of its members can hold an object whose names are checked
+// (each is a string, number or boolean, a pointer to one, or a value kept
+// as its bytes), else nil.
+func flatFields(t reflect.Type) map[string]reflect.Type {
+	if v, ok := flatTypes.Load(t); ok {
+		return v.(map[string]reflect.Type)
+	}
+	fields := map[string]reflect.Type{}
+	st := t
+	for st != nil && st.Kind() == reflect.Pointer {
+		st = st.Elem()
+	}
+	if st == nil || st.Kind() != reflect.Struct {
+		fields = nil
+	} else {
+		jsonFields(st, fields)
+		for _, ft := range fields {
+			if !flatMember(ft) {
+				fields = nil
+				break
+			}
+		}
+	}
+	flatTypes.Store(t, fields)
+	return fields
+}
+
+// flatMember says whether a member of type t holds nothing whose names
+// walkMembers would check.
+func flatMember(t reflect.Type) bool {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == rawMessageType {
+		return true
+	}
+	switch t.Kind() {
+	case reflect.String, reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64,
+		reflect.Interface:
+		return true
+	}
+	return false
+}
+
+// checkNames is walkMembers' check of one object's names, in order.
+func checkNames(names []string, fields map[string]reflect.Type) error {
+	seen := make(map[string]bool, len(names))
+	for _, name := range names {
+		if seen[name] {
+			return badRequest("invalid_json", "the request body has %q twice; give each member once", name)
+		}
+		seen[name] = true
+		if _, ok := fields[name]; !ok {
+			return unknownMember(name, fields)
+		}
+	}
+	return nil
+}
+
+// objectNames returns the member names of the object body holds, in order,
+// reading body as the valid JSON it was found to be; ok is false where
+// it cannot tell them by a plain scan (a name with an escape, or a body
+// that is not an object), and the walk reads it instead.
+func objectNames(body []byte) (names []string, ok bool) {
+	i := skipSpace(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		return nil, false
+	}
+	i++
+	for {
+		i = skipSpace(body, i)
+		if i < len(body) && body[i] == ',' {
+			i = skipSpace(body, i+1)
+		}
+		if i >= len(body) {
+			return nil, false
+		}
+		if body[i] == '}' {
+			return names, true
+		}
+		if body[i] != '"' {
+			return nil, false
+		}
+		end := bytes.IndexByte(body[i+1:], '"')
+		if end < 0 {
+			return nil, false
+		}
+		name := body[i+1 : i+1+end]
+		if bytes.IndexByte(name, '\\') >= 0 {
+			return nil, false
+		}
+		names = append(names, string(name))
+		i = skipSpace(body, i+2+end)
+		if i >= len(body) || body[i] != ':' {
+			return nil, false
+		}
+		if i, ok = skipValue(body, i+1); !ok {
+			return nil, false
+		}
+	}
+}
+
+// skipSpace is the index of the first byte of b from i that is not JSON
+// white space.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue is the index of the ',' or '}' that ends the member value
+// starting at b[i], in an object of valid JSON.
+func skipValue(b []byte, i int) (int, bool) {
+	depth := 0
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return i, true
+			}
+			depth--
+		case ',':
+			if depth == 0 {
+				return i, true
+			}
+		}
+	}
+	return i, false
 }
 
 // walkMembers reads one JSON value from dec, which decodes into type t, and
