@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -47,4 +48,35 @@ func TestFlatBodiesReadAsTheWalkReadsThem(t *testing.T) {
 			require.Equal(t, walked, checkNames(names, flatFields(reflect.TypeOf(&req))), tc.body)
 		}
 	}
+}
+
+// BenchmarkEventBodyNames measures the check of an event body's member
+// names (an event with a 1 KiB payload): the scan of its top-level names
+// that ingest takes, the decoding walk that other bodies take, and the
+// whole decode (decodeJSON) with the scan.
+func BenchmarkEventBodyNames(b *testing.B) {
+	body := []byte(`{"consumer_id":"c1","event_type":"order.created","payload":{"order_id":"o_1","pad":"` +
+		strings.Repeat("x", 1024-28) + `"}}`)
+	t := reflect.TypeFor[*wire.EventRequest]()
+	b.Run("scan", func(b *testing.B) {
+		for b.Loop() {
+			if err := checkMemberNames(body, &wire.EventRequest{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("walk", func(b *testing.B) {
+		for b.Loop() {
+			if err := walkMembers(json.NewDecoder(bytes.NewReader(body)), t, ""); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("decode", func(b *testing.B) {
+		for b.Loop() {
+			if err := decodeJSON(body, &wire.EventRequest{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
