@@ -86,17 +86,27 @@ func flatMember(t reflect.Type) bool {
 	return false
 }
 
-// checkNames is walkMembers' check of one object's names, in order.
+// checkNames checks the names of a body's top-level object, in order.
 func checkNames(names []string, fields map[string]reflect.Type) error {
 	seen := make(map[string]bool, len(names))
 	for _, name := range names {
-		if seen[name] {
-			return badRequest("invalid_json", "the request body has %q twice; give each member once", name)
+		if err := checkName(name, seen, fields, ""); err != nil {
+			return err
 		}
-		seen[name] = true
-		if _, ok := fields[name]; !ok {
-			return unknownMember(name, fields)
-		}
+	}
+	return nil
+}
+
+// checkName checks one member name of the object at path: not given
+// before in it (seen, which it adds the name to) and, in a struct's
+// object (fields not nil), a field's own name.
+func checkName(name string, seen map[string]bool, fields map[string]reflect.Type, path string) error {
+	if seen[name] {
+		return badRequest("invalid_json", "the request body has %q twice%s; give each member once", name, within(path))
+	}
+	seen[name] = true
+	if _, ok := fields[name]; fields != nil && !ok {
+		return unknownMember(name, fields)
 	}
 	return nil
 }
@@ -209,19 +219,11 @@ func walkMembers(dec *json.Decoder, t reflect.Type, path string) error {
 				return jsonError(err)
 			}
 			name, _ := tok.(string)
-			if seen[name] {
-				return badRequest("invalid_json", "the request body has %q twice%s; give each member once", name, within(path))
+			if err := checkName(name, seen, fields, path); err != nil {
+				return err
 			}
-			seen[name] = true
-			elem := reflect.Type(nil)
-			switch t.Kind() {
-			case reflect.Struct:
-				ft, ok := fields[name]
-				if !ok {
-					return unknownMember(name, fields)
-				}
-				elem = ft
-			case reflect.Map:
+			elem := fields[name] // nil unless a struct
+			if t.Kind() == reflect.Map {
 				elem = t.Elem()
 			}
 			if err := walkMembers(dec, elem, joinPath(path, name)); err != nil {
