@@ -42,13 +42,27 @@ const takeBusyMax = 48
 // node starts at once; none while more than takeBusyMax slots are taken.
 // Slots reserved are not claimed for meanwhile.
 func (d *Dispatcher) Reserve(n int) store.Reservation {
+	return d.reserve(n, true)
+}
+
+// ReserveBatch implements store.BatchTaker: Reserve for an ingest that
+// leases many deliveries to a statement, as cheaply as a claim would,
+// whatever the number of attempts under way.
+func (d *Dispatcher) ReserveBatch(n int) store.Reservation {
+	return d.reserve(n, false)
+}
+
+// reserve takes up to n free slots, none while more than takeBusyMax are
+// taken if busyBound.
+func (d *Dispatcher) reserve(n int, busyBound bool) store.Reservation {
 	r := store.Reservation{From: d.cfg.Clock.Now(), LeaseMargin: d.cfg.LeaseMargin}
 	d.takerMu.Lock()
 	defer d.takerMu.Unlock()
 	if d.taking == nil || n <= 0 {
 		return r
 	}
-	if under := cap(d.taking.slots) - len(d.taking.slots) - int(d.taking.unwritten.Load()); under > takeBusyMax {
+	under := cap(d.taking.slots) - len(d.taking.slots) - int(d.taking.unwritten.Load())
+	if busyBound && under > takeBusyMax {
 		return r
 	}
 	r.Slots = takeFree(d.taking.slots, n)

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/breaker"
+	"github.com/heraldhooks/herald/internal/ratelimit"
 )
 
 // Errors a backend returns, wrapped with what was asked.
@@ -581,7 +583,7 @@ type ClaimedDelivery struct {
 }
 
 // A Taker is this node's dispatcher, which a store may lease deliveries
-// to as they are ingested (pgstore.Store.SetTaker), so that they go out
+// to as they are ingested (SetTaker of pgstore and sqlitestore), so that they go out
 // without a claim. A store leases at ingest only what a claim would take
 // at once: deliveries of endpoints that are not FIFO, have no rate limit,
 // whose breaker is closed and that are not paused or slowed down, within
@@ -590,14 +592,41 @@ type ClaimedDelivery struct {
 // as ever.
 type Taker interface {
 	// Reserve sets aside up to n of the taker's free attempt slots for an
-	// ingest, none when it is not running. The lease of what the ingest
-	// leases is counted from Reservation.From, read before the ingest
-	// began, as a claim's is from before the claim.
+	// ingest, none when it is not running. The taker counts the lease of
+	// what the ingest leases from Reservation.From, read before the ingest
+	// began, as a claim's is from before the claim; the store's lease runs
+	// out no earlier (counted from the ingest's own time, or from From
+	// if that is later).
 	Reserve(n int) Reservation
 	// Take hands over what the ingest of r leased (no more than r.Slots,
 	// perhaps none, and none when the ingest failed), and gives back the
 	// slots it leaves free. Each reservation is taken exactly once.
 	Take(r Reservation, claimed []*ClaimedDelivery)
+}
+
+// A BatchTaker is a Taker that also reserves for an ingest that leases
+// many deliveries to a statement (a group commit: SQLite's, whose leases
+// ride in the transaction that writes the deliveries anyway), which
+// leasing costs no more than a claim at any load. A Taker may turn a
+// plain Reserve away while many attempts are under way, when claims, many
+// deliveries to a statement, cost less than leasing each ingest's few.
+type BatchTaker interface {
+	Taker
+	ReserveBatch(n int) Reservation
+}
+
+// LeasableAtIngest says whether a claim at now could start a delivery to
+// ep without writing anything of ep's back, so that an ingest may lease
+// to a Taker: not FIFO (whose head rule the claim applies), no rate limit
+// (whose bucket it spends), breaker closed (a probe is written back), not
+// paused, not slowed down by 429s, room under the cap as far as the row
+// tells (the store counts the leases).
+func LeasableAtIngest(ep *herald.Endpoint, b ratelimit.Bucket, now time.Time) bool {
+	return ep.Enabled && ep.Ordering != herald.OrderingFIFO &&
+		(ep.RateLimit == nil || ep.RateLimit.PerSecond <= 0) &&
+		(ep.Health.RateFactor <= 0 || ep.Health.RateFactor >= 1) &&
+		breaker.GateAt(&ep.Health, now) == breaker.Flowing &&
+		ratelimit.Allowance(ep, &ep.Health, b, 0, now) > 0
 }
 
 // Reservation is attempt slots a Taker set aside for an ingest.

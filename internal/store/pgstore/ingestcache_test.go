@@ -74,7 +74,7 @@ func TestRememberedEndpointsFollowChanges(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Equal(t, []string{first.ID}, fanOut(), "secret rotated")
-	leased := k.got()
+	leased := k.Taken()
 	require.Len(t, leased, 2, "both leased at ingest")
 	require.Equal(t, "whsec_bmV3IHNlY3JldA==", leased[1].Endpoint.Secret, "the secret as rotated")
 	a.SetTaker(nil)

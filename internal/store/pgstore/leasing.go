@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/heraldhooks/herald"
-	"github.com/heraldhooks/herald/internal/breaker"
 	"github.com/heraldhooks/herald/internal/logkey"
 	"github.com/heraldhooks/herald/internal/ratelimit"
 	"github.com/heraldhooks/herald/internal/store"
@@ -196,7 +195,7 @@ func (s *Store) planLeasing(l *leasing, d *deliveryInsert, endpoints map[string]
 	for _, ms := range endpoints {
 		for _, m := range ms {
 			ep := m.ep
-			if ep == nil || count[m.id] == 0 || !leasable(ep, m.bucket, now) {
+			if ep == nil || count[m.id] == 0 || !store.LeasableAtIngest(ep, m.bucket, now) {
 				continue
 			}
 			opened := *ep
@@ -211,21 +210,6 @@ func (s *Store) planLeasing(l *leasing, d *deliveryInsert, endpoints map[string]
 		}
 	}
 	return len(l.ids) > 0
-}
-
-// leasable says whether a claim at now could start a delivery to ep
-// without writing anything of ep's back: not FIFO (whose head rule the
-// claim applies), no rate limit (whose bucket it spends), breaker closed
-// (a probe is written back), not paused, not slowed down by 429s, room
-// under the cap as far as the row tells (the database counts the
-// leases). ingestLeasingSQL checks again, on the row it locks, what may
-// have changed since the read.
-func leasable(ep *herald.Endpoint, b ratelimit.Bucket, now time.Time) bool {
-	return ep.Enabled && ep.Ordering != herald.OrderingFIFO &&
-		(ep.RateLimit == nil || ep.RateLimit.PerSecond <= 0) &&
-		(ep.Health.RateFactor <= 0 || ep.Health.RateFactor >= 1) &&
-		breaker.GateAt(&ep.Health, now) == breaker.Flowing &&
-		ratelimit.Allowance(ep, &ep.Health, b, 0, now) > 0
 }
 
 // writeLeasing is writeDeliveries for an ingest that may lease (l): it

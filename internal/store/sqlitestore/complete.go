@@ -338,11 +338,15 @@ func (c *completer) finish() (bool, error) {
 	if len(c.notes) == 0 {
 		return false, nil
 	}
-	_, created, err := ingest(c.ctx, c.tx, c.st, c.notes, c.t)
+	seq := newSeqCounter(c.ctx, c.tx, c.st)
+	_, out, err := ingest(c.ctx, c.tx, c.st, seq, c.notes, c.t, nil)
+	if err == nil {
+		err = seq.save(c.ctx)
+	}
 	if err != nil {
 		return false, fmt.Errorf("ingest notifications: %w", err)
 	}
-	return created, nil
+	return out.queued, nil
 }
 
 // DeliveryRelease puts leased deliveries back to pending, due now, without

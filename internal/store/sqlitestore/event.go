@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/ratelimit"
 	"github.com/heraldhooks/herald/internal/store"
 )
 
@@ -47,6 +48,8 @@ func scanEvent(sc scanner) (*herald.Event, error) {
 type fanOutTarget struct {
 	id         string
 	eventTypes []string
+	// lease is what an ingest group that may lease knows of it.
+	lease *leaseTarget
 }
 
 // EventIngest writes the events and their deliveries in one transaction
@@ -70,21 +73,33 @@ func (s *Store) EventIngest(ctx context.Context, p *store.EventIngestParams) ([]
 	return c.results, nil
 }
 
+// ingested is what ingest wrote besides its results.
+type ingested struct {
+	// queued says whether a delivery was made pending, so that the caller
+	// wakes the dispatchers once it has committed.
+	queued bool
+	// leased are the deliveries leased to the group's taker, in ingest
+	// order, for the caller to hand over once it has committed.
+	leased []*store.ClaimedDelivery
+}
+
 // ingest writes events and their deliveries inside tx: for EventIngest,
-// and for the notifications an outcome emits. It reports whether any
-// delivery was made, so that the caller wakes the dispatchers once it has
-// committed.
-func ingest(ctx context.Context, tx *sql.Tx, st *statements, items []store.EventIngestItem, t time.Time) ([]store.EventIngestResult, bool, error) {
+// and for the notifications an outcome emits. With l (an ingest group
+// that may lease: leasing.go) it leases what a claim would take at once,
+// and queues the rest.
+func ingest(ctx context.Context, tx *sql.Tx, st *statements, seq *seqCounter, items []store.EventIngestItem, t time.Time,
+	l *groupLeasing,
+) ([]store.EventIngestResult, ingested, error) {
 	results := make([]store.EventIngestResult, len(items))
-	created := false
+	var out ingested
 	findKey := tx.StmtContext(ctx, st.findKey)
 	listRefs := tx.StmtContext(ctx, st.listRefs)
 	insertEvent := tx.StmtContext(ctx, st.insertEvent)
 	insertDelivery := tx.StmtContext(ctx, st.insertDelivery)
-	fanOut := tx.StmtContext(ctx, st.fanOut)
-	// Each delivery takes the next number of the counter as its seq: the
-	// ingest order, which FIFO endpoints follow.
-	seq := &seqCounter{read: tx.StmtContext(ctx, st.seqRead), write: tx.StmtContext(ctx, st.seqWrite)}
+	fanOut, room := tx.StmtContext(ctx, st.fanOut), (*sql.Stmt)(nil)
+	if l != nil {
+		fanOut, room = tx.StmtContext(ctx, st.fanOutWhole), tx.StmtContext(ctx, st.room)
+	}
 
 	targets := map[string][]fanOutTarget{}
 	for i, item := range items {
@@ -94,20 +109,20 @@ func ingest(ctx context.Context, tx *sql.Tx, st *statements, items []store.Event
 			case err == nil:
 				refs, err := deliveryRefs(ctx, listRefs, first.ID)
 				if err != nil {
-					return nil, false, err
+					return nil, out, err
 				}
 				results[i] = store.EventIngestResult{Event: first, Duplicate: true, Deliveries: refs}
 				continue
 			case !errors.Is(err, sql.ErrNoRows):
-				return nil, false, err
+				return nil, out, err
 			}
 		}
 
 		eps, ok := targets[item.ConsumerID]
 		if !ok {
 			var err error
-			if eps, err = fanOutTargets(ctx, fanOut, item.ConsumerID); err != nil {
-				return nil, false, err
+			if eps, err = fanOutTargets(ctx, fanOut, item.ConsumerID, l, t); err != nil {
+				return nil, out, err
 			}
 			targets[item.ConsumerID] = eps
 		}
@@ -126,7 +141,7 @@ func ingest(ctx context.Context, tx *sql.Tx, st *statements, items []store.Event
 		}
 		key := sql.NullString{String: ev.IdempotencyKey, Valid: ev.IdempotencyKey != ""}
 		if _, err := insertEvent.ExecContext(ctx, ev.ID, ev.ConsumerID, ev.EventType, ev.Payload, key, micros(t)); err != nil {
-			return nil, false, fmt.Errorf("event %d: %w", i, err)
+			return nil, out, fmt.Errorf("event %d: %w", i, err)
 		}
 		refs := []store.DeliveryRef{}
 		for _, ep := range eps {
@@ -136,21 +151,44 @@ func ingest(ctx context.Context, tx *sql.Tx, st *statements, items []store.Event
 			id := herald.NewID(herald.PrefixDelivery, t)
 			n, err := seq.next(ctx)
 			if err != nil {
-				return nil, false, fmt.Errorf("event %d: %w", i, err)
+				return nil, out, fmt.Errorf("event %d: %w", i, err)
+			}
+			status, due, token := herald.StatusPending, t, 0
+			leased := false
+			if l != nil && ep.lease != nil {
+				if leased, err = l.lease(ctx, room, ep.id, ep.lease, t); err != nil {
+					return nil, out, fmt.Errorf("event %d: %w", i, err)
+				}
+			}
+			if leased {
+				status, due, token = herald.StatusDelivering, l.leaseExpiry(ep.lease, t), 1
 			}
 			if _, err := insertDelivery.ExecContext(ctx, id, ev.ID, ep.id, ev.ConsumerID, ev.EventType,
-				micros(t), micros(t), micros(t), n); err != nil {
-				return nil, false, fmt.Errorf("event %d: %w", i, err)
+				string(status), micros(due), token, micros(t), micros(t), n); err != nil {
+				if leased {
+					l.unlease(ep.lease)
+				}
+				return nil, out, fmt.Errorf("event %d: %w", i, err)
 			}
 			refs = append(refs, store.DeliveryRef{ID: id, EndpointID: ep.id})
-			created = true
+			if !leased {
+				out.queued = true
+				continue
+			}
+			out.leased = append(out.leased, &store.ClaimedDelivery{
+				Delivery: herald.Delivery{
+					ID: id, EventID: ev.ID, EndpointID: ep.id, ConsumerID: ev.ConsumerID, EventType: ev.EventType,
+					Status: herald.StatusDelivering, CreatedAt: t, UpdatedAt: t,
+				},
+				Event:          *ev,
+				Endpoint:       *ep.lease.ep,
+				LeaseToken:     1,
+				LeaseExpiresAt: due,
+			})
 		}
 		results[i] = store.EventIngestResult{Event: ev, Deliveries: refs}
 	}
-	if err := seq.save(ctx); err != nil {
-		return nil, false, err
-	}
-	return results, created, nil
+	return results, out, nil
 }
 
 // goesTo reports whether item goes to the endpoint id with filter
@@ -162,15 +200,23 @@ func goesTo(item store.EventIngestItem, id string, eventTypes []string) bool {
 	return herald.MatchAny(eventTypes, item.EventType)
 }
 
-// seqCounter hands out delivery seq numbers inside one write transaction:
-// it reads the counter once, counts in memory and writes the counter back
-// at the end. SQLite has one writer, so no other transaction can take the
-// same numbers meanwhile.
+// seqCounter hands out delivery seq numbers inside one write transaction
+// (each delivery takes the next as its seq: the ingest order, which FIFO
+// endpoints follow): it reads the counter once, counts in memory, and the
+// transaction writes the counter back (save) before it commits. SQLite has
+// one writer, so no other transaction can take the same numbers
+// meanwhile. Numbers taken by a call rolled back to its savepoint are
+// skipped: seq orders, it does not count.
 type seqCounter struct {
 	read, write *sql.Stmt
 	value       int64
 	loaded      bool
 	used        bool
+}
+
+// newSeqCounter is a seqCounter for tx.
+func newSeqCounter(ctx context.Context, tx *sql.Tx, st *statements) *seqCounter {
+	return &seqCounter{read: tx.StmtContext(ctx, st.seqRead), write: tx.StmtContext(ctx, st.seqWrite)}
 }
 
 func (c *seqCounter) next(ctx context.Context) (int64, error) {
@@ -197,22 +243,29 @@ func (c *seqCounter) save(ctx context.Context) error {
 
 // The statements of ingest.
 const (
-	findKeyQuery        = `SELECT ` + eventColumns + ` FROM events WHERE consumer_id = ? AND idempotency_key = ?`
-	listRefsQuery       = `SELECT id, endpoint_id FROM deliveries WHERE event_id = ? ORDER BY id`
-	insertEventQuery    = `INSERT INTO events (` + eventColumns + `) VALUES (?, ?, ?, ?, ?, ?)`
+	findKeyQuery     = `SELECT ` + eventColumns + ` FROM events WHERE consumer_id = ? AND idempotency_key = ?`
+	listRefsQuery    = `SELECT id, endpoint_id FROM deliveries WHERE event_id = ? ORDER BY id`
+	insertEventQuery = `INSERT INTO events (` + eventColumns + `) VALUES (?, ?, ?, ?, ?, ?)`
+	// insertDeliveryQuery inserts a new delivery: pending and due (lease
+	// token 0), or leased at ingest (delivering, due when its lease runs
+	// out, lease token 1).
 	insertDeliveryQuery = `INSERT INTO deliveries
 		(id, event_id, endpoint_id, consumer_id, event_type, status, attempt_count, due_at,
 		 lease_token, last_status_code, last_error, dead_reason, created_at, updated_at, seq)
-		VALUES (?, ?, ?, ?, ?, 'pending', 0, ?, 0, 0, '', '', ?, ?, ?)`
+		VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, 0, '', '', ?, ?, ?)`
 	// fanOutQuery lists the enabled endpoints of a consumer with their
-	// filters.
+	// filters; fanOutWholeQuery reads them whole, with their token
+	// buckets, for an ingest that may lease.
 	fanOutQuery = `SELECT id, event_types FROM endpoints
+		WHERE consumer_id = ? AND enabled = 1 AND deleted_at IS NULL ORDER BY id`
+	fanOutWholeQuery = `SELECT ` + endpointColumns + `, bucket_tokens, bucket_at FROM endpoints
 		WHERE consumer_id = ? AND enabled = 1 AND deleted_at IS NULL ORDER BY id`
 )
 
 // fanOutTargets lists the enabled endpoints of consumer with their filters,
-// through fanOut (fanOutQuery bound to the caller's transaction).
-func fanOutTargets(ctx context.Context, fanOut *sql.Stmt, consumer string) ([]fanOutTarget, error) {
+// through fanOut (fanOutQuery bound to the caller's transaction), or, with
+// l, whole through fanOutWholeQuery, each with what l knows of it at t.
+func fanOutTargets(ctx context.Context, fanOut *sql.Stmt, consumer string, l *groupLeasing, t time.Time) ([]fanOutTarget, error) {
 	rows, err := fanOut.QueryContext(ctx, consumer)
 	if err != nil {
 		return nil, err
@@ -220,10 +273,16 @@ func fanOutTargets(ctx context.Context, fanOut *sql.Stmt, consumer string) ([]fa
 	defer rows.Close()
 	var out []fanOutTarget
 	for rows.Next() {
-		var (
-			target fanOutTarget
-			raw    string
-		)
+		var target fanOutTarget
+		if l != nil {
+			if target.lease, err = scanLeaseTarget(rows, l, t); err != nil {
+				return nil, err
+			}
+			target.id, target.eventTypes = target.lease.id, target.lease.eventTypes
+			out = append(out, target)
+			continue
+		}
+		var raw string
 		if err := rows.Scan(&target.id, &raw); err != nil {
 			return nil, err
 		}
@@ -233,6 +292,28 @@ func fanOutTargets(ctx context.Context, fanOut *sql.Stmt, consumer string) ([]fa
 		out = append(out, target)
 	}
 	return out, rows.Err()
+}
+
+// scanLeaseTarget reads a row of fanOutWholeQuery, and returns what l
+// knows of its endpoint.
+func scanLeaseTarget(rows *sql.Rows, l *groupLeasing, t time.Time) (*leaseTarget, error) {
+	var (
+		ep       herald.Endpoint
+		sealed   bool
+		b        ratelimit.Bucket
+		bucketAt sql.NullInt64
+	)
+	dest, finish := endpointDest(&ep, &sealed)
+	if err := rows.Scan(append(dest, &b.Tokens, &bucketAt)...); err != nil {
+		return nil, err
+	}
+	if err := finish(); err != nil {
+		return nil, err
+	}
+	if bucketAt.Valid {
+		b.At = fromMicros(bucketAt.Int64)
+	}
+	return l.target(&ep, b, sealed, t), nil
 }
 
 // deliveryRefs lists the deliveries of an event.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/heraldhooks/herald/internal/store"
@@ -29,11 +30,11 @@ type ingestCall struct {
 	ctx   context.Context
 	items []store.EventIngestItem
 	t     time.Time
-	// done receives true when the call has been written (results, created
+	// done receives true when the call has been written (results, out
 	// and err are set), or false when it must lead the next group.
 	done    chan bool
 	results []store.EventIngestResult
-	created bool
+	out     ingested
 	err     error
 }
 
@@ -69,11 +70,11 @@ func (s *Store) leadGroup(st *statements) {
 	s.groupMu.Unlock()
 
 	s.writeGroup(st, group)
-	created := false
+	queued := false
 	for _, c := range group {
-		created = created || (c.err == nil && c.created)
+		queued = queued || (c.err == nil && c.out.queued)
 	}
-	if created {
+	if queued {
 		s.notify()
 	}
 
@@ -95,52 +96,89 @@ func (s *Store) leadGroup(st *statements) {
 
 // writeGroup writes a group in one transaction and sets each call's
 // outcome. A call whose own context has ended by its turn is not written.
-// The transaction runs on a context no single caller can cancel.
+// The transaction runs on a context no single caller can cancel. With a
+// taker, the group leases what it may (leasing.go) and hands it over once
+// committed.
+//
+// The calls are written one after the other, without savepoints: a
+// savepoint has SQLite keep the first version of each page changed within
+// it, which costs a group more than its own statements. Should a call
+// fail, the whole transaction rolls back and the group is written again
+// with each call in a savepoint, so that the call fails alone.
 func (s *Store) writeGroup(st *statements, group []*ingestCall) {
 	var live []*ingestCall
+	items := 0
 	for _, c := range group {
 		if c.err = c.ctx.Err(); c.err == nil {
 			live = append(live, c)
+			items += len(c.items)
 		}
 	}
 	if len(live) == 0 {
 		return
 	}
+	l := s.reserveGroup(items)
 	ctx := context.WithoutCancel(live[0].ctx)
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		if len(live) == 1 { // alone, the transaction is its savepoint
-			c := live[0]
-			c.results, c.created, c.err = ingest(ctx, tx, st, c.items, c.t)
-			return c.err
-		}
+	err := s.writeCalls(ctx, st, live, l, false)
+	if err != nil && len(live) > 1 && slices.ContainsFunc(live, func(c *ingestCall) bool { return c.err != nil }) {
 		for _, c := range live {
-			if err := ingestInSavepoint(ctx, tx, st, c); err != nil {
-				return err
-			}
+			c.results, c.out, c.err = nil, ingested{}, nil
 		}
-		return nil
-	})
+		l.reset()
+		err = s.writeCalls(ctx, st, live, l, true)
+	}
 	if err != nil {
 		// Nothing committed: every call written fails.
 		for _, c := range live {
-			c.results, c.created = nil, false
+			c.results, c.out = nil, ingested{}
 			if c.err == nil {
 				c.err = fmt.Errorf("write group of %d ingest calls: %w", len(live), err)
 			}
 		}
 	}
+	if l != nil {
+		var leased []*store.ClaimedDelivery
+		for _, c := range live {
+			leased = append(leased, c.out.leased...)
+		}
+		l.done(leased)
+	}
+}
+
+// writeCalls writes calls in one transaction, each in a savepoint of its
+// own if savepoints (see writeGroup), and commits it. Without savepoints
+// it stops at the first call that fails, which keeps its error.
+func (s *Store) writeCalls(ctx context.Context, st *statements, calls []*ingestCall, l *groupLeasing, savepoints bool) error {
+	return s.write(ctx, func(tx *sql.Tx) error {
+		seq := newSeqCounter(ctx, tx, st)
+		for _, c := range calls {
+			if !savepoints {
+				if c.results, c.out, c.err = ingest(ctx, tx, st, seq, c.items, c.t, l); c.err != nil {
+					return c.err
+				}
+				continue
+			}
+			if err := ingestInSavepoint(ctx, tx, st, seq, c, l); err != nil {
+				return err
+			}
+		}
+		return seq.save(ctx)
+	})
 }
 
 // ingestInSavepoint writes c inside a savepoint, so that a call that fails
 // rolls back alone and sets its own error. An error returned is one the
 // transaction cannot go on after.
-func ingestInSavepoint(ctx context.Context, tx *sql.Tx, st *statements, c *ingestCall) error {
+func ingestInSavepoint(ctx context.Context, tx *sql.Tx, st *statements, seq *seqCounter, c *ingestCall, l *groupLeasing) error {
 	if _, err := tx.ExecContext(ctx, "SAVEPOINT ingest_call"); err != nil {
 		return err
 	}
-	c.results, c.created, c.err = ingest(ctx, tx, st, c.items, c.t)
+	c.results, c.out, c.err = ingest(ctx, tx, st, seq, c.items, c.t, l)
 	if c.err != nil {
-		c.results, c.created = nil, false
+		if l != nil {
+			l.giveBack(c.out.leased)
+		}
+		c.results, c.out = nil, ingested{}
 		if _, err := tx.ExecContext(ctx, "ROLLBACK TO ingest_call"); err != nil {
 			return err
 		}

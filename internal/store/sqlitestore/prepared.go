@@ -19,6 +19,8 @@ type statements struct {
 	logAttempt, apply, window, healthTarget, writeHealth *sql.Stmt
 	// ingest
 	findKey, listRefs, insertEvent, insertDelivery, fanOut, seqRead, seqWrite *sql.Stmt
+	// ingest that may lease (leasing.go)
+	fanOutWhole, room *sql.Stmt
 }
 
 // prepared returns the compiled statements, compiling them on first use.
@@ -51,6 +53,8 @@ func (s *Store) prepared(ctx context.Context) (*statements, error) {
 		{&st.insertEvent, insertEventQuery},
 		{&st.insertDelivery, insertDeliveryQuery},
 		{&st.fanOut, fanOutQuery},
+		{&st.fanOutWhole, fanOutWholeQuery},
+		{&st.room, roomQuery},
 		{&st.seqRead, `SELECT value FROM sequences WHERE name = 'delivery_seq'`},
 		{&st.seqWrite, `UPDATE sequences SET value = ? WHERE name = 'delivery_seq'`},
 	}
@@ -73,9 +77,10 @@ func closeStatements(st *statements) error {
 	}
 	var errs []error
 	for _, stmt := range []*sql.Stmt{
-		st.candidates, st.take, st.lease, st.spendBucket,
+		st.candidates, st.take, st.head, st.lease, st.spendBucket,
 		st.logAttempt, st.apply, st.window, st.healthTarget, st.writeHealth,
 		st.findKey, st.listRefs, st.insertEvent, st.insertDelivery, st.fanOut, st.seqRead, st.seqWrite,
+		st.fanOutWhole, st.room,
 	} {
 		if stmt != nil {
 			errs = append(errs, stmt.Close())

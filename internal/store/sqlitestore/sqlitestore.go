@@ -21,6 +21,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	// The driver registers itself as "sqlite".
@@ -51,6 +52,9 @@ type Store struct {
 	groupMu    sync.Mutex
 	groupQueue []*ingestCall
 	groupBusy  bool
+	// taker is this node's dispatcher, which ingest groups lease to
+	// (leasing.go); nil until SetTaker.
+	taker atomic.Pointer[takerBox]
 
 	mu     sync.Mutex
 	subs   map[chan struct{}]struct{}

@@ -1,0 +1,131 @@
+package sqlitestore
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/store"
+	"github.com/heraldhooks/herald/internal/store/storetest"
+)
+
+// leasingEndpoint creates an endpoint of consumer c for order.* events
+// with an in-flight cap, for the leasing tests.
+func leasingEndpoint(t *testing.T, s *Store, c string, maxInFlight int) *herald.Endpoint {
+	t.Helper()
+	ep, err := s.EndpointCreate(t.Context(), &store.EndpointCreateParams{Endpoint: &herald.Endpoint{
+		ConsumerID: c, URL: "https://example.com/h", EventTypes: []string{"order.*"}, Enabled: true,
+		Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", Timeout: time.Second, SignatureScheme: herald.SchemeStandard,
+		MaxInFlight: maxInFlight,
+	}, Now: storetest.Base})
+	require.NoError(t, err)
+	return ep
+}
+
+// leasingItems are n events of eventType for consumer c.
+func leasingItems(c, eventType string, n int) []store.EventIngestItem {
+	items := make([]store.EventIngestItem, n)
+	for i := range items {
+		items[i] = store.EventIngestItem{ConsumerID: c, EventType: eventType, Payload: fmt.Appendf(nil, `{"n":%d}`, i)}
+	}
+	return items
+}
+
+// TestIngestLeasingLeavesNoWakeUp: an ingest that leased every delivery
+// wakes no dispatcher; one that queued any does. The group notifies
+// before its calls return, so the channel says at once.
+func TestIngestLeasingLeavesNoWakeUp(t *testing.T) {
+	t.Parallel()
+	s := openInternal(t)
+	leasingEndpoint(t, s, "c", 10)
+	k := storetest.NewSlotTaker(t, 2, storetest.Base.Add(-time.Second))
+	s.SetTaker(k)
+	wake, err := s.Subscribe(t.Context())
+	require.NoError(t, err)
+	woken := func() bool {
+		select {
+		case <-wake:
+			return true
+		default:
+			return false
+		}
+	}
+	ingest := func(n int) {
+		_, err := s.EventIngest(t.Context(), &store.EventIngestParams{Events: leasingItems("c", "order.created", n), Now: storetest.Base})
+		require.NoError(t, err)
+	}
+
+	ingest(1)
+	require.Len(t, k.Taken(), 1)
+	require.False(t, woken(), "all leased: nothing to wake a node for")
+
+	ingest(2) // one slot left: one leased, one queued
+	require.Len(t, k.Taken(), 2)
+	require.True(t, woken())
+}
+
+// TestIngestGroupGivesBackAFailedCallsLeases: in a group, a call that
+// fails hands nothing over and gives back what it leased, its slots and
+// its places under the endpoint's cap, which a call after it leases; the
+// calls beside it hand theirs over. A trigger makes the call fail, after
+// it leased, as any failed statement of it would (a full disk).
+func TestIngestGroupGivesBackAFailedCallsLeases(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		// free is the taker's slots, maxInFlight the endpoint's cap, and
+		// last the events of the call after the failed one.
+		free, maxInFlight, last int
+	}{
+		{"Slots", 3, 10, 2}, // the failed call's slot is the last call's second
+		{"Room", 10, 2, 1},  // the failed call's place under the cap is the last call's
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := openInternal(t)
+			ctx := t.Context()
+			_, err := s.writer.ExecContext(ctx, `CREATE TRIGGER refuse_events BEFORE INSERT ON events
+				WHEN NEW.event_type = 'order.refused' BEGIN SELECT RAISE(ABORT, 'refused by the test'); END`)
+			require.NoError(t, err)
+			ep := leasingEndpoint(t, s, "c", tc.maxInFlight)
+			st, err := s.prepared(ctx)
+			require.NoError(t, err)
+			k := storetest.NewSlotTaker(t, tc.free, storetest.Base.Add(-time.Second))
+			s.SetTaker(k)
+
+			call := func(items ...store.EventIngestItem) *ingestCall {
+				return &ingestCall{ctx: ctx, items: items, t: storetest.Base}
+			}
+			before := call(leasingItems("c", "order.created", 1)...)
+			failed := call(append(leasingItems("c", "order.created", 1), leasingItems("c", "order.refused", 1)...)...)
+			after := call(leasingItems("c", "order.created", tc.last)...)
+			s.writeGroup(st, []*ingestCall{before, failed, after})
+
+			require.ErrorContains(t, failed.err, "refused by the test")
+			require.Nil(t, failed.results)
+			var want []string
+			for _, c := range []*ingestCall{before, after} {
+				require.NoError(t, c.err)
+				for _, res := range c.results {
+					require.Len(t, res.Deliveries, 1)
+					want = append(want, res.Deliveries[0].ID)
+				}
+			}
+			var got []string
+			for _, c := range k.Taken() {
+				got = append(got, c.Delivery.ID)
+			}
+			require.Equal(t, want, got, "the calls beside hand theirs over, the failed call nothing")
+
+			page, err := s.DeliveryList(ctx, &store.DeliveryListParams{EndpointID: ep.ID})
+			require.NoError(t, err)
+			require.Len(t, page.Items, len(want), "the failed call's deliveries rolled back")
+			for _, d := range page.Items {
+				require.Equal(t, herald.StatusDelivering, d.Status, d.ID)
+			}
+		})
+	}
+}
