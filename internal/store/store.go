@@ -18,6 +18,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/heraldhooks/herald"
@@ -602,6 +603,31 @@ type Taker interface {
 	// perhaps none, and none when the ingest failed), and gives back the
 	// slots it leaves free. Each reservation is taken exactly once.
 	Take(r Reservation, claimed []*ClaimedDelivery)
+}
+
+// TakerSlot holds the Taker a store leases to at ingest (SetTaker of
+// pgstore and sqlitestore), set and read concurrently. Its zero value
+// holds none.
+type TakerSlot struct{ p atomic.Pointer[takerBox] }
+
+// takerBox holds a Taker for an atomic.Pointer.
+type takerBox struct{ t Taker }
+
+// Set makes t the taker; nil stops leasing.
+func (s *TakerSlot) Set(t Taker) {
+	if t == nil {
+		s.p.Store(nil)
+		return
+	}
+	s.p.Store(&takerBox{t: t})
+}
+
+// Get returns the taker, or nil.
+func (s *TakerSlot) Get() Taker {
+	if box := s.p.Load(); box != nil {
+		return box.t
+	}
+	return nil
 }
 
 // A BatchTaker is a Taker that also reserves for an ingest that leases

@@ -125,18 +125,9 @@ FROM ins
 WHERE status = 'delivering'
 ORDER BY ins.seq`
 
-// takerBox holds a store.Taker for an atomic.Pointer.
-type takerBox struct{ t store.Taker }
-
 // SetTaker makes ingests on this store lease what they may to t, this
 // node's dispatcher (see store.Taker); nil stops it.
-func (s *Store) SetTaker(t store.Taker) {
-	if t == nil {
-		s.taker.Store(nil)
-		return
-	}
-	s.taker.Store(&takerBox{t: t})
-}
+func (s *Store) SetTaker(t store.Taker) { s.taker.Set(t) }
 
 // leasing is what an ingest may lease: the slots reserved, and the
 // endpoints that could start work now, whole and with their secrets open.
@@ -156,16 +147,16 @@ type leasing struct {
 // a pgx transaction, or the notifications of an outcome write), or no
 // slot free. The caller calls done when the ingest is over.
 func (s *Store) reserve(tx *batchTx, n int) *leasing {
-	box := s.taker.Load()
-	if box == nil || tx == nil {
+	taker := s.taker.Get()
+	if taker == nil || tx == nil {
 		return nil
 	}
-	r := box.t.Reserve(n)
+	r := taker.Reserve(n)
 	if r.Slots == 0 {
-		box.t.Take(r, nil)
+		taker.Take(r, nil)
 		return nil
 	}
-	return &leasing{taker: box.t, r: r}
+	return &leasing{taker: taker, r: r}
 }
 
 // handOver gives the taker what the ingest leased, and the slots left.

@@ -60,8 +60,8 @@ type Store struct {
 	rides rides
 
 	// taker is this node's dispatcher, which ingests lease to
-	// (leasing.go), or nil.
-	taker atomic.Pointer[takerBox]
+	// (leasing.go); none until SetTaker.
+	taker store.TakerSlot
 
 	// endpoints are the endpoints this node read lately for ingests,
 	// which later ingests fan out from (ingestcache.go).

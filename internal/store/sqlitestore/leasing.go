@@ -33,18 +33,9 @@ import (
 // trigger marks its endpoint due no later than that expiry, so that
 // claims find it should the lease run out.
 
-// takerBox holds a store.Taker for an atomic.Pointer.
-type takerBox struct{ t store.Taker }
-
 // SetTaker makes ingests on this store lease what they may to t, this
 // node's dispatcher (see store.Taker); nil stops it.
-func (s *Store) SetTaker(t store.Taker) {
-	if t == nil {
-		s.taker.Store(nil)
-		return
-	}
-	s.taker.Store(&takerBox{t: t})
-}
+func (s *Store) SetTaker(t store.Taker) { s.taker.Set(t) }
 
 // leaseSlotsPerEvent is how many of the taker's slots a group reserves
 // for each event, before it knows how many endpoints each goes to;
@@ -90,26 +81,26 @@ type leaseTarget struct {
 // or returns nil: no taker, or no slot free. The caller hands over (done)
 // once the group has committed or failed.
 func (s *Store) reserveGroup(items int) *groupLeasing {
-	box := s.taker.Load()
-	if box == nil {
+	taker := s.taker.Get()
+	if taker == nil {
 		return nil
 	}
 	n := min(leaseSlotsPerEvent*items, maxLeaseSlots)
 	var r store.Reservation
-	if bt, ok := box.t.(store.BatchTaker); ok {
+	if bt, ok := taker.(store.BatchTaker); ok {
 		r = bt.ReserveBatch(n) // leases in the group's transaction cost less than a claim
 	} else {
-		r = box.t.Reserve(n)
+		r = taker.Reserve(n)
 	}
 	if r.Slots == 0 {
-		box.t.Take(r, nil)
+		taker.Take(r, nil)
 		return nil
 	}
 	from := r.From.Truncate(time.Microsecond)
 	if from.Before(r.From) {
 		from = from.Add(time.Microsecond)
 	}
-	return &groupLeasing{taker: box.t, r: r, sec: s.secrets, from: from.UTC(), slots: r.Slots, targets: map[string]*leaseTarget{}}
+	return &groupLeasing{taker: taker, r: r, sec: s.secrets, from: from.UTC(), slots: r.Slots, targets: map[string]*leaseTarget{}}
 }
 
 // done hands the taker what the group leased (nothing when it failed), and

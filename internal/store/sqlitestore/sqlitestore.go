@@ -21,7 +21,6 @@ import (
 	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	// The driver registers itself as "sqlite".
@@ -53,8 +52,8 @@ type Store struct {
 	groupQueue []*ingestCall
 	groupBusy  bool
 	// taker is this node's dispatcher, which ingest groups lease to
-	// (leasing.go); nil until SetTaker.
-	taker atomic.Pointer[takerBox]
+	// (leasing.go); none until SetTaker.
+	taker store.TakerSlot
 
 	mu     sync.Mutex
 	subs   map[chan struct{}]struct{}
