@@ -231,9 +231,9 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 			Notified:       notify,
 		},
 	})
-	// On PostgreSQL an ingest leases to this node's dispatcher what a claim
-	// would take at once, and hands it over (store.Taker): no claim, and
-	// no wake-up of every node, for it.
+	// An ingest leases to this node's dispatcher what a claim would take
+	// at once, and hands it over (store.Taker): no claim, and no wake-up
+	// of every node, for it.
 	if leaser, ok := st.(interface{ SetTaker(store.Taker) }); ok {
 		leaser.SetTaker(a.Dispatcher)
 	}

@@ -8,6 +8,8 @@ import (
 	"github.com/heraldhooks/herald/internal/store"
 )
 
+var _ store.BatchTaker = (*Dispatcher)(nil)
+
 // taking is where deliveries leased at ingest go: the slots and the jobs
 // of a Run.
 type taking struct {
@@ -28,7 +30,8 @@ func (d *Dispatcher) takeFrom(t *taking) {
 
 // takeBusyMax is how many attempts a node may have under way (slots
 // taken, but for those of attempts that have ended and wait for their
-// outcomes to be written) and still take work leased at ingest. Past it,
+// outcomes to be written) and still take work leased at ingest through
+// Reserve (ReserveBatch has no such bound). Past it,
 // deliveries arrive faster than one at a time, and claims, which take them
 // many to a statement, cost less per delivery than leasing each ingest's
 // few. Outcomes waiting to be written say how fast the database writes,

@@ -77,7 +77,8 @@ func TestTakeAttemptsWhatIngestLeased(t *testing.T) {
 }
 
 // TestReserveGivesNothingToABusyNode: past 48 attempts under way (slots
-// taken, here by reservations), a node takes no work leased at ingest:
+// taken, here by reservations), a node takes no work leased at ingest
+// through Reserve, though it does through ReserveBatch:
 // claims take it, many to a statement.
 func TestReserveGivesNothingToABusyNode(t *testing.T) {
 	t.Parallel()
@@ -95,6 +96,9 @@ func TestReserveGivesNothingToABusyNode(t *testing.T) {
 	one := d.Reserve(1)
 	require.Equal(t, 1, one.Slots, "48 under way: still taking")
 	require.Zero(t, d.Reserve(1).Slots, "49 under way: busy")
+	batch := d.ReserveBatch(5)
+	require.Equal(t, 5, batch.Slots, "a batch is taken whatever is under way")
+	d.Take(batch, nil)
 	d.Take(one, nil)
 	one = d.Reserve(1)
 	require.Equal(t, 1, one.Slots, "48 again")

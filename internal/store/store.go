@@ -638,6 +638,8 @@ func (s *TakerSlot) Get() Taker {
 // deliveries to a statement, cost less than leasing each ingest's few.
 type BatchTaker interface {
 	Taker
+	// ReserveBatch is Reserve for such an ingest: no bound on the
+	// attempts under way.
 	ReserveBatch(n int) Reservation
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/heraldhooks/herald"
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/storetest"
 )
@@ -34,6 +35,25 @@ func statuses(t *testing.T, s *Store, ep string) map[string]int {
 	}
 	require.NoError(t, rows.Err())
 	return out
+}
+
+// TestIngestLeasingKeepsTheQueueTrue: deliveries leased at ingest beside
+// deliveries queued leave delivery_queue as the deliveries say, and so
+// does a claim of the queued one and of the leases that ran out.
+func TestIngestLeasingKeepsTheQueueTrue(t *testing.T) {
+	t.Parallel()
+	s := openNodes(t, 1)[0]
+	createEndpoint(t, s, "c1", func(e *herald.Endpoint) { e.MaxInFlight = 2 })
+	k := setTaker(t, s, 10)
+	ingest(t, s, "c1", 3) // the cap's two leased, one queued
+	require.Len(t, k.Taken(), 2)
+	require.Empty(t, queueMismatches(t, s))
+
+	later := k.Taken()[0].LeaseExpiresAt.Add(time.Second)
+	claimed, err := s.DeliveryClaim(t.Context(), &store.DeliveryClaimParams{Limit: 10, LeaseMargin: time.Second, Now: later})
+	require.NoError(t, err)
+	require.Len(t, claimed, 2, "the cap's two of the three due")
+	require.Empty(t, queueMismatches(t, s))
 }
 
 // TestIngestLeasesNoEndpointAnotherWriterHolds: an endpoint locked by

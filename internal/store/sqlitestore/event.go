@@ -85,8 +85,8 @@ type ingested struct {
 
 // ingest writes events and their deliveries inside tx: for EventIngest,
 // and for the notifications an outcome emits. With l (an ingest group
-// that may lease: leasing.go) it leases what a claim would take at once,
-// and queues the rest.
+// that may lease: leasing.go) and slots of it left, it leases what a
+// claim would take at once, and queues the rest.
 func ingest(ctx context.Context, tx *sql.Tx, st *statements, seq *seqCounter, items []store.EventIngestItem, t time.Time,
 	l *groupLeasing,
 ) ([]store.EventIngestResult, ingested, error) {
@@ -96,9 +96,14 @@ func ingest(ctx context.Context, tx *sql.Tx, st *statements, seq *seqCounter, it
 	listRefs := tx.StmtContext(ctx, st.listRefs)
 	insertEvent := tx.StmtContext(ctx, st.insertEvent)
 	insertDelivery := tx.StmtContext(ctx, st.insertDelivery)
-	fanOut, room := tx.StmtContext(ctx, st.fanOut), (*sql.Stmt)(nil)
+	if l != nil && l.slots == 0 {
+		l = nil // nothing more to lease in this group
+	}
+	var fanOut, room *sql.Stmt
 	if l != nil {
 		fanOut, room = tx.StmtContext(ctx, st.fanOutWhole), tx.StmtContext(ctx, st.room)
+	} else {
+		fanOut = tx.StmtContext(ctx, st.fanOut)
 	}
 
 	targets := map[string][]fanOutTarget{}

@@ -14,9 +14,10 @@ import (
 // (begin, commit, the WAL frames of the index pages it touched) dwarf one
 // small event's rows. Ingest calls that arrive while another is being
 // written wait in a queue; the next one to write takes the whole queue
-// into one transaction, each call inside a savepoint of its own, so a call
-// that fails rolls back alone and the others commit. A lone call waits for
-// no one: batches form only when calls overlap.
+// into one transaction (writeGroup), so that one commit writes the pages
+// all of them touched; a call that fails rolls back alone and the others
+// commit. A lone call waits for no one: batches form only when calls
+// overlap.
 
 // Bounds on one group, so a burst cannot make one transaction, and the
 // wait of the calls behind it, unbounded.
@@ -118,6 +119,11 @@ func (s *Store) writeGroup(st *statements, group []*ingestCall) {
 		return
 	}
 	l := s.reserveGroup(items)
+	var leased []*store.ClaimedDelivery
+	if l != nil {
+		// Handed over once, whatever happens: what committed, or nothing.
+		defer func() { l.done(leased) }()
+	}
 	ctx := context.WithoutCancel(live[0].ctx)
 	err := s.writeCalls(ctx, st, live, l, false)
 	if err != nil && len(live) > 1 && slices.ContainsFunc(live, func(c *ingestCall) bool { return c.err != nil }) {
@@ -135,13 +141,10 @@ func (s *Store) writeGroup(st *statements, group []*ingestCall) {
 				c.err = fmt.Errorf("write group of %d ingest calls: %w", len(live), err)
 			}
 		}
+		return
 	}
-	if l != nil {
-		var leased []*store.ClaimedDelivery
-		for _, c := range live {
-			leased = append(leased, c.out.leased...)
-		}
-		l.done(leased)
+	for _, c := range live {
+		leased = append(leased, c.out.leased...)
 	}
 }
 

@@ -129,3 +129,75 @@ func TestIngestGroupGivesBackAFailedCallsLeases(t *testing.T) {
 		})
 	}
 }
+
+// TestIngestLeaseRunsOutNoEarlierThanTheTakers: the taker counts a lease
+// from its reservation, which the group's lead makes after the call read
+// its time (the call waits for its group meanwhile); the lease written
+// then counts from the reservation, to the microsecond above, so that no
+// claim takes the delivery while the taker may still attempt it.
+func TestIngestLeaseRunsOutNoEarlierThanTheTakers(t *testing.T) {
+	t.Parallel()
+	s := openInternal(t)
+	ctx := t.Context()
+	ep := leasingEndpoint(t, s, "c", 10)
+	from := storetest.Base.Add(time.Second + 500*time.Nanosecond)
+	k := storetest.NewSlotTaker(t, 2, from)
+	s.SetTaker(k)
+	_, err := s.EventIngest(ctx, &store.EventIngestParams{Events: leasingItems("c", "order.created", 1), Now: storetest.Base})
+	require.NoError(t, err)
+	require.Len(t, k.Taken(), 1)
+
+	r := k.Reserve(0) // for its lease margin
+	k.Take(r, nil)
+	lease := (&store.DeliveryClaimParams{LeaseMargin: r.LeaseMargin}).LeaseFor(ep)
+	takers := from.Add(lease)
+	got := k.Taken()[0].LeaseExpiresAt
+	require.False(t, got.Before(takers), "the lease runs out at %s, before the taker's %s", got, takers)
+	require.Equal(t, from.Truncate(time.Microsecond).Add(time.Microsecond+lease), got)
+	claimed, err := s.DeliveryClaim(ctx, &store.DeliveryClaimParams{Limit: 10, LeaseMargin: time.Second, Now: takers})
+	require.NoError(t, err)
+	require.Empty(t, claimed, "the lease holds when the taker's runs out")
+	claimed, err = s.DeliveryClaim(ctx, &store.DeliveryClaimParams{Limit: 10, LeaseMargin: time.Second, Now: got})
+	require.NoError(t, err)
+	require.Len(t, claimed, 1, "and runs out then")
+}
+
+// TestNotificationsKeepTheDeliveryCounter: the deliveries of the
+// notifications an outcome write emits take their seq from the counter
+// and write it back, so that later deliveries follow them in ingest
+// order and no two share a seq.
+func TestNotificationsKeepTheDeliveryCounter(t *testing.T) {
+	t.Parallel()
+	s := openInternal(t)
+	ctx := t.Context()
+	leasingEndpoint(t, s, "c", 10)
+	sub, err := s.EndpointCreate(ctx, &store.EndpointCreateParams{Endpoint: &herald.Endpoint{
+		ConsumerID: "c", URL: "https://example.com/n", EventTypes: []string{"herald.*"}, Enabled: true,
+		Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", Timeout: time.Second, SignatureScheme: herald.SchemeStandard,
+	}, Now: storetest.Base})
+	require.NoError(t, err)
+	_, err = s.EventIngest(ctx, &store.EventIngestParams{Events: leasingItems("c", "order.created", 1), Now: storetest.Base})
+	require.NoError(t, err)
+	claimed, err := s.DeliveryClaim(ctx, &store.DeliveryClaimParams{Limit: 10, LeaseMargin: time.Second, Now: storetest.Base})
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	c := claimed[0]
+	applied, err := s.DeliveryCompleteMany(ctx, &store.DeliveryCompleteManyParams{Now: storetest.Base, Outcomes: []store.DeliveryOutcome{{
+		Lease:      store.Lease{DeliveryID: c.Delivery.ID, LeaseToken: c.LeaseToken},
+		Status:     herald.StatusDead,
+		DeadReason: herald.DeadExhausted,
+		Attempt:    herald.Attempt{Number: 1, AttemptedAt: storetest.Base, StatusCode: 500, Error: "HTTP 500"},
+	}}})
+	require.NoError(t, err)
+	require.Equal(t, []bool{true}, applied)
+	_, err = s.EventIngest(ctx, &store.EventIngestParams{Events: leasingItems("c", "order.created", 1), Now: storetest.Base})
+	require.NoError(t, err)
+
+	var notified, total, distinct, maxSeq, counter int64
+	require.NoError(t, s.writer.QueryRowContext(ctx, `SELECT count(*) FROM deliveries WHERE endpoint_id = ?`, sub.ID).Scan(&notified))
+	require.Equal(t, int64(1), notified, "the dead delivery's notification")
+	require.NoError(t, s.writer.QueryRowContext(ctx, `SELECT count(*), count(DISTINCT seq), max(seq) FROM deliveries`).Scan(&total, &distinct, &maxSeq))
+	require.NoError(t, s.writer.QueryRowContext(ctx, `SELECT value FROM sequences WHERE name = 'delivery_seq'`).Scan(&counter))
+	require.Equal(t, total, distinct, "no two deliveries share a seq")
+	require.Equal(t, maxSeq, counter, "the counter is where the last delivery left it")
+}

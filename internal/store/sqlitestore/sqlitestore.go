@@ -96,10 +96,12 @@ func Open(ctx context.Context, path string, logger *slog.Logger, opts ...store.O
 	// within its page, at no cost in I/O, rather than left in free space
 	// where a copy of the file would still hold it.
 	w.Add("_pragma", "secure_delete(FAST)")
-	// Each call of a group commit runs in a savepoint of the group's
-	// transaction (ingestInSavepoint), which copies every page it first
-	// changes to a sub-journal: kept in memory, not spilled to a
-	// temporary file past 64 KiB, with a system call a page.
+	// A group commit written again call by call runs each call in a
+	// savepoint (ingestInSavepoint), and a statement that may fail half
+	// way (an insert with triggers) runs in a statement journal: each
+	// copies every page it first changes to a sub-journal, kept in
+	// memory, not spilled to a temporary file past 64 KiB, with a system
+	// call a page.
 	w.Add("_pragma", "temp_store(MEMORY)")
 	writer, err := sql.Open("sqlite", path+"?"+w.Encode())
 	if err != nil {
