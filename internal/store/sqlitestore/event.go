@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/heraldhooks/herald"
-	"github.com/heraldhooks/herald/internal/ratelimit"
 	"github.com/heraldhooks/herald/internal/store"
 )
 
@@ -271,6 +270,9 @@ const (
 // through fanOut (fanOutQuery bound to the caller's transaction), or, with
 // l, whole through fanOutWholeQuery, each with what l knows of it at t.
 func fanOutTargets(ctx context.Context, fanOut *sql.Stmt, consumer string, l *groupLeasing, t time.Time) ([]fanOutTarget, error) {
+	if l != nil {
+		return leaseTargets(ctx, fanOut, consumer, l, t)
+	}
 	rows, err := fanOut.QueryContext(ctx, consumer)
 	if err != nil {
 		return nil, err
@@ -279,14 +281,6 @@ func fanOutTargets(ctx context.Context, fanOut *sql.Stmt, consumer string, l *gr
 	var out []fanOutTarget
 	for rows.Next() {
 		var target fanOutTarget
-		if l != nil {
-			if target.lease, err = scanLeaseTarget(rows, l, t); err != nil {
-				return nil, err
-			}
-			target.id, target.eventTypes = target.lease.id, target.lease.eventTypes
-			out = append(out, target)
-			continue
-		}
 		var raw string
 		if err := rows.Scan(&target.id, &raw); err != nil {
 			return nil, err
@@ -299,26 +293,57 @@ func fanOutTargets(ctx context.Context, fanOut *sql.Stmt, consumer string, l *gr
 	return out, rows.Err()
 }
 
-// scanLeaseTarget reads a row of fanOutWholeQuery, and returns what l
-// knows of its endpoint.
-func scanLeaseTarget(rows *sql.Rows, l *groupLeasing, t time.Time) (*leaseTarget, error) {
-	var (
-		ep       herald.Endpoint
-		sealed   bool
-		b        ratelimit.Bucket
-		bucketAt sql.NullInt64
-	)
-	dest, finish := endpointDest(&ep, &sealed)
-	if err := rows.Scan(append(dest, &b.Tokens, &bucketAt)...); err != nil {
+// leaseTargets lists the enabled endpoints of consumer whole, as kept
+// (endpointkeep.go) or through fanOut (fanOutWholeQuery bound to the
+// group's transaction), each with what l knows of it at t.
+func leaseTargets(ctx context.Context, fanOut *sql.Stmt, consumer string, l *groupLeasing, t time.Time) ([]fanOutTarget, error) {
+	kept, ok := []keptEndpoint(nil), false
+	if l.keep != nil {
+		kept, ok = l.keep.get(consumer)
+	}
+	if !ok {
+		var err error
+		if kept, err = readWhole(ctx, fanOut, consumer); err != nil {
+			return nil, err
+		}
+		if l.keep != nil {
+			l.keep.put(consumer, kept)
+		}
+	}
+	out := make([]fanOutTarget, len(kept))
+	for i := range kept {
+		tg := l.target(&kept[i].ep, kept[i].bucket, kept[i].sealed, t)
+		out[i] = fanOutTarget{id: tg.id, eventTypes: tg.eventTypes, lease: tg}
+	}
+	return out, nil
+}
+
+// readWhole reads the rows of fanOutWholeQuery for consumer.
+func readWhole(ctx context.Context, fanOut *sql.Stmt, consumer string) ([]keptEndpoint, error) {
+	rows, err := fanOut.QueryContext(ctx, consumer)
+	if err != nil {
 		return nil, err
 	}
-	if err := finish(); err != nil {
-		return nil, err
+	defer rows.Close()
+	var out []keptEndpoint
+	for rows.Next() {
+		var (
+			k        keptEndpoint
+			bucketAt sql.NullInt64
+		)
+		dest, finish := endpointDest(&k.ep, &k.sealed)
+		if err := rows.Scan(append(dest, &k.bucket.Tokens, &bucketAt)...); err != nil {
+			return nil, err
+		}
+		if err := finish(); err != nil {
+			return nil, err
+		}
+		if bucketAt.Valid {
+			k.bucket.At = fromMicros(bucketAt.Int64)
+		}
+		out = append(out, k)
 	}
-	if bucketAt.Valid {
-		b.At = fromMicros(bucketAt.Int64)
-	}
-	return l.target(&ep, b, sealed, t), nil
+	return out, rows.Err()
 }
 
 // deliveryRefs lists the deliveries of an event.

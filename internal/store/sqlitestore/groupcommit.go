@@ -154,6 +154,16 @@ func (s *Store) writeGroup(st *statements, group []*ingestCall) {
 func (s *Store) writeCalls(ctx context.Context, st *statements, calls []*ingestCall, l *groupLeasing, savepoints bool) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
 		seq := newSeqCounter(ctx, tx, st)
+		if l != nil {
+			l.keep = nil
+			kept, err := s.keep.sync(ctx, tx.StmtContext(ctx, st.endpointsVersion))
+			if err != nil {
+				return err
+			}
+			if kept {
+				l.keep = &s.keep
+			}
+		}
 		for _, c := range calls {
 			if !savepoints {
 				if c.results, c.out, c.err = ingest(ctx, tx, st, seq, c.items, c.t, l); c.err != nil {

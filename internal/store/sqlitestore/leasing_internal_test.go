@@ -1,6 +1,7 @@
 package sqlitestore
 
 import (
+	"database/sql"
 	"fmt"
 	"testing"
 	"time"
@@ -200,4 +201,81 @@ func TestNotificationsKeepTheDeliveryCounter(t *testing.T) {
 	require.NoError(t, s.writer.QueryRowContext(ctx, `SELECT value FROM sequences WHERE name = 'delivery_seq'`).Scan(&counter))
 	require.Equal(t, total, distinct, "no two deliveries share a seq")
 	require.Equal(t, maxSeq, counter, "the counter is where the last delivery left it")
+}
+
+// TestKeptEndpointsFollowEveryChange: the endpoints a leasing ingest
+// keeps (endpointkeep.go) are dropped by every change of an endpoint's
+// row: its settings through the store, its state written by another
+// process, its health moved by outcomes. Each ingest below would go to
+// the kept endpoint as it was.
+func TestKeptEndpointsFollowEveryChange(t *testing.T) {
+	t.Parallel()
+	s := openInternal(t)
+	ctx := t.Context()
+	ep := leasingEndpoint(t, s, "c", 10)
+	k := storetest.NewSlotTaker(t, 100, storetest.Base.Add(-time.Second))
+	s.SetTaker(k)
+	ingestOne := func() store.EventIngestResult {
+		t.Helper()
+		res, err := s.EventIngest(ctx, &store.EventIngestParams{Events: leasingItems("c", "order.created", 1), Now: storetest.Base})
+		require.NoError(t, err)
+		return res[0]
+	}
+	require.Len(t, ingestOne().Deliveries, 1)
+	require.Len(t, k.Taken(), 1, "leased, and the consumer's endpoints kept")
+
+	// An endpoint added, then deleted.
+	added := leasingEndpoint(t, s, "c", 10)
+	require.Len(t, ingestOne().Deliveries, 2, "the endpoint added")
+	require.NoError(t, s.EndpointDelete(ctx, &store.EndpointDeleteParams{ID: added.ID, Now: storetest.Base}))
+	require.Len(t, ingestOne().Deliveries, 1, "the endpoint deleted")
+
+	// A filter changed through the store.
+	upd := *ep
+	upd.EventTypes = []string{"invoice.*"}
+	_, err := s.EndpointUpdate(ctx, &store.EndpointUpdateParams{Endpoint: &upd, Now: storetest.Base})
+	require.NoError(t, err)
+	require.Empty(t, ingestOne().Deliveries, "the new filter")
+	upd.EventTypes = []string{"order.*"}
+	_, err = s.EndpointUpdate(ctx, &store.EndpointUpdateParams{Endpoint: &upd, Now: storetest.Base})
+	require.NoError(t, err)
+	require.Len(t, ingestOne().Deliveries, 1)
+
+	// Disabled by another process (here another connection's statement).
+	var path string
+	require.NoError(t, s.reader.QueryRowContext(ctx, `SELECT file FROM pragma_database_list WHERE name = 'main'`).Scan(&path))
+	other, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = other.Close() })
+	_, err = other.ExecContext(ctx, `UPDATE endpoints SET enabled = 0 WHERE id = ?`, ep.ID)
+	require.NoError(t, err)
+	require.Empty(t, ingestOne().Deliveries, "disabled elsewhere")
+	_, err = other.ExecContext(ctx, `UPDATE endpoints SET enabled = 1 WHERE id = ?`, ep.ID)
+	require.NoError(t, err)
+
+	// The breaker opened by five failed outcomes: queued, not leased.
+	for range 5 {
+		require.Len(t, ingestOne().Deliveries, 1)
+	}
+	leased := k.Taken()
+	require.Len(t, leased, 10)
+	for _, c := range leased[5:] {
+		applied, err := s.DeliveryCompleteMany(ctx, &store.DeliveryCompleteManyParams{Now: storetest.Base, Outcomes: []store.DeliveryOutcome{{
+			Lease:   store.Lease{DeliveryID: c.Delivery.ID, LeaseToken: c.LeaseToken},
+			Status:  herald.StatusPending,
+			RetryIn: time.Hour,
+			Attempt: herald.Attempt{Number: 1, AttemptedAt: storetest.Base, StatusCode: 503, Error: "HTTP 503"},
+		}}})
+		require.NoError(t, err)
+		require.Equal(t, []bool{true}, applied)
+	}
+	h, err := s.EndpointHealthGet(ctx, &store.EndpointHealthParams{ID: ep.ID, Now: storetest.Base})
+	require.NoError(t, err)
+	require.Equal(t, herald.BreakerOpen, h.BreakerState)
+	d := ingestOne().Deliveries
+	require.Len(t, d, 1)
+	require.Len(t, k.Taken(), 10, "not leased to an endpoint whose breaker is open")
+	got, err := s.DeliveryGet(ctx, d[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, herald.StatusPending, got.Status)
 }

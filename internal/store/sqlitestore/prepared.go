@@ -20,7 +20,7 @@ type statements struct {
 	// ingest
 	findKey, listRefs, insertEvent, insertDelivery, fanOut, seqRead, seqWrite *sql.Stmt
 	// ingest that may lease (leasing.go)
-	fanOutWhole, room *sql.Stmt
+	fanOutWhole, room, endpointsVersion *sql.Stmt
 }
 
 // prepared returns the compiled statements, compiling them on first use.
@@ -55,6 +55,7 @@ func (s *Store) prepared(ctx context.Context) (*statements, error) {
 		{&st.fanOut, fanOutQuery},
 		{&st.fanOutWhole, fanOutWholeQuery},
 		{&st.room, roomQuery},
+		{&st.endpointsVersion, endpointsVersionQuery},
 		{&st.seqRead, `SELECT value FROM sequences WHERE name = 'delivery_seq'`},
 		{&st.seqWrite, `UPDATE sequences SET value = ? WHERE name = 'delivery_seq'`},
 	}
@@ -80,7 +81,7 @@ func closeStatements(st *statements) error {
 		st.candidates, st.take, st.head, st.lease, st.spendBucket,
 		st.logAttempt, st.apply, st.window, st.healthTarget, st.writeHealth,
 		st.findKey, st.listRefs, st.insertEvent, st.insertDelivery, st.fanOut, st.seqRead, st.seqWrite,
-		st.fanOutWhole, st.room,
+		st.fanOutWhole, st.room, st.endpointsVersion,
 	} {
 		if stmt != nil {
 			errs = append(errs, stmt.Close())

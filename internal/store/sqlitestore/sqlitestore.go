@@ -54,6 +54,8 @@ type Store struct {
 	// taker is this node's dispatcher, which ingest groups lease to
 	// (leasing.go); none until SetTaker.
 	taker store.TakerSlot
+	// keep holds the endpoints leasing ingests read (endpointkeep.go).
+	keep endpointKeep
 
 	mu     sync.Mutex
 	subs   map[chan struct{}]struct{}
