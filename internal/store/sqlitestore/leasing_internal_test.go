@@ -26,6 +26,16 @@ func leasingEndpoint(t *testing.T, s *Store, c string, maxInFlight int) *herald.
 	return ep
 }
 
+// writeOutcome writes o under c's lease at storetest.Base and requires
+// that it applied.
+func writeOutcome(t *testing.T, s *Store, c *store.ClaimedDelivery, o store.DeliveryOutcome) {
+	t.Helper()
+	o.Lease = store.Lease{DeliveryID: c.Delivery.ID, LeaseToken: c.LeaseToken}
+	applied, err := s.DeliveryCompleteMany(t.Context(), &store.DeliveryCompleteManyParams{Now: storetest.Base, Outcomes: []store.DeliveryOutcome{o}})
+	require.NoError(t, err)
+	require.Equal(t, []bool{true}, applied)
+}
+
 // leasingItems are n events of eventType for consumer c.
 func leasingItems(c, eventType string, n int) []store.EventIngestItem {
 	items := make([]store.EventIngestItem, n)
@@ -183,14 +193,8 @@ func TestNotificationsKeepTheDeliveryCounter(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
 	c := claimed[0]
-	applied, err := s.DeliveryCompleteMany(ctx, &store.DeliveryCompleteManyParams{Now: storetest.Base, Outcomes: []store.DeliveryOutcome{{
-		Lease:      store.Lease{DeliveryID: c.Delivery.ID, LeaseToken: c.LeaseToken},
-		Status:     herald.StatusDead,
-		DeadReason: herald.DeadExhausted,
-		Attempt:    herald.Attempt{Number: 1, AttemptedAt: storetest.Base, StatusCode: 500, Error: "HTTP 500"},
-	}}})
-	require.NoError(t, err)
-	require.Equal(t, []bool{true}, applied)
+	writeOutcome(t, s, c, store.DeliveryOutcome{Status: herald.StatusDead, DeadReason: herald.DeadExhausted,
+		Attempt: herald.Attempt{Number: 1, AttemptedAt: storetest.Base, StatusCode: 500, Error: "HTTP 500"}})
 	_, err = s.EventIngest(ctx, &store.EventIngestParams{Events: leasingItems("c", "order.created", 1), Now: storetest.Base})
 	require.NoError(t, err)
 
@@ -260,14 +264,8 @@ func TestKeptEndpointsFollowEveryChange(t *testing.T) {
 	leased := k.Taken()
 	require.Len(t, leased, 10)
 	for _, c := range leased[5:] {
-		applied, err := s.DeliveryCompleteMany(ctx, &store.DeliveryCompleteManyParams{Now: storetest.Base, Outcomes: []store.DeliveryOutcome{{
-			Lease:   store.Lease{DeliveryID: c.Delivery.ID, LeaseToken: c.LeaseToken},
-			Status:  herald.StatusPending,
-			RetryIn: time.Hour,
-			Attempt: herald.Attempt{Number: 1, AttemptedAt: storetest.Base, StatusCode: 503, Error: "HTTP 503"},
-		}}})
-		require.NoError(t, err)
-		require.Equal(t, []bool{true}, applied)
+		writeOutcome(t, s, c, store.DeliveryOutcome{Status: herald.StatusPending, RetryIn: time.Hour,
+			Attempt: herald.Attempt{Number: 1, AttemptedAt: storetest.Base, StatusCode: 503, Error: "HTTP 503"}})
 	}
 	h, err := s.EndpointHealthGet(ctx, &store.EndpointHealthParams{ID: ep.ID, Now: storetest.Base})
 	require.NoError(t, err)
