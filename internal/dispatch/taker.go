@@ -8,7 +8,7 @@ import (
 	"github.com/heraldhooks/herald/internal/store"
 )
 
-var _ store.BatchTaker = (*Dispatcher)(nil)
+var _ store.Taker = (*Dispatcher)(nil)
 
 // taking is where deliveries leased at ingest go: the slots and the jobs
 // of a Run.
@@ -48,7 +48,7 @@ func (d *Dispatcher) Reserve(n int) store.Reservation {
 	return d.reserve(n, true)
 }
 
-// ReserveBatch implements store.BatchTaker: Reserve for an ingest that
+// ReserveBatch implements store.Taker: Reserve for an ingest that
 // leases many deliveries to a statement, as cheaply as a claim would,
 // whatever the number of attempts under way.
 func (d *Dispatcher) ReserveBatch(n int) store.Reservation {

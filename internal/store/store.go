@@ -597,8 +597,15 @@ type Taker interface {
 	// what the ingest leases from Reservation.From, read before the ingest
 	// began, as a claim's is from before the claim; the store's lease runs
 	// out no earlier (counted from the ingest's own time, or from From
-	// if that is later).
+	// if that is later). A taker may reserve nothing while many attempts
+	// are under way, when claims, many deliveries to a statement, cost
+	// less than leasing each ingest's few.
 	Reserve(n int) Reservation
+	// ReserveBatch is Reserve for an ingest that leases many deliveries to
+	// a statement (SQLite's group commit, whose leases ride the
+	// transaction that writes the deliveries anyway), which costs no more
+	// than a claim at any load: no bound on the attempts under way.
+	ReserveBatch(n int) Reservation
 	// Take hands over what the ingest of r leased (no more than r.Slots,
 	// perhaps none, and none when the ingest failed), and gives back the
 	// slots it leaves free. Each reservation is taken exactly once.
@@ -628,19 +635,6 @@ func (s *TakerSlot) Get() Taker {
 		return box.t
 	}
 	return nil
-}
-
-// A BatchTaker is a Taker that also reserves for an ingest that leases
-// many deliveries to a statement (a group commit: SQLite's, whose leases
-// ride in the transaction that writes the deliveries anyway), which
-// leasing costs no more than a claim at any load. A Taker may turn a
-// plain Reserve away while many attempts are under way, when claims, many
-// deliveries to a statement, cost less than leasing each ingest's few.
-type BatchTaker interface {
-	Taker
-	// ReserveBatch is Reserve for such an ingest: no bound on the
-	// attempts under way.
-	ReserveBatch(n int) Reservation
 }
 
 // LeasableAtIngest says whether a claim at now could start a delivery to

@@ -159,7 +159,7 @@ func ingest(ctx context.Context, tx *sql.Tx, st *statements, seq *seqCounter, it
 			}
 			status, due, token := herald.StatusPending, t, 0
 			leased := false
-			if l != nil && ep.lease != nil {
+			if ep.lease != nil { // read for a group that may lease: l is set
 				if leased, err = l.lease(ctx, room, ep.id, ep.lease, t); err != nil {
 					return nil, out, fmt.Errorf("event %d: %w", i, err)
 				}

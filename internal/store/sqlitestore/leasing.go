@@ -88,13 +88,8 @@ func (s *Store) reserveGroup(items int) *groupLeasing {
 	if taker == nil {
 		return nil
 	}
-	n := min(leaseSlotsPerEvent*items, maxLeaseSlots)
-	var r store.Reservation
-	if bt, ok := taker.(store.BatchTaker); ok {
-		r = bt.ReserveBatch(n) // leases in the group's transaction cost less than a claim
-	} else {
-		r = taker.Reserve(n)
-	}
+	// Leases in the group's transaction cost less than a claim.
+	r := taker.ReserveBatch(min(leaseSlotsPerEvent*items, maxLeaseSlots))
 	if r.Slots == 0 {
 		taker.Take(r, nil)
 		return nil

@@ -67,9 +67,8 @@ func (k *SlotTaker) Reserve(n int) store.Reservation {
 	return store.Reservation{Slots: n, From: k.from, LeaseMargin: takerLeaseMargin, Ref: ref}
 }
 
-// ReserveBatch is Reserve (store.BatchTaker), so that a store that
-// reserves through it when it can, as the dispatcher lets SQLite's group
-// commit, is tested on that path.
+// ReserveBatch is Reserve: a SlotTaker has no bound on attempts under
+// way.
 func (k *SlotTaker) ReserveBatch(n int) store.Reservation { return k.Reserve(n) }
 
 // Take keeps what was leased under r and gives back the slots left.
