@@ -26,7 +26,7 @@ func run() int {
 	duration := fs.Duration("duration", time.Minute, "how long the load and the faults run, per backend")
 	rate := fs.Float64("rate", 30, "events per second (each goes to every endpoint)")
 	seed := fs.Uint64("seed", 0, "seed of the fault schedule and the load (0: a new one, printed in the verdict)")
-	drain := fs.Duration("drain", 3*time.Minute, "how long to wait, after the load, for every acknowledged delivery")
+	drain := fs.Duration("drain", 3*time.Minute, "how long to wait, after the load, for every acknowledged delivery (longer while a breaker is open: until its probe)")
 	pgBin := fs.String("pg-bin", "", "directory of PostgreSQL's initdb and pg_ctl (default: found)")
 	asJSON := fs.Bool("json", false, "print the verdicts as JSON instead of a table")
 	quiet := fs.Bool("quiet", false, "print no progress lines on stderr")

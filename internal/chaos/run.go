@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -155,7 +156,7 @@ func Run(ctx context.Context, cfg Config) (*Verdict, error) {
 		return nil, fmt.Errorf("start the nodes again for the drain: %w", err)
 	}
 	sent := ld.snapshot()
-	drained, drainTime := drain(ctx, cl, rcv, sent, len(eps), cfg.Drain, logf)
+	drained, drainTime, breakerWaits := drain(ctx, cl, rcv, sent, eps, cfg.Drain, logf)
 	stopMem()
 	for _, n := range cl.nodes {
 		n.sampleMemory()
@@ -178,6 +179,9 @@ func Run(ctx context.Context, cfg Config) (*Verdict, error) {
 	})
 	for _, n := range cl.nodes {
 		v.Nodes = append(v.Nodes, n.report())
+	}
+	if len(breakerWaits) > 0 {
+		v.Examples["breaker_waited_for"] = breakerWaits
 	}
 	diagnose(ctx, cl, v)
 	v.finish()
@@ -253,18 +257,27 @@ func createEndpoints(ctx context.Context, cl *cluster, rcv *Receiver) ([]endpoin
 
 // drain waits, after the load, until every acknowledged event has been
 // delivered to every endpoint and Herald has nothing pending or being
-// delivered, or until limit. It reports whether it got there and how long
-// it took.
-func drain(ctx context.Context, cl *cluster, rcv *Receiver, sent []sentEvent, endpoints int, limit time.Duration, logf func(string, ...any)) (bool, time.Duration) {
+// delivered, or until limit. It reports whether it got there, how long it
+// took, and the open breakers it waited for.
+//
+// A breaker may open during a run although the receiver never fails an
+// endpoint 5 times in a row in the order requests arrive: Herald counts
+// failures in the order it writes outcomes, which differs when many
+// attempts to an endpoint run at once (a burst after a fault held the
+// load, several nodes writing). Deliveries behind an open breaker are not
+// lost, they wait for its probe (5 minutes on); so when limit comes while
+// an endpoint's breaker is open, the drain waits for its probe and
+// breakerSlack more, up to maxBreakerWait from its start, and says so.
+func drain(ctx context.Context, cl *cluster, rcv *Receiver, sent []sentEvent, eps []endpointSpec, limit time.Duration, logf func(string, ...any)) (bool, time.Duration, []string) {
 	start := time.Now()
 	api, err := client.New(cl.api, cl.apiKey, client.Options{HTTPClient: &http.Client{Timeout: 5 * time.Second}})
 	if err != nil {
-		return false, 0
+		return false, 0, nil
 	}
 	want := 0
 	for _, ev := range sent {
 		if !ev.AckAt.IsZero() {
-			want += endpoints
+			want += len(eps)
 		}
 	}
 	acked := make(map[string]bool, len(sent))
@@ -273,6 +286,7 @@ func drain(ctx context.Context, cl *cluster, rcv *Receiver, sent []sentEvent, en
 			acked[ev.CID] = true
 		}
 	}
+	var waited []string
 	deadline := time.NewTimer(limit)
 	defer deadline.Stop()
 	tick := time.NewTicker(250 * time.Millisecond)
@@ -284,7 +298,7 @@ func drain(ctx context.Context, cl *cluster, rcv *Receiver, sent []sentEvent, en
 			st, err := api.Stats(ctx)
 			if err == nil && st.Deliveries["pending"] == 0 && st.Deliveries["delivering"] == 0 {
 				logf("drained in %s: %d deliveries", time.Since(start).Round(time.Millisecond), got)
-				return true, time.Since(start)
+				return true, time.Since(start), waited
 			}
 		}
 		if time.Since(lastLog) > 5*time.Second {
@@ -293,13 +307,61 @@ func drain(ctx context.Context, cl *cluster, rcv *Receiver, sent []sentEvent, en
 		}
 		select {
 		case <-ctx.Done():
-			return false, time.Since(start)
+			return false, time.Since(start), waited
 		case <-deadline.C:
-			logf("not drained after %s: %d of %d deliveries arrived", limit, got, want)
-			return false, time.Since(start)
+			until, open := openBreakers(ctx, api, eps)
+			if !until.After(time.Now()) || until.After(start.Add(maxBreakerWait)) {
+				// Every breaker closed, or a probe past due by breakerSlack,
+				// or one too far off: Herald had its time.
+				logf("not drained after %s: %d of %d deliveries arrived", time.Since(start).Round(time.Second), got, want)
+				return false, time.Since(start), waited
+			}
+			for _, o := range open {
+				if slices.Contains(waited, o) {
+					continue
+				}
+				waited = append(waited, o)
+				logf("not drained after %s: the drain waits for the breaker of %s", time.Since(start).Round(time.Second), o)
+			}
+			deadline.Reset(time.Until(until))
 		case <-tick.C:
 		}
 	}
+}
+
+// The drain's wait for open breakers: breakerSlack after the last probe is
+// due, and at most maxBreakerWait from the drain's start (a probe that
+// failed would double the cooldown; the receiver fails nothing by then).
+const (
+	breakerSlack   = 30 * time.Second
+	maxBreakerWait = 12 * time.Minute
+)
+
+// openBreakers returns, for the endpoints of eps whose breaker is not
+// closed, a line each naming the endpoint and its probe time, and the
+// latest of those probe times plus breakerSlack; the zero time when every
+// breaker is closed or one could not be read.
+func openBreakers(ctx context.Context, api *client.Client, eps []endpointSpec) (time.Time, []string) {
+	var until time.Time
+	var open []string
+	for _, sp := range eps {
+		ep, err := api.EndpointGet(ctx, sp.ID)
+		if err != nil {
+			return time.Time{}, nil
+		}
+		h := ep.Health
+		if h.BreakerState == "closed" {
+			continue
+		}
+		if h.ProbeAt == nil {
+			return time.Time{}, nil
+		}
+		open = append(open, fmt.Sprintf("%s (%s, %d failures in a row, probe at %s)", sp.Name, h.BreakerState, h.ConsecutiveFailures, h.ProbeAt.Format("15:04:05")))
+		if t := h.ProbeAt.Add(breakerSlack); t.After(until) {
+			until = t
+		}
+	}
+	return until, open
 }
 
 // deliveredPairs counts the (event, endpoint) pairs of acknowledged events
