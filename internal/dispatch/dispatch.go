@@ -225,8 +225,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 
 	// unwritten counts attempts that have ended and whose outcomes are
 	// not written yet: slots that the writer is about to give back.
-	var unwritten atomic.Int64
-	d.takeFrom(&taking{slots: slots, jobs: jobs, unwritten: &unwritten})
+	var unwritten, claiming atomic.Int64
+	d.takeFrom(&taking{slots: slots, jobs: jobs, unwritten: &unwritten, claiming: &claiming})
 	var workers sync.WaitGroup
 	for range n {
 		workers.Add(1)
@@ -259,7 +259,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		d.writeResults(results, slots, kick, rescheduled, &unwritten)
 	}()
 
-	d.claimLoop(ctx, wake, kick, rescheduled, jobs, slots, &unwritten)
+	d.claimLoop(ctx, wake, kick, rescheduled, jobs, slots, &unwritten, &claiming)
 
 	d.takeFrom(nil)
 	close(jobs)
@@ -271,16 +271,32 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 
 // claimLoop claims as many deliveries as there are free slots, and sleeps
 // when nothing is due until a wake-up, the poll interval, or a free slot.
-func (d *Dispatcher) claimLoop(ctx context.Context, wake, kick, rescheduled <-chan struct{}, jobs chan<- job, slots chan struct{}, unwritten *atomic.Int64) {
+// claiming counts the slots it holds for a claim under way.
+//
+// When its last claim came back short (it is caught up: new work is
+// leased at ingest, or comes one wake-up at a time), it leaves up to
+// claimLeaves slots free for ingests to reserve (Reserve) while it claims:
+// a claim that held every slot made each ingest during it queue what it
+// would have leased, and wake this loop for another claim, which did the
+// same to the ingests during it.
+func (d *Dispatcher) claimLoop(ctx context.Context, wake, kick, rescheduled <-chan struct{}, jobs chan<- job, slots chan struct{}, unwritten, claiming *atomic.Int64) {
 	var tidiedAt time.Time
+	leave := min(claimLeaves, d.cfg.ClaimBatch/8)
+	caughtUp := false // a node that starts may find a backlog
 	for ctx.Err() == nil {
-		// Take at least one slot (waiting if all are busy), then every free one.
+		// Take at least one slot (waiting if all are busy), then every free
+		// one, but those left for ingests.
 		select {
 		case <-slots:
 		case <-ctx.Done():
 			return
 		}
-		free := 1 + takeFree(slots, d.cfg.ClaimBatch-1)
+		more := d.cfg.ClaimBatch - 1
+		if caughtUp {
+			more = min(more, len(slots)-leave)
+		}
+		free := 1 + takeFree(slots, max(more, 0))
+		claiming.Store(int64(free))
 		// While outcomes wait to be written, the write under way will give
 		// their slots back in a moment: claim then, a batch, rather than
 		// spend a claim (a write transaction) on the few free now. Attempts
@@ -289,9 +305,11 @@ func (d *Dispatcher) claimLoop(ctx context.Context, wake, kick, rescheduled <-ch
 			select {
 			case <-kick:
 			case <-ctx.Done():
+				claiming.Store(0)
 				return
 			}
 			free += takeFree(slots, d.cfg.ClaimBatch-free)
+			claiming.Store(int64(free))
 		}
 
 		// lookedAt is also where each lease is counted from (job.leaseEnd).
@@ -312,7 +330,9 @@ func (d *Dispatcher) claimLoop(ctx context.Context, wake, kick, rescheduled <-ch
 		for range free - len(claimed) {
 			slots <- struct{}{}
 		}
-		if err == nil && len(claimed) == free {
+		claiming.Store(0)
+		caughtUp = err != nil || len(claimed) < free
+		if !caughtUp {
 			continue // there may be more due right now
 		}
 		if at := d.cfg.Clock.Now(); at.Sub(tidiedAt) >= store.TidyInterval {
@@ -355,6 +375,11 @@ func (d *Dispatcher) tidy(ctx context.Context) {
 		d.log.Warn("tidy the endpoint queue", logkey.Error, err)
 	}
 }
+
+// claimLeaves is the most slots a caught-up claim loop leaves free for
+// ingests while it claims (at most an eighth of a claim's batch): a few
+// single-event ingests' reservations, or one batch's.
+const claimLeaves = 64
 
 // takeFree takes up to n free slots without waiting and says how many.
 func takeFree(slots <-chan struct{}, n int) int {

@@ -18,6 +18,9 @@ type taking struct {
 	// unwritten counts the slots taken by attempts that have ended,
 	// whose outcomes wait to be written.
 	unwritten *atomic.Int64
+	// claiming counts the slots the claim loop holds for a claim under
+	// way: no attempt runs in them.
+	claiming *atomic.Int64
 }
 
 // takeFrom sets where Take hands its deliveries: t while a Run is under
@@ -30,7 +33,8 @@ func (d *Dispatcher) takeFrom(t *taking) {
 
 // takeBusyMax is how many attempts a node may have under way (slots
 // taken, but for those of attempts that have ended and wait for their
-// outcomes to be written) and still take work leased at ingest through
+// outcomes to be written, and those the claim loop holds for a claim
+// under way) and still take work leased at ingest through
 // Reserve (ReserveBatch has no such bound). Past it,
 // deliveries arrive faster than one at a time, and claims, which take them
 // many to a statement, cost less per delivery than leasing each ingest's
@@ -64,7 +68,7 @@ func (d *Dispatcher) reserve(n int, busyBound bool) store.Reservation {
 	if d.taking == nil || n <= 0 {
 		return r
 	}
-	under := cap(d.taking.slots) - len(d.taking.slots) - int(d.taking.unwritten.Load())
+	under := cap(d.taking.slots) - len(d.taking.slots) - int(d.taking.unwritten.Load()) - int(d.taking.claiming.Load())
 	if busyBound && under > takeBusyMax {
 		return r
 	}

@@ -164,3 +164,62 @@ func start(t *testing.T, d *dispatch.Dispatcher) (stop func()) {
 	t.Cleanup(stop)
 	return stop
 }
+
+// heldClaimStore holds a claim, once hold is set, until release is
+// closed, and says on entered that one is held; it records each claim's
+// limit.
+type heldClaimStore struct {
+	store.Store
+	hold     atomic.Bool
+	entered  chan struct{}
+	release  chan struct{}
+	mu       sync.Mutex
+	limits   []int
+	heldOnce sync.Once
+}
+
+func (h *heldClaimStore) DeliveryClaim(ctx context.Context, p *store.DeliveryClaimParams) ([]*store.ClaimedDelivery, error) {
+	h.mu.Lock()
+	h.limits = append(h.limits, p.Limit)
+	h.mu.Unlock()
+	if h.hold.Load() {
+		h.heldOnce.Do(func() { close(h.entered) })
+		<-h.release
+	}
+	return h.Store.DeliveryClaim(ctx, p)
+}
+
+// TestReserveDuringAClaim: a caught-up dispatcher's claim leaves slots
+// free, and does not count the slots it holds as attempts under way, so
+// that an ingest during the claim still leases to this node (Reserve)
+// rather than queue its deliveries and wake the node for another claim.
+func TestReserveDuringAClaim(t *testing.T) {
+	t.Parallel()
+	st, c, _ := setup(t, func(http.ResponseWriter, *http.Request) {})
+	h := &heldClaimStore{Store: st, entered: make(chan struct{}), release: make(chan struct{})}
+	d := dispatch.New(dispatch.Config{
+		Store:       h,
+		Sender:      sender.New(sender.Config{AllowPrivateNetworks: true}),
+		Clock:       c,
+		Concurrency: 64,
+	})
+	start(t, d)
+	var released sync.Once
+	release := func() { released.Do(func() { close(h.release) }) }
+	t.Cleanup(release)                                  // before the dispatcher stops: cleanups run last first
+	waitFor(t, func() bool { return c.Waiters() == 1 }) // its first claim found nothing
+	h.hold.Store(true)
+	ingest(t, st, c) // wakes it for a claim, which is held
+	select {
+	case <-h.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no claim after the wake-up")
+	}
+	r := d.Reserve(4)
+	require.Equal(t, 4, r.Slots, "slots left to ingests during a claim")
+	d.Take(r, nil)
+	release()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	require.Equal(t, 64-8, h.limits[len(h.limits)-1], "a caught-up claim leaves an eighth of its batch")
+}

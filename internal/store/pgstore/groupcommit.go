@@ -20,9 +20,10 @@ import (
 // WAL flush the commit waits for, a pooled connection held throughout)
 // and each statement's round trip dwarf one small event's rows, and
 // single-event ingest calls arrive by the thousand. Calls that arrive
-// while defaultLeaders groups are being written wait in a queue; the next
-// leader takes the queue's head and writes it in one transaction, as one
-// batch: the same few statements whatever the number of calls. If the
+// while a group is being written wait in a queue (or, once
+// moreLeadersQueue wait, lead a second group: at most defaultLeaders);
+// the next leader takes the queue's head and writes it in one
+// transaction, as one batch: the same few statements whatever the number of calls. If the
 // batch fails, the group is written again with each call inside a
 // savepoint of its own, so a call that fails rolls back alone and the
 // others commit. A lone call waits for no one: groups form only when
@@ -59,7 +60,17 @@ const (
 // flush, and was slower than no groups at all; two keep both cores busy.
 // More make the groups smaller for little more throughput, and hold more
 // of the pool.
-const defaultLeaders = 2
+//
+// The second leader starts only once moreLeadersQueue calls wait: at a
+// low rate, where calls seldom overlap, two transactions at once each
+// wanting to lease to the same endpoint made the second skip its locked
+// row (leasing.go) and queue what it would have leased, which then cost
+// a claim; calls that come while one transaction is written wait for it
+// and share the next. (Tests that set maxLeaders get them at once.)
+const (
+	defaultLeaders   = 2
+	moreLeadersQueue = 4
+)
 
 // ingestGroups queues the EventIngest calls of a Store for group commit.
 // Its zero value is ready for use.
@@ -68,7 +79,8 @@ type ingestGroups struct {
 	// queue holds the calls waiting for a group, oldest first.
 	queue []*ingestCall
 	// leaders counts the calls leading a group now, at most maxLeaders
-	// (defaultLeaders when 0; tests set 1 to make calls queue).
+	// (defaultLeaders when 0, a second only for a queue; tests set 1 to
+	// make calls queue).
 	leaders    int
 	maxLeaders int
 
@@ -102,7 +114,8 @@ func (s *Store) groupIngest(c *ingestCall) {
 	g := &s.groups
 	c.done = make(chan bool, 1)
 	g.mu.Lock()
-	lead := g.leaders < cmp.Or(g.maxLeaders, defaultLeaders)
+	lead := g.leaders < cmp.Or(g.maxLeaders, defaultLeaders) &&
+		(g.leaders == 0 || g.maxLeaders > 0 || len(g.queue) >= moreLeadersQueue)
 	if lead {
 		g.leaders++
 	} else {

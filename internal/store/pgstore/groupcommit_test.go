@@ -439,3 +439,30 @@ func benchIngestSingleConcurrent(b *testing.B, leaders int) {
 	})
 	b.ReportMetric(float64(b.N)/float64(s.groups.written.Load()), "calls/tx")
 }
+
+// TestIngestSecondGroupOnlyForAQueue: by default, calls that come while
+// a group is written wait for it, rather than write a second group beside
+// it (which, at a low rate, would find the endpoint locked by the first
+// and queue what it could have leased); once moreLeadersQueue calls wait,
+// the next one leads a second group, of itself and them.
+func TestIngestSecondGroupOnlyForAQueue(t *testing.T) {
+	t.Parallel()
+	g := setupGroups(t)
+	g.s.groups.maxLeaders = 0 // the defaults
+	ctx := t.Context()
+	first := g.send(ctx, event("first"))
+	require.Equal(t, 1, g.nextGroup(t))
+	var calls []<-chan answer
+	for i := range moreLeadersQueue {
+		calls = append(calls, g.send(ctx, event(fmt.Sprint("queued", i))))
+		g.queued(t, i+1)
+	}
+	calls = append(calls, g.send(ctx, event("leads")))
+	require.Equal(t, moreLeadersQueue+1, g.nextGroup(t), "a second group, of the queue")
+	g.letGo()
+	g.letGo()
+	require.NoError(t, recv(t, first).err)
+	for _, ch := range calls {
+		require.NoError(t, recv(t, ch).err)
+	}
+}
