@@ -37,8 +37,11 @@ import (
 //     endpoint's leased deliveries and the new ones already due (a claim
 //     will take those: they keep their room), and leases, in ingest order,
 //     up to the room left under each cap and the slots reserved in all;
-//  3. the wake-up is sent only when something was queued, by the same
-//     statement.
+//  3. the wake-up is sent, by the same statement, when something was
+//     queued, or when an endpoint it locked has work due now that is not
+//     leased: a claim meanwhile skipped that endpoint's row, which this
+//     transaction held, and would otherwise leave the work to its next
+//     poll.
 //
 // A delivery leased at ingest is a delivering row with lease token 1 and
 // the lease's expiry as its due time, like one a claim leased; its
@@ -77,8 +80,9 @@ var ingestLeasingSQL = "SELECT " + ingestQueuesCols("$1") + `, (
 // $7 the endpoints Go found could start work, $8 their in-flight caps, $9
 // their lease lengths in microseconds, $10 the slots reserved, $11 the
 // channel that wakes the dispatchers. It returns the deliveries leased,
-// and wakes every node at the commit unless every delivery was (woke, a
-// CTE the insert reads, so that it runs once whatever is returned).
+// and wakes every node at the commit unless every delivery was and the
+// endpoints it locked have no other work due (woke, a CTE the insert
+// reads, so that it runs once whatever is returned).
 var insertLeasingDeliveriesSQL = `
 WITH n AS (
 	SELECT coalesce($6::timestamptz, now()) AS t
@@ -86,18 +90,24 @@ WITH n AS (
 	SELECT u.*, row_number() OVER (PARTITION BY u.endpoint_id ORDER BY u.ord) AS k
 	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
 		WITH ORDINALITY AS u(id, event_id, endpoint_id, consumer_id, event_type, ord)
-), room AS (
-	SELECT x.endpoint_id, x.lease_us, greatest(x.cap - (
+), locked AS (
+	SELECT x.endpoint_id, x.lease_us, x.cap, (
 		SELECT count(*) FROM (
 			SELECT 1 FROM delivery_queue l
 			WHERE l.endpoint_id = x.endpoint_id AND l.leased AND l.due_at > n.t
-			LIMIT x.cap) AS leased) - (
+			LIMIT x.cap) AS leased) AS leased, (
 		SELECT count(*) FROM (
 			SELECT 1 FROM delivery_queue w
 			WHERE w.endpoint_id = x.endpoint_id AND w.kind = 0 AND w.due_at <= n.t
-			LIMIT x.cap) AS waiting), 0) AS room
+			LIMIT x.cap) AS waiting) AS waiting,
+		EXISTS (
+			SELECT 1 FROM delivery_queue r
+			WHERE r.endpoint_id = x.endpoint_id AND r.kind = 1 AND r.due_at <= n.t) AS retries
 	FROM unnest($7::text[], $8::int[], $9::bigint[]) AS x(endpoint_id, cap, lease_us), n
 	WHERE x.endpoint_id = ANY(string_to_array(current_setting('herald.leasing'), ','))
+), room AS (
+	SELECT endpoint_id, lease_us, greatest(cap - leased - waiting, 0) AS room
+	FROM locked
 ), pick AS (
 	SELECT u.id, r.lease_us
 	FROM u JOIN room r ON r.endpoint_id = u.endpoint_id
@@ -107,7 +117,8 @@ WITH n AS (
 ), woke AS MATERIALIZED (
 	SELECT count(*) AS n FROM (
 		SELECT pg_notify($11, '')
-		WHERE (SELECT count(*) FROM u) > (SELECT count(*) FROM pick)) AS z
+		WHERE (SELECT count(*) FROM u) > (SELECT count(*) FROM pick)
+			OR EXISTS (SELECT 1 FROM locked WHERE waiting > 0 OR retries)) AS z
 ), ins AS (
 	INSERT INTO deliveries (id, event_id, endpoint_id, consumer_id, event_type,
 		status, lease_token, due_at, created_at, updated_at)

@@ -160,3 +160,24 @@ func TestIngestLeasesOnTheRowItLocks(t *testing.T) {
 	require.Empty(t, k.Taken(), "disabled after the read")
 	require.NotContains(t, statuses(t, s, ep.ID), "delivering")
 }
+
+// TestIngestLeasingWakesForWorkDueBeside: an ingest that leased every
+// delivery still wakes the dispatchers when an endpoint it locked has
+// other work due now: a claim that ran meanwhile skipped that endpoint's
+// row, which the ingest held, and no other wake-up would come before the
+// next poll.
+func TestIngestLeasingWakesForWorkDueBeside(t *testing.T) {
+	t.Parallel()
+	s := openNodes(t, 1)[0]
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	ep := createEndpoint(t, s, "c1")
+	ingest(t, s, "c1", 1) // no taker yet: queued, due now
+	k := setTaker(t, s, 10)
+	wake, err := s.Subscribe(ctx)
+	require.NoError(t, err)
+	ingest(t, s, "c1", 1)
+	require.Len(t, k.Taken(), 1, "leased: the cap has room beside the one due")
+	require.Equal(t, map[string]int{"pending": 1, "delivering": 1}, statuses(t, s, ep.ID))
+	waitWake(t, wake)
+}
