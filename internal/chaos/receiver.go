@@ -216,8 +216,11 @@ func (r *Receiver) SetSecret(endpoint, scheme, secret string) {
 // webhook has been served fewer than 2 faults at this endpoint in all (the
 // flaky endpoint's 500s included); the others get a plain 200. So a webhook
 // always gets through within 3 attempts, and the endpoint never fails many
-// times in a row, which keeps Herald's circuit breaker (5 consecutive
-// failures) closed: the harness tests the faults, not the breaker.
+// times in a row in the order requests arrive, which mostly keeps Herald's
+// circuit breaker (5 consecutive failures) closed: the harness tests the
+// faults, not the breaker. Herald counts failures in the order it writes
+// outcomes, which many attempts at once can reorder; a breaker that opens
+// all the same makes the drain wait for its probe (run.go, drain).
 // SetFault panics on a kind not in AllFaults: a typo in a schedule would
 // otherwise pass for plain 200s.
 func (r *Receiver) SetFault(endpoint string, kind FaultKind) {
