@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/clock"
 	"github.com/heraldhooks/herald/internal/dispatch"
 	"github.com/heraldhooks/herald/internal/sender"
 	"github.com/heraldhooks/herald/internal/store"
@@ -83,12 +84,7 @@ func TestTakeAttemptsWhatIngestLeased(t *testing.T) {
 func TestReserveGivesNothingToABusyNode(t *testing.T) {
 	t.Parallel()
 	st, c, _ := setup(t, func(http.ResponseWriter, *http.Request) {})
-	d := dispatch.New(dispatch.Config{
-		Store:       st,
-		Sender:      sender.New(sender.Config{AllowPrivateNetworks: true}),
-		Clock:       c,
-		Concurrency: 64,
-	})
+	d := newDispatcher(st, c, 64)
 	start(t, d)
 	waitFor(t, func() bool { return c.Waiters() == 1 }) // idle: every slot free
 	busy := d.Reserve(48)
@@ -128,12 +124,7 @@ func TestReserveDoesNotCountOutcomesWaitingToBeWritten(t *testing.T) {
 		ingest(t, st, c)
 	}
 	g := &gatedStore{Store: st, gate: make(chan struct{})}
-	d := dispatch.New(dispatch.Config{
-		Store:       g,
-		Sender:      sender.New(sender.Config{AllowPrivateNetworks: true}),
-		Clock:       c,
-		Concurrency: 64,
-	})
+	d := newDispatcher(g, c, 64)
 	start(t, d)
 	t.Cleanup(func() { close(g.gate) })
 	waitFor(t, func() bool { return arrived.Load() == 10 })
@@ -147,6 +138,17 @@ func TestReserveDoesNotCountOutcomesWaitingToBeWritten(t *testing.T) {
 		return r.Slots == 1
 	})
 	d.Take(under, nil)
+}
+
+// newDispatcher is a dispatcher of st on c, concurrency attempts at once,
+// with the defaults for the rest.
+func newDispatcher(st store.Store, c *clock.Test, concurrency int) *dispatch.Dispatcher {
+	return dispatch.New(dispatch.Config{
+		Store:       st,
+		Sender:      sender.New(sender.Config{AllowPrivateNetworks: true}),
+		Clock:       c,
+		Concurrency: concurrency,
+	})
 }
 
 // start runs d until the test ends or the returned function is called,
@@ -197,12 +199,7 @@ func TestReserveDuringAClaim(t *testing.T) {
 	t.Parallel()
 	st, c, _ := setup(t, func(http.ResponseWriter, *http.Request) {})
 	h := &heldClaimStore{Store: st, entered: make(chan struct{}), release: make(chan struct{})}
-	d := dispatch.New(dispatch.Config{
-		Store:       h,
-		Sender:      sender.New(sender.Config{AllowPrivateNetworks: true}),
-		Clock:       c,
-		Concurrency: 64,
-	})
+	d := newDispatcher(h, c, 64)
 	start(t, d)
 	var released sync.Once
 	release := func() { released.Do(func() { close(h.release) }) }

@@ -23,10 +23,10 @@ import (
 // while a group is being written wait in a queue (or, once
 // moreLeadersQueue wait, lead a second group: at most defaultLeaders);
 // the next leader takes the queue's head and writes it in one
-// transaction, as one batch: the same few statements whatever the number of calls. If the
-// batch fails, the group is written again with each call inside a
-// savepoint of its own, so a call that fails rolls back alone and the
-// others commit. A lone call waits for no one: groups form only when
+// transaction, as one batch: the same few statements whatever the number
+// of calls. If the batch fails, the group is written again with each call
+// inside a savepoint of its own, so a call that fails rolls back alone and
+// the others commit. A lone call waits for no one: groups form only when
 // calls overlap.
 //
 // A batch asks for one wake-up (pg_notify), delivered at its commit; so
