@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -77,21 +78,14 @@ func spawn(ctx context.Context, bin, db string, extra []string) (*child, error) 
 	} else if strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://") {
 		c.db = "postgres"
 	}
-	addr, err := freeAddr()
-	if err != nil {
-		c.cleanup()
-		return nil, err
-	}
 	var raw [18]byte
 	if _, err := rand.Read(raw[:]); err != nil {
 		c.cleanup()
 		return nil, fmt.Errorf("make an API key: %w", err)
 	}
 	c.apiKey = "hk_bench_" + hex.EncodeToString(raw[:])
-	c.url = "http://" + addr
-
 	c.dsn = db
-	args := []string{"serve", "--addr", addr, "--db", db, "--api-key", c.apiKey, "--allow-private-networks"}
+	args := []string{"--db", db, "--api-key", c.apiKey, "--allow-private-networks"}
 	if c.db == "postgres" && !hasFlag(extra, "--encryption-key") {
 		key, err := keyring.Generate("bench-" + strconv.FormatInt(time.Now().Unix(), 10))
 		if err != nil {
@@ -101,25 +95,58 @@ func spawn(ctx context.Context, bin, db string, extra []string) (*child, error) 
 		args = append(args, "--encryption-key", key)
 	}
 	args = append(args, extra...)
-	c.cmd = exec.Command(bin, args...)
+	for try := 1; ; try++ {
+		err := c.start(ctx, bin, args)
+		if err == nil {
+			return c, nil
+		}
+		if !errors.Is(err, errPortTaken) || try == spawnTries {
+			c.cleanup()
+			return nil, err
+		}
+		c.output.Reset()
+		c.exited = make(chan struct{})
+	}
+}
+
+// spawnTries is how many free ports spawn tries: another process may take
+// the one found before the child listens on it (freeAddr).
+const spawnTries = 3
+
+// errPortTaken is a start whose port another process took first.
+var errPortTaken = errors.New("the port was taken")
+
+// start starts `bin serve` with args on a port pickAddr finds and waits
+// until it is ready. A child that could not listen on its port is
+// errPortTaken.
+func (c *child) start(ctx context.Context, bin string, args []string) error {
+	addr, err := pickAddr()
+	if err != nil {
+		return err
+	}
+	c.url = "http://" + addr
+	c.cmd = exec.Command(bin, append([]string{"serve", "--addr", addr}, args...)...)
 	c.cmd.Env = withoutHeraldEnv(os.Environ())
 	c.cmd.Stdout = c.output
 	c.cmd.Stderr = c.output
 	c.cmd.SysProcAttr = childAttr()
 	if err := c.cmd.Start(); err != nil {
-		c.cleanup()
-		return nil, fmt.Errorf("start %s serve: %w", bin, err)
+		return fmt.Errorf("start %s serve: %w", bin, err)
 	}
 	c.pid = strconv.Itoa(c.cmd.Process.Pid)
+	exited := c.exited
 	go func() {
 		c.err = c.cmd.Wait()
-		close(c.exited)
+		close(exited)
 	}()
 	if err := c.waitReady(ctx); err != nil {
-		c.stop()
-		return nil, err
+		c.halt()
+		if strings.Contains(c.output.String(), "address already in use") {
+			return fmt.Errorf("%w: %w", errPortTaken, err)
+		}
+		return err
 	}
-	return c, nil
+	return nil
 }
 
 // hasFlag says whether args give the flag name (--name v or --name=v).
@@ -132,8 +159,12 @@ func hasFlag(args []string, name string) bool {
 	return false
 }
 
+// pickAddr finds the port a child listens on: freeAddr, or a test's.
+var pickAddr = freeAddr
+
 // freeAddr finds a free 127.0.0.1 port. Another process could take it
-// before the child listens; the child would then fail to start, and say so.
+// before the child listens; the child then fails to start, and spawn tries
+// another.
 func freeAddr() (string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -156,8 +187,8 @@ func withoutHeraldEnv(env []string) []string {
 	return out
 }
 
-// waitReady polls /healthz until it answers 200, the child exits, or
-// startTimeout passes.
+// waitReady polls /healthz until it answers 200, from the child (isOurs),
+// the child exits, or startTimeout passes.
 func (c *child) waitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
@@ -171,7 +202,7 @@ func (c *child) waitReady(ctx context.Context) error {
 		}
 		if res, err := hc.Do(req); err == nil {
 			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
+			if res.StatusCode == http.StatusOK && c.isOurs(ctx, hc) {
 				return nil
 			}
 		}
@@ -183,6 +214,23 @@ func (c *child) waitReady(ctx context.Context) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// isOurs says whether what answers at the child's address takes the
+// child's API key: another process that took the port first (a Herald
+// of its own, say) answers /healthz too, and the child fails to listen.
+func (c *child) isOurs(ctx context.Context, hc *http.Client) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url+"/v1/endpoints?limit=1", nil)
+	if err != nil {
+		return false
+	}
+	req.Header.Set("Authorization", "Bearer "+c.apiKey)
+	res, err := hc.Do(req)
+	if err != nil {
+		return false
+	}
+	res.Body.Close()
+	return res.StatusCode == http.StatusOK
 }
 
 // failed returns an error when the child exited on its own.
@@ -198,24 +246,31 @@ func (c *child) failed() error {
 // stop ends the child (SIGTERM, then SIGKILL after stopTimeout), waits for
 // it, and removes the database made for it.
 func (c *child) stop() error {
-	var err error
-	select {
-	case <-c.exited:
-	default:
-		_ = c.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-c.exited:
-			if c.err != nil {
-				err = fmt.Errorf("the spawned herald serve stopped with %v; its output:\n%s", c.err, c.output.String())
-			}
-		case <-time.After(stopTimeout):
-			_ = c.cmd.Process.Kill()
-			<-c.exited
-			err = fmt.Errorf("the spawned herald serve did not stop within %s of SIGTERM and was killed", stopTimeout)
-		}
-	}
+	err := c.halt()
 	c.cleanup()
 	return err
+}
+
+// halt ends the child (SIGTERM, then SIGKILL after stopTimeout) and waits
+// for it.
+func (c *child) halt() error {
+	select {
+	case <-c.exited:
+		return nil
+	default:
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.exited:
+		if c.err != nil {
+			return fmt.Errorf("the spawned herald serve stopped with %v; its output:\n%s", c.err, c.output.String())
+		}
+		return nil
+	case <-time.After(stopTimeout):
+		_ = c.cmd.Process.Kill()
+		<-c.exited
+		return fmt.Errorf("the spawned herald serve did not stop within %s of SIGTERM and was killed", stopTimeout)
+	}
 }
 
 func (c *child) cleanup() {
@@ -239,6 +294,13 @@ func (b *tailBuffer) Write(p []byte) (int, error) {
 		b.buf = append(b.buf[:0], b.buf[over:]...)
 	}
 	return len(p), nil
+}
+
+// Reset forgets what was written.
+func (b *tailBuffer) Reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = nil
 }
 
 func (b *tailBuffer) String() string {
