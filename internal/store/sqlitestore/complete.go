@@ -34,7 +34,8 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, p *store.DeliveryCompl
 	}
 	created := false
 	var emitted []herald.Notification
-	err = s.write(ctx, func(tx *sql.Tx) error {
+	// It rides the next ingest group if calls wait for one (groupcommit.go).
+	err = s.writeOutcome(ctx, func(tx *sql.Tx) error {
 		c := newCompleter(ctx, tx, st, t)
 		var err error
 		for i := range p.Outcomes {

@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -18,6 +19,15 @@ import (
 // all of them touched; a call that fails rolls back alone and the others
 // commit. A lone call waits for no one: batches form only when calls
 // overlap.
+//
+// An outcome write (DeliveryCompleteMany) that comes while calls wait for
+// the next group rides that group: its statements run first in the
+// group's transaction, and one commit writes the pages both touched (the
+// deliveries' rows, the queue's indexes, the activity row) and waits for
+// one WAL sync. A ride is answered with the group's commit; should the
+// transaction fail, the group is written again without its riders, which
+// then write alone, as if they had never ridden: a rider never fails an
+// ingest call, nor an ingest call a rider.
 
 // Bounds on one group, so a burst cannot make one transaction, and the
 // wait of the calls behind it, unbounded.
@@ -37,6 +47,48 @@ type ingestCall struct {
 	results []store.EventIngestResult
 	out     ingested
 	err     error
+}
+
+// outcomeRide is an outcome write riding an ingest group (writeOutcome).
+type outcomeRide struct {
+	ctx   context.Context
+	write func(tx *sql.Tx) error
+	// err is the ride's outcome once done is closed: nil once the group
+	// committed it, errNotCarried if it must be written alone.
+	err  error
+	done chan struct{}
+}
+
+// errNotCarried is a ride its group did not commit.
+var errNotCarried = errors.New("not carried by an ingest group")
+
+// writeOutcome runs write, an outcome write, in a write transaction: that
+// of the next ingest group when calls wait for one (so that a group is
+// sure to come and take it), or else one of its own.
+func (s *Store) writeOutcome(ctx context.Context, write func(tx *sql.Tx) error) error {
+	s.groupMu.Lock()
+	if !s.groupBusy || len(s.groupQueue) == 0 {
+		s.groupMu.Unlock()
+		return s.write(ctx, write)
+	}
+	r := &outcomeRide{ctx: ctx, write: write, done: make(chan struct{})}
+	s.groupRides = append(s.groupRides, r)
+	s.groupMu.Unlock()
+	// Waited for whatever ctx does: the group's transaction may be running
+	// the write.
+	<-r.done
+	if errors.Is(r.err, errNotCarried) {
+		return s.write(ctx, write)
+	}
+	return r.err
+}
+
+// endRides answers rides with err.
+func endRides(rides []*outcomeRide, err error) {
+	for _, r := range rides {
+		r.err = err
+		close(r.done)
+	}
 }
 
 // groupIngest writes c, alone or with the calls queued beside it, and
@@ -68,9 +120,11 @@ func (s *Store) leadGroup(st *statements) {
 	}
 	group := append([]*ingestCall(nil), s.groupQueue[:n]...)
 	s.groupQueue = append(s.groupQueue[:0], s.groupQueue[n:]...)
+	rides := s.groupRides
+	s.groupRides = nil
 	s.groupMu.Unlock()
 
-	s.writeGroup(st, group)
+	s.writeGroup(st, group, rides)
 	queued := false
 	for _, c := range group {
 		queued = queued || (c.err == nil && c.out.queued)
@@ -95,8 +149,9 @@ func (s *Store) leadGroup(st *statements) {
 	}
 }
 
-// writeGroup writes a group in one transaction and sets each call's
-// outcome. A call whose own context has ended by its turn is not written.
+// writeGroup writes a group in one transaction, with the outcome writes
+// riding it, and sets each call's outcome and answers each ride. A call
+// or ride whose own context has ended by its turn is not written.
 // The transaction runs on a context no single caller can cancel. With a
 // taker, the group leases what it may (leasing.go) and hands it over once
 // committed.
@@ -106,7 +161,7 @@ func (s *Store) leadGroup(st *statements) {
 // it, which costs a group more than its own statements. Should a call
 // fail, the whole transaction rolls back and the group is written again
 // with each call in a savepoint, so that the call fails alone.
-func (s *Store) writeGroup(st *statements, group []*ingestCall) {
+func (s *Store) writeGroup(st *statements, group []*ingestCall, rides []*outcomeRide) {
 	var live []*ingestCall
 	items := 0
 	for _, c := range group {
@@ -115,7 +170,15 @@ func (s *Store) writeGroup(st *statements, group []*ingestCall) {
 			items += len(c.items)
 		}
 	}
+	rides = slices.DeleteFunc(rides, func(r *outcomeRide) bool {
+		if r.ctx.Err() != nil {
+			endRides([]*outcomeRide{r}, errNotCarried)
+			return true
+		}
+		return false
+	})
 	if len(live) == 0 {
+		endRides(rides, errNotCarried)
 		return
 	}
 	l := s.reserveGroup(items)
@@ -125,13 +188,26 @@ func (s *Store) writeGroup(st *statements, group []*ingestCall) {
 		defer func() { l.done(leased) }()
 	}
 	ctx := context.WithoutCancel(live[0].ctx)
-	err := s.writeCalls(ctx, st, live, l, false)
+	err := s.writeCalls(ctx, st, rides, live, l, false)
+	if err != nil && len(rides) > 0 {
+		// Nothing committed: the riders write alone, and the group goes
+		// on as if they had never ridden.
+		endRides(rides, errNotCarried)
+		rides = nil
+		if !slices.ContainsFunc(live, func(c *ingestCall) bool { return c.err != nil }) {
+			for _, c := range live {
+				c.results, c.out = nil, ingested{}
+			}
+			l.reset()
+			err = s.writeCalls(ctx, st, nil, live, l, false)
+		}
+	}
 	if err != nil && len(live) > 1 && slices.ContainsFunc(live, func(c *ingestCall) bool { return c.err != nil }) {
 		for _, c := range live {
 			c.results, c.out, c.err = nil, ingested{}, nil
 		}
 		l.reset()
-		err = s.writeCalls(ctx, st, live, l, true)
+		err = s.writeCalls(ctx, st, nil, live, l, true)
 	}
 	if err != nil {
 		// Nothing committed: every call written fails.
@@ -143,16 +219,23 @@ func (s *Store) writeGroup(st *statements, group []*ingestCall) {
 		}
 		return
 	}
+	endRides(rides, nil)
 	for _, c := range live {
 		leased = append(leased, c.out.leased...)
 	}
 }
 
-// writeCalls writes calls in one transaction, each in a savepoint of its
-// own if savepoints (see writeGroup), and commits it. Without savepoints
-// it stops at the first call that fails, which keeps its error.
-func (s *Store) writeCalls(ctx context.Context, st *statements, calls []*ingestCall, l *groupLeasing, savepoints bool) error {
+// writeCalls writes the rides, then calls, in one transaction, each call
+// in a savepoint of its own if savepoints (see writeGroup), and commits
+// it. Without savepoints it stops at the first call that fails, which
+// keeps its error.
+func (s *Store) writeCalls(ctx context.Context, st *statements, rides []*outcomeRide, calls []*ingestCall, l *groupLeasing, savepoints bool) error {
 	return s.write(ctx, func(tx *sql.Tx) error {
+		for _, r := range rides {
+			if err := r.write(tx); err != nil {
+				return err
+			}
+		}
 		seq := newSeqCounter(ctx, tx, st)
 		if l != nil {
 			l.keep = nil

@@ -113,7 +113,7 @@ func TestIngestGroupGivesBackAFailedCallsLeases(t *testing.T) {
 			before := call(leasingItems("c", "order.created", 1)...)
 			failed := call(append(leasingItems("c", "order.created", 1), leasingItems("c", "order.refused", 1)...)...)
 			after := call(leasingItems("c", "order.created", tc.last)...)
-			s.writeGroup(st, []*ingestCall{before, failed, after})
+			s.writeGroup(st, []*ingestCall{before, failed, after}, nil)
 
 			require.ErrorContains(t, failed.err, "refused by the test")
 			require.Nil(t, failed.results)

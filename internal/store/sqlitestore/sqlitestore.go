@@ -21,6 +21,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	// The driver registers itself as "sqlite".
@@ -46,11 +47,15 @@ type Store struct {
 	stmtMu sync.Mutex
 	stmts  *statements // see prepared
 
-	// The ingest calls waiting for a group commit, and whether a group
-	// is being written (see groupIngest).
+	// The ingest calls waiting for a group commit, whether a group is
+	// being written (see groupIngest), and the outcome writes that ride
+	// the next group (writeOutcome).
 	groupMu    sync.Mutex
 	groupQueue []*ingestCall
 	groupBusy  bool
+	groupRides []*outcomeRide
+	// commits counts the write transactions committed.
+	commits atomic.Int64
 	// taker is this node's dispatcher, which ingest groups lease to
 	// (leasing.go); none until SetTaker.
 	taker store.TakerSlot
@@ -289,7 +294,11 @@ func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		_ = tx.Rollback()
 		return err
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	s.commits.Add(1)
+	return nil
 }
 
 // now is the time an operation runs at: the caller's Now, or the process

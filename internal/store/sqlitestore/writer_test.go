@@ -151,3 +151,150 @@ func TestCheckpointerCopiesTheWALIntoTheFile(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, page.Items, 500)
 }
+
+// TestOutcomeWriteRidesTheNextGroup: an outcome write that comes while an
+// ingest call waits for the next group commits in that group's
+// transaction, one commit for both; a ride whose context ends before its
+// group is not written, and the group commits without it; and a group
+// whose call fails commits its other calls, and its rider alone.
+func TestOutcomeWriteRidesTheNextGroup(t *testing.T) {
+	t.Parallel()
+	s := openInternal(t)
+	ctx := t.Context()
+	_, err := s.EndpointCreate(ctx, &store.EndpointCreateParams{Endpoint: &herald.Endpoint{
+		ConsumerID: "c", URL: "https://example.com/h", EventTypes: []string{"*"}, Enabled: true,
+		Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", Timeout: time.Second, SignatureScheme: herald.SchemeStandard,
+	}})
+	require.NoError(t, err)
+	_, err = s.prepared(ctx) // compiling needs the writer too
+	require.NoError(t, err)
+	_, err = s.writer.ExecContext(ctx, `CREATE TRIGGER refuse_events BEFORE INSERT ON events
+		WHEN NEW.event_type = 'refused' BEGIN SELECT RAISE(ABORT, 'refused by the test'); END`)
+	require.NoError(t, err)
+
+	type answer struct {
+		res []store.EventIngestResult
+		err error
+	}
+	ingest := func(ctx context.Context, eventType string) <-chan answer {
+		ch := make(chan answer, 1)
+		go func() {
+			res, err := s.EventIngest(ctx, &store.EventIngestParams{Events: []store.EventIngestItem{
+				{ConsumerID: "c", EventType: eventType, Payload: []byte(`{}`)},
+			}})
+			ch <- answer{res, err}
+		}()
+		return ch
+	}
+	// claimOne ingests an event and leases its delivery.
+	claimOne := func() *store.ClaimedDelivery {
+		got := <-ingest(ctx, "a.b")
+		require.NoError(t, got.err)
+		claimed, err := s.DeliveryClaim(ctx, &store.DeliveryClaimParams{Limit: 100, LeaseMargin: time.Minute})
+		require.NoError(t, err)
+		for _, c := range claimed {
+			if c.Delivery.EventID == got.res[0].Event.ID {
+				return c
+			}
+		}
+		require.FailNow(t, "the event's delivery was not claimed")
+		return nil
+	}
+	complete := func(ctx context.Context, c *store.ClaimedDelivery) <-chan error {
+		ch := make(chan error, 1)
+		go func() {
+			_, err := s.DeliveryCompleteMany(ctx, &store.DeliveryCompleteManyParams{Outcomes: []store.DeliveryOutcome{{
+				Lease:   store.Lease{DeliveryID: c.Delivery.ID, LeaseToken: c.LeaseToken},
+				Attempt: herald.Attempt{Number: 1, StatusCode: 200},
+				Status:  herald.StatusDelivered,
+			}}})
+			ch <- err
+		}()
+		return ch
+	}
+	status := func(c *store.ClaimedDelivery) herald.Status {
+		d, err := s.DeliveryGet(ctx, c.Delivery.ID)
+		require.NoError(t, err)
+		return d.Status
+	}
+	waitFor := func(cond func() bool) {
+		require.Eventually(t, func() bool {
+			s.groupMu.Lock()
+			defer s.groupMu.Unlock()
+			return cond()
+		}, 10*time.Second, time.Millisecond)
+	}
+	// queueUp holds the writer, has a first ingest call lead a group of its
+	// own, waiting for the writer, and the calls of eventTypes queue behind
+	// it; then the outcome write of c, with ctx, comes. release lets the
+	// writer go.
+	queueUp := func(ctx context.Context, c *store.ClaimedDelivery, eventTypes ...string) (calls []<-chan answer, ride <-chan error, release func()) {
+		done, held := make(chan struct{}), make(chan struct{})
+		holder := make(chan error, 1)
+		go func() {
+			holder <- s.write(t.Context(), func(*sql.Tx) error {
+				close(held)
+				<-done
+				return nil
+			})
+		}()
+		<-held
+		calls = append(calls, ingest(t.Context(), "a.b"))
+		waitFor(func() bool { return s.groupBusy && len(s.groupQueue) == 0 })
+		for i, et := range eventTypes {
+			calls = append(calls, ingest(t.Context(), et))
+			waitFor(func() bool { return len(s.groupQueue) == i+1 })
+		}
+		ride = complete(ctx, c)
+		waitFor(func() bool { return len(s.groupRides) == 1 })
+		return calls, ride, func() {
+			close(done)
+			require.NoError(t, <-holder)
+		}
+	}
+
+	t.Run("Rides", func(t *testing.T) {
+		c := claimOne()
+		calls, ride, release := queueUp(ctx, c, "a.b")
+		before := s.commits.Load()
+		release()
+		for _, call := range calls {
+			require.NoError(t, (<-call).err)
+		}
+		require.NoError(t, <-ride)
+		require.Equal(t, herald.StatusDelivered, status(c))
+		require.Equal(t, int64(3), s.commits.Load()-before,
+			"the holder's, the first group's, and one for the second group and its rider")
+	})
+
+	t.Run("RideWhoseContextEnded", func(t *testing.T) {
+		c := claimOne()
+		rideCtx, cancel := context.WithCancel(ctx)
+		calls, ride, release := queueUp(rideCtx, c, "a.b")
+		cancel()
+		release()
+		for _, call := range calls {
+			require.NoError(t, (<-call).err, "the group commits without its rider")
+		}
+		require.ErrorIs(t, <-ride, context.Canceled)
+		require.Equal(t, herald.StatusDelivering, status(c), "the outcome was not written")
+	})
+
+	t.Run("GroupWhoseCallFails", func(t *testing.T) {
+		c := claimOne()
+		calls, ride, release := queueUp(ctx, c, "a.b", "refused", "a.b")
+		release()
+		for i, call := range calls {
+			got := <-call
+			if i == 2 {
+				require.ErrorContains(t, got.err, "refused by the test")
+				continue
+			}
+			require.NoError(t, got.err, "call %d", i)
+			_, err := s.EventGet(ctx, got.res[0].Event.ID)
+			require.NoError(t, err, "call %d committed", i)
+		}
+		require.NoError(t, <-ride)
+		require.Equal(t, herald.StatusDelivered, status(c), "the rider was written alone")
+	})
+}
