@@ -122,6 +122,12 @@ func TestDashboardInABrowser(t *testing.T) {
 	text := func(sel string) string {
 		t.Helper()
 		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		for try := 0; try < 3 && err != nil && strings.Contains(err.Error(), "No node with given id found"); try++ {
+			// The browser renumbered the page's nodes (a late
+			// document update after the navigation) between the query
+			// and the read: the page is the same, read it again.
+			s, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		}
 		require.NoError(t, err)
 		return strings.TrimSpace(s)
 	}
