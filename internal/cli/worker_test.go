@@ -2,10 +2,12 @@ package cli_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,16 +93,23 @@ func TestWorkerServesProfilesWhenAsked(t *testing.T) {
 		return m != nil
 	}, 30*time.Second, 10*time.Millisecond, "no pprof address logged: %s", errb.String())
 
-	resp, err := http.Get("http://" + addr + "/debug/pprof/goroutine?debug=1")
-	require.NoError(t, err)
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.Contains(t, string(body), "dispatch.(*Dispatcher)", "the profile is of this worker")
+	// The profiles are served from before the dispatcher starts: its
+	// goroutines show once it has.
+	var profile string
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + addr + "/debug/pprof/goroutine?debug=1")
+		if err != nil {
+			profile = err.Error()
+			return false
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		profile = fmt.Sprintf("%d %s %v", resp.StatusCode, body, err)
+		return err == nil && resp.StatusCode == http.StatusOK && strings.Contains(string(body), "dispatch.(*Dispatcher)")
+	}, 30*time.Second, 20*time.Millisecond, "the profile is of this worker: %.2000s", profile)
 
 	stopAndWait(t, stop, done)
-	_, err = http.Get("http://" + addr + "/debug/pprof/")
+	_, err := http.Get("http://" + addr + "/debug/pprof/")
 	require.Error(t, err, "the profile server stops with the worker")
 }
 
