@@ -16,21 +16,29 @@ import (
 	"github.com/heraldhooks/herald/internal/testdb"
 )
 
+// openWithEndpoint opens a store with one endpoint, of consumer "c", taking
+// every event type, and its statements compiled (which needs the writer).
+func openWithEndpoint(t *testing.T) *Store {
+	t.Helper()
+	s := openInternal(t)
+	_, err := s.EndpointCreate(t.Context(), &store.EndpointCreateParams{Endpoint: &herald.Endpoint{
+		ConsumerID: "c", URL: "https://example.com/h", EventTypes: []string{"*"}, Enabled: true,
+		Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", Timeout: time.Second, SignatureScheme: herald.SchemeStandard,
+	}})
+	require.NoError(t, err)
+	_, err = s.prepared(t.Context())
+	require.NoError(t, err)
+	return s
+}
+
 // TestIngestCallsThatOverlapCommitTogether: calls that queue while the
 // writer is busy are written as one group, each with its own answer and
 // its own deliveries; a call whose context ended while it waited is not
 // written, and the calls beside it are.
 func TestIngestCallsThatOverlapCommitTogether(t *testing.T) {
 	t.Parallel()
-	s := openInternal(t)
+	s := openWithEndpoint(t)
 	ctx := t.Context()
-	_, err := s.EndpointCreate(ctx, &store.EndpointCreateParams{Endpoint: &herald.Endpoint{
-		ConsumerID: "c", URL: "https://example.com/h", EventTypes: []string{"*"}, Enabled: true,
-		Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", Timeout: time.Second, SignatureScheme: herald.SchemeStandard,
-	}})
-	require.NoError(t, err)
-	_, err = s.prepared(ctx) // compiling needs the writer too
-	require.NoError(t, err)
 
 	// Hold the writer so that the calls below queue up behind it.
 	release, held := make(chan struct{}), make(chan struct{})
@@ -159,16 +167,9 @@ func TestCheckpointerCopiesTheWALIntoTheFile(t *testing.T) {
 // whose call fails commits its other calls, and its rider alone.
 func TestOutcomeWriteRidesTheNextGroup(t *testing.T) {
 	t.Parallel()
-	s := openInternal(t)
+	s := openWithEndpoint(t)
 	ctx := t.Context()
-	_, err := s.EndpointCreate(ctx, &store.EndpointCreateParams{Endpoint: &herald.Endpoint{
-		ConsumerID: "c", URL: "https://example.com/h", EventTypes: []string{"*"}, Enabled: true,
-		Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", Timeout: time.Second, SignatureScheme: herald.SchemeStandard,
-	}})
-	require.NoError(t, err)
-	_, err = s.prepared(ctx) // compiling needs the writer too
-	require.NoError(t, err)
-	_, err = s.writer.ExecContext(ctx, `CREATE TRIGGER refuse_events BEFORE INSERT ON events
+	_, err := s.writer.ExecContext(ctx, `CREATE TRIGGER refuse_events BEFORE INSERT ON events
 		WHEN NEW.event_type = 'refused' BEGIN SELECT RAISE(ABORT, 'refused by the test'); END`)
 	require.NoError(t, err)
 
