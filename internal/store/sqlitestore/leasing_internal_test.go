@@ -98,9 +98,7 @@ func TestIngestGroupGivesBackAFailedCallsLeases(t *testing.T) {
 			t.Parallel()
 			s := openInternal(t)
 			ctx := t.Context()
-			_, err := s.writer.ExecContext(ctx, `CREATE TRIGGER refuse_events BEFORE INSERT ON events
-				WHEN NEW.event_type = 'order.refused' BEGIN SELECT RAISE(ABORT, 'refused by the test'); END`)
-			require.NoError(t, err)
+			refuseEvents(t, s, "order.refused")
 			ep := leasingEndpoint(t, s, "c", tc.maxInFlight)
 			st, err := s.prepared(ctx)
 			require.NoError(t, err)

@@ -31,6 +31,51 @@ func openWithEndpoint(t *testing.T) *Store {
 	return s
 }
 
+// holdWriter holds the writer until release is called, so that write
+// transactions queue behind it.
+func holdWriter(t *testing.T, s *Store) (release func()) {
+	t.Helper()
+	done, held := make(chan struct{}), make(chan struct{})
+	holder := make(chan error, 1)
+	go func() {
+		holder <- s.write(t.Context(), func(*sql.Tx) error {
+			close(held)
+			<-done
+			return nil
+		})
+	}()
+	<-held
+	return func() {
+		close(done)
+		require.NoError(t, <-holder)
+	}
+}
+
+// ingestAnswer is what an EventIngest call answered.
+type ingestAnswer struct {
+	res []store.EventIngestResult
+	err error
+}
+
+// ingestAsync makes an EventIngest call of item in the background.
+func ingestAsync(ctx context.Context, s *Store, item store.EventIngestItem) <-chan ingestAnswer {
+	ch := make(chan ingestAnswer, 1)
+	go func() {
+		res, err := s.EventIngest(ctx, &store.EventIngestParams{Events: []store.EventIngestItem{item}})
+		ch <- ingestAnswer{res, err}
+	}()
+	return ch
+}
+
+// refuseEvents has the database refuse every event of eventType, as a
+// failed statement of an ingest call would.
+func refuseEvents(t *testing.T, s *Store, eventType string) {
+	t.Helper()
+	_, err := s.writer.ExecContext(t.Context(), `CREATE TRIGGER refuse_events BEFORE INSERT ON events
+		WHEN NEW.event_type = '`+eventType+`' BEGIN SELECT RAISE(ABORT, 'refused by the test'); END`)
+	require.NoError(t, err)
+}
+
 // TestIngestCallsThatOverlapCommitTogether: calls that queue while the
 // writer is busy are written as one group, each with its own answer and
 // its own deliveries; a call whose context ended while it waited is not
@@ -41,30 +86,11 @@ func TestIngestCallsThatOverlapCommitTogether(t *testing.T) {
 	ctx := t.Context()
 
 	// Hold the writer so that the calls below queue up behind it.
-	release, held := make(chan struct{}), make(chan struct{})
-	holder := make(chan error, 1)
-	go func() {
-		holder <- s.write(ctx, func(*sql.Tx) error {
-			close(held)
-			<-release
-			return nil
+	release := holdWriter(t, s)
+	send := func(ctx context.Context, key string) <-chan ingestAnswer {
+		return ingestAsync(ctx, s, store.EventIngestItem{
+			ConsumerID: "c", EventType: "a.b", Payload: []byte(`{"k":"` + key + `"}`), IdempotencyKey: key,
 		})
-	}()
-	<-held
-
-	type answer struct {
-		res []store.EventIngestResult
-		err error
-	}
-	send := func(ctx context.Context, key string) <-chan answer {
-		ch := make(chan answer, 1)
-		go func() {
-			res, err := s.EventIngest(ctx, &store.EventIngestParams{Events: []store.EventIngestItem{
-				{ConsumerID: "c", EventType: "a.b", Payload: []byte(`{"k":"` + key + `"}`), IdempotencyKey: key},
-			}})
-			ch <- answer{res, err}
-		}()
-		return ch
 	}
 	queued := func(n int) func() bool {
 		return func() bool {
@@ -85,10 +111,9 @@ func TestIngestCallsThatOverlapCommitTogether(t *testing.T) {
 	d := send(ctx, "d")
 	require.Eventually(t, queued(3), 10*time.Second, time.Millisecond)
 	cancel()
-	close(release)
-	require.NoError(t, <-holder)
+	release()
 
-	for key, ch := range map[string]<-chan answer{"a": a, "b": b, "d": d} {
+	for key, ch := range map[string]<-chan ingestAnswer{"a": a, "b": b, "d": d} {
 		got := <-ch
 		require.NoError(t, got.err, key)
 		require.Len(t, got.res, 1, key)
@@ -169,23 +194,9 @@ func TestOutcomeWriteRidesTheNextGroup(t *testing.T) {
 	t.Parallel()
 	s := openWithEndpoint(t)
 	ctx := t.Context()
-	_, err := s.writer.ExecContext(ctx, `CREATE TRIGGER refuse_events BEFORE INSERT ON events
-		WHEN NEW.event_type = 'refused' BEGIN SELECT RAISE(ABORT, 'refused by the test'); END`)
-	require.NoError(t, err)
-
-	type answer struct {
-		res []store.EventIngestResult
-		err error
-	}
-	ingest := func(ctx context.Context, eventType string) <-chan answer {
-		ch := make(chan answer, 1)
-		go func() {
-			res, err := s.EventIngest(ctx, &store.EventIngestParams{Events: []store.EventIngestItem{
-				{ConsumerID: "c", EventType: eventType, Payload: []byte(`{}`)},
-			}})
-			ch <- answer{res, err}
-		}()
-		return ch
+	refuseEvents(t, s, "refused")
+	ingest := func(ctx context.Context, eventType string) <-chan ingestAnswer {
+		return ingestAsync(ctx, s, store.EventIngestItem{ConsumerID: "c", EventType: eventType, Payload: []byte(`{}`)})
 	}
 	// claimOne ingests an event and leases its delivery.
 	claimOne := func() *store.ClaimedDelivery {
@@ -229,17 +240,8 @@ func TestOutcomeWriteRidesTheNextGroup(t *testing.T) {
 	// own, waiting for the writer, and the calls of eventTypes queue behind
 	// it; then the outcome write of c, with ctx, comes. release lets the
 	// writer go.
-	queueUp := func(ctx context.Context, c *store.ClaimedDelivery, eventTypes ...string) (calls []<-chan answer, ride <-chan error, release func()) {
-		done, held := make(chan struct{}), make(chan struct{})
-		holder := make(chan error, 1)
-		go func() {
-			holder <- s.write(t.Context(), func(*sql.Tx) error {
-				close(held)
-				<-done
-				return nil
-			})
-		}()
-		<-held
+	queueUp := func(ctx context.Context, c *store.ClaimedDelivery, eventTypes ...string) (calls []<-chan ingestAnswer, ride <-chan error, release func()) {
+		release = holdWriter(t, s)
 		calls = append(calls, ingest(t.Context(), "a.b"))
 		waitFor(func() bool { return s.groupBusy && len(s.groupQueue) == 0 })
 		for i, et := range eventTypes {
@@ -248,10 +250,7 @@ func TestOutcomeWriteRidesTheNextGroup(t *testing.T) {
 		}
 		ride = complete(ctx, c)
 		waitFor(func() bool { return len(s.groupRides) == 1 })
-		return calls, ride, func() {
-			close(done)
-			require.NoError(t, <-holder)
-		}
+		return calls, ride, release
 	}
 
 	t.Run("Rides", func(t *testing.T) {
