@@ -105,13 +105,10 @@ WITH n AS (
 			WHERE r.endpoint_id = x.endpoint_id AND r.kind = 1 AND r.due_at <= n.t) AS retries
 	FROM unnest($7::text[], $8::int[], $9::bigint[]) AS x(endpoint_id, cap, lease_us), n
 	WHERE x.endpoint_id = ANY(string_to_array(current_setting('herald.leasing'), ','))
-), room AS (
-	SELECT endpoint_id, lease_us, greatest(cap - leased - waiting, 0) AS room
-	FROM locked
 ), pick AS (
-	SELECT u.id, r.lease_us
-	FROM u JOIN room r ON r.endpoint_id = u.endpoint_id
-	WHERE u.k <= r.room
+	SELECT u.id, l.lease_us
+	FROM u JOIN locked l ON l.endpoint_id = u.endpoint_id
+	WHERE u.k <= l.cap - l.leased - l.waiting
 	ORDER BY u.ord
 	LIMIT $10
 ), woke AS MATERIALIZED (
