@@ -304,7 +304,7 @@ func bulkFill(b *testing.B, path string, events int) {
 	}
 	cols, vals = copyOf("events", map[string]string{
 		"id": "printf('evt_bench%09d', n.i)", "consumer_id": "printf('c%d', n.i % ?)",
-		"created_at": "? - (? - n.i) * ? / ?", "idempotency_key": "NULL",
+		"created_at": "? - (? - n.i) * ? / ?", "idempotency_key": "NULL", "unlisted": "NULL",
 	})
 	exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
 		INSERT INTO events (`+cols+`) SELECT `+vals+` FROM n, (SELECT * FROM events LIMIT 1) AS t`,
@@ -327,6 +327,7 @@ func bulkFill(b *testing.B, path string, events int) {
 		"updated_at":       "e.created_at",
 		"delivered_at":     "CASE WHEN " + r + " < 970 THEN e.created_at END",
 		"seq":              "e.rowid * 1000 + p.rowid / 1000",
+		"unlisted":         "NULL", // history, listed long ago
 	})
 	exec(`INSERT INTO deliveries (` + cols + `) SELECT ` + vals + `
 		FROM (SELECT * FROM deliveries LIMIT 1) AS t

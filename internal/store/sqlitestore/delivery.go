@@ -101,12 +101,13 @@ func (s *Store) DeliveryList(ctx context.Context, p *store.DeliveryListParams) (
 }
 
 // deliveryListQuery is DeliveryList's query, newest first, limit+1 rows.
-// With an endpoint it reads that endpoint's index, never the status index:
-// SQLite would otherwise walk every dead delivery of every endpoint in id
-// order (the order asked) for the few of one, 166 ms with 150,000 dead
-// among 10 million. Its dead deliveries come from the partial index that
-// holds dead rows only, sorted (as many as its dead-letter queue holds),
-// its others from its own deliveries in id order.
+// With an endpoint it reads that endpoint's listing index, never the
+// status index: SQLite would otherwise walk every dead delivery of every
+// endpoint in id order (the order asked) for the few of one, 166 ms with
+// 150,000 dead among 10 million. Its dead deliveries come from the
+// partial index that holds dead rows only, sorted (as many as its
+// dead-letter queue holds), its others from its own deliveries in id
+// order, listed or not (listedOrNot); a consumer's likewise.
 func deliveryListQuery(p *store.DeliveryListParams, limit int) (string, []any) {
 	w := &where{}
 	deadOfEndpoint := p.EndpointID != "" && p.Status == herald.StatusDead
@@ -133,14 +134,17 @@ func deliveryListQuery(p *store.DeliveryListParams, limit int) (string, []any) {
 	if p.Cursor != "" {
 		w.add("id < ?", p.Cursor)
 	}
-	from := " FROM deliveries"
 	switch {
 	case deadOfEndpoint:
-		from += " INDEXED BY deliveries_dead"
-	case p.EndpointID != "" && p.EventID == "":
-		from += " INDEXED BY deliveries_endpoint"
+		return `SELECT ` + deliveryColumns + ` FROM deliveries INDEXED BY deliveries_dead` + w.String() +
+			` ORDER BY id DESC LIMIT ?`, append(w.args, limit+1)
+	case p.EventID != "":
+	case p.EndpointID != "":
+		return listedOrNot(deliveryColumns, "deliveries", "deliveries_endpoint", "deliveries_unlisted", w, limit+1)
+	case p.ConsumerID != "":
+		return listedOrNot(deliveryColumns, "deliveries", "deliveries_consumer", "deliveries_unlisted", w, limit+1)
 	}
-	return `SELECT ` + deliveryColumns + from + w.String() + ` ORDER BY id DESC LIMIT ?`, append(w.args, limit+1)
+	return `SELECT ` + deliveryColumns + ` FROM deliveries` + w.String() + ` ORDER BY id DESC LIMIT ?`, append(w.args, limit+1)
 }
 
 // replaySet is the SET of a replay: pending, due now, a fresh budget.
@@ -214,7 +218,14 @@ func (s *Store) DeliveryReplayMany(ctx context.Context, p *store.DeliveryReplayM
 	if p.EventID != "" {
 		w.add("event_id = ?", p.EventID)
 	}
-	if p.EndpointID != "" {
+	// An endpoint's deliveries (without an event) are its rows listed or
+	// not (ownedRows), looked up by rowid: NOT INDEXED keeps SQLite from
+	// walking the status index, every terminal delivery, instead.
+	table := "deliveries"
+	if p.EndpointID != "" && p.EventID == "" {
+		w.add(ownedRows("deliveries", "deliveries_endpoint", "deliveries_unlisted", "endpoint_id"), p.EndpointID, p.EndpointID)
+		table = "deliveries NOT INDEXED"
+	} else if p.EndpointID != "" {
 		w.add("endpoint_id = ?", p.EndpointID)
 	}
 	if !p.Since.IsZero() {
@@ -225,7 +236,7 @@ func (s *Store) DeliveryReplayMany(ctx context.Context, p *store.DeliveryReplayM
 	}
 	if p.DryRun {
 		var n int
-		if err := s.reader.QueryRowContext(ctx, `SELECT count(*) FROM deliveries`+w.String(), w.args...).Scan(&n); err != nil {
+		if err := s.reader.QueryRowContext(ctx, `SELECT count(*) FROM `+table+w.String(), w.args...).Scan(&n); err != nil {
 			return 0, fmt.Errorf("count deliveries to replay: %w", err)
 		}
 		return n, nil
@@ -241,11 +252,11 @@ func (s *Store) DeliveryReplayMany(ctx context.Context, p *store.DeliveryReplayM
 			// the microsecond.
 			res, err = tx.ExecContext(ctx, `UPDATE deliveries SET `+replayPacedSet+`
 				FROM (SELECT id, row_number() OVER (ORDER BY created_at, seq) - 1 AS n
-					FROM deliveries`+w.String()+`) AS r
+					FROM `+table+w.String()+`) AS r
 				WHERE deliveries.id = r.id`,
 				append([]any{micros(t), 1e6 / p.Rate, micros(t)}, w.args...)...)
 		} else {
-			res, err = tx.ExecContext(ctx, `UPDATE deliveries SET `+replaySet+w.String(),
+			res, err = tx.ExecContext(ctx, `UPDATE `+table+` SET `+replaySet+w.String(),
 				append([]any{micros(t), micros(t)}, w.args...)...)
 		}
 		if err != nil {

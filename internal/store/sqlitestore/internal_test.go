@@ -149,6 +149,23 @@ func queryPlan(t *testing.T, s *Store, query string, args ...any) string {
 	return strings.Join(plan, "\n")
 }
 
+// requireListedOrNot checks the plan of a listedOrNot read: the owner's
+// range of its listing index (listed, "index (column=?") and the unlisted
+// rows through their own index, each part in its index's order, so that
+// the only sorts are of a part's rows (at most its limit), never of the
+// rows an index walk met.
+func requireListedOrNot(t *testing.T, plan, listed, unlisted string) {
+	t.Helper()
+	require.Contains(t, plan, "USING INDEX "+listed, plan)
+	require.Contains(t, plan, "USING INDEX "+unlisted, plan)
+	lines := strings.Split(plan, "\n")
+	for i, l := range lines {
+		if strings.Contains(l, "TEMP B-TREE") {
+			require.True(t, i > 0 && strings.HasPrefix(lines[i-1], "SCAN (subquery-"), "a sort of an index walk:\n%s", plan)
+		}
+	}
+}
+
 func TestHotQueriesUseTheirIndexes(t *testing.T) {
 	t.Parallel()
 	s := openInternal(t)
@@ -203,10 +220,37 @@ func TestHotQueriesUseTheirIndexes(t *testing.T) {
 			{EndpointID: "ep_x", ConsumerID: "c1", EventType: "order.created", Cursor: "dlv_x"},
 		} {
 			query, args := deliveryListQuery(p, 50)
-			plan := queryPlan(t, s, query, args...)
-			require.Contains(t, plan, "deliveries_endpoint (endpoint_id=?")
-			require.NotContains(t, plan, "TEMP B-TREE", "no sort: the index gives the order")
+			requireListedOrNot(t, queryPlan(t, s, query, args...), "deliveries_endpoint (endpoint_id=?", "deliveries_unlisted")
 		}
+	})
+	t.Run("DeliveryListOfAConsumer", func(t *testing.T) {
+		t.Parallel()
+		for _, p := range []*store.DeliveryListParams{
+			{ConsumerID: "c1"},
+			{ConsumerID: "c1", Status: herald.StatusDead, Cursor: "dlv_x"},
+		} {
+			query, args := deliveryListQuery(p, 50)
+			requireListedOrNot(t, queryPlan(t, s, query, args...), "deliveries_consumer (consumer_id=?", "deliveries_unlisted")
+		}
+	})
+	t.Run("EventListOfAConsumer", func(t *testing.T) {
+		t.Parallel()
+		w := &where{}
+		w.add("consumer_id = ?", "c1")
+		w.add("id < ?", "evt_x")
+		query, args := listedOrNot(eventColumns, "events", "events_consumer", "events_unlisted", w, 51)
+		requireListedOrNot(t, queryPlan(t, s, query, args...), "events_consumer (consumer_id=?", "events_unlisted")
+	})
+	t.Run("AllOfAConsumerOrEndpoint", func(t *testing.T) {
+		t.Parallel()
+		// Counts by status and replays read every row of their owner, and
+		// only those: by rowid, from its listing index and the unlisted
+		// rows, never a walk of the status index.
+		plan := queryPlan(t, s, consumerCountsQuery, "c1", "c1")
+		require.Contains(t, plan, "SEARCH deliveries USING INDEX deliveries_consumer (consumer_id=?)")
+		require.Contains(t, plan, "SCAN deliveries USING INDEX deliveries_unlisted")
+		require.Contains(t, plan, "SEARCH deliveries USING INTEGER PRIMARY KEY (rowid=?)")
+		require.NotContains(t, plan, "deliveries_status")
 	})
 	t.Run("EndpointFigures", func(t *testing.T) {
 		t.Parallel()
@@ -347,6 +391,21 @@ func TestProtectionMigrationKeepsExistingRows(t *testing.T) {
 	}
 	require.NoError(t, rows.Err())
 	require.Equal(t, []string{"dlv_b", "dlv_c", "dlv_a", res[0].Deliveries[0].ID}, order)
+
+	// The rows kept are listed (migration 0019): the listing indexes
+	// hold them, and the lists find them beside the new, unlisted one.
+	var listed int
+	require.NoError(t, s.reader.QueryRowContext(ctx, `SELECT count(*) FROM deliveries INDEXED BY deliveries_endpoint
+		WHERE unlisted IS NULL AND endpoint_id = 'ep_1'`).Scan(&listed))
+	require.Equal(t, 3, listed)
+	for _, p := range []*store.DeliveryListParams{{EndpointID: "ep_1"}, {ConsumerID: "c"}} {
+		page, err := s.DeliveryList(ctx, p)
+		require.NoError(t, err)
+		require.Len(t, page.Items, 4)
+	}
+	events, err := s.EventList(ctx, &store.EventListParams{ConsumerID: "c"})
+	require.NoError(t, err)
+	require.Len(t, events.Items, 2)
 }
 
 // TestConfirmationMigrationKeepsAddressesConfirmed: an address set before

@@ -61,5 +61,6 @@ func (s *Store) Migrate(ctx context.Context) error {
 			s.logger.Info("applied migration", "migration", m.Name)
 		}
 	}
+	s.startLister()
 	return nil
 }

@@ -40,7 +40,12 @@ type Store struct {
 	// by closing checkpointed.
 	checkpointer *sql.DB
 	checkpointed chan struct{}
-	logger       *slog.Logger
+	// listerOnce starts the lister (list.go), which runs every listEvery
+	// and ends by closing listerDone.
+	listEvery  time.Duration
+	listerOnce sync.Once
+	listerDone chan struct{}
+	logger     *slog.Logger
 	// secrets seals endpoint secrets at rest (store.OpenOptions).
 	secrets store.Secrets
 
@@ -162,6 +167,8 @@ func Open(ctx context.Context, path string, logger *slog.Logger, opts ...store.O
 		subs:         map[chan struct{}]struct{}{},
 		done:         make(chan struct{}),
 		checkpointed: make(chan struct{}),
+		listEvery:    listEvery,
+		listerDone:   make(chan struct{}),
 	}
 	go s.checkpoint()
 	return s, nil
@@ -228,6 +235,8 @@ func (s *Store) Close() error {
 	}
 	s.mu.Unlock()
 
+	s.listerOnce.Do(func() { close(s.listerDone) })
+	<-s.listerDone
 	<-s.checkpointed
 	// A last full checkpoint leaves the WAL empty, so the file alone
 	// holds everything once Herald stops.

@@ -28,18 +28,17 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 	}
 	defer tx.Rollback()
 
-	// One consumer's counts read its rows through deliveries_consumer.
-	byStatus := `SELECT status, count(*) FROM deliveries GROUP BY status`
+	byStatus, byStatusArgs := `SELECT status, count(*) FROM deliveries GROUP BY status`, []any(nil)
 	var args []any
 	consumer := ""
 	if p.ConsumerID != "" {
-		byStatus = `SELECT status, count(*) FROM deliveries WHERE consumer_id = ? GROUP BY status`
+		byStatus, byStatusArgs = consumerCountsQuery, []any{p.ConsumerID, p.ConsumerID}
 		args = append(args, p.ConsumerID)
 		consumer = ` AND consumer_id = ?`
 	}
 	if p.QueueOnly {
 		st.ByStatus = nil
-	} else if err := countByStatus(ctx, tx, byStatus, args, st.ByStatus); err != nil {
+	} else if err := countByStatus(ctx, tx, byStatus, byStatusArgs, st.ByStatus); err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
 	// The dead ones are a range of deliveries_status: no other status is
@@ -80,6 +79,11 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 	}
 	return st, nil
 }
+
+// consumerCountsQuery counts one consumer's deliveries by status, its rows
+// read through deliveries_consumer and the unlisted ones (ownedRows).
+var consumerCountsQuery = `SELECT status, count(*) FROM deliveries NOT INDEXED
+	WHERE ` + ownedRows("deliveries", "deliveries_consumer", "deliveries_unlisted", "consumer_id") + ` GROUP BY status`
 
 // countByStatus runs query (status, count) into byStatus.
 func countByStatus(ctx context.Context, tx *sql.Tx, query string, args []any, byStatus map[herald.Status]int64) error {

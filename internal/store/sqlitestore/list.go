@@ -1,0 +1,130 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// The lister moves new events and deliveries into the listing indexes
+// (events_consumer, deliveries_endpoint, deliveries_consumer: migration
+// 0019), listEvery apart (Store.listEvery), at most listBatch rows of each
+// table a transaction. Until then a row is unlisted, and the reads that list by
+// consumer or endpoint read it through the small index of unlisted rows
+// (listedOrNot). Written as each row arrives, an entry of a listing index
+// lands on its consumer's or endpoint's own last page, a page write per
+// delivery for each of the three; written in a pass, the entries of a
+// second's rows share those pages.
+const (
+	listEvery = time.Second
+	listBatch = 10_000
+)
+
+// The statements of a pass: each lists up to listBatch rows, the oldest
+// unlisted first.
+const (
+	listEventsQuery = `UPDATE events SET unlisted = NULL WHERE rowid IN
+		(SELECT rowid FROM events INDEXED BY events_unlisted WHERE unlisted = 1 ORDER BY id LIMIT ?)`
+	listDeliveriesQuery = `UPDATE deliveries SET unlisted = NULL WHERE rowid IN
+		(SELECT rowid FROM deliveries INDEXED BY deliveries_unlisted WHERE unlisted = 1 ORDER BY id LIMIT ?)`
+)
+
+// startLister starts the lister once; Migrate calls it, as the lister's
+// statements need the schema. Close, by the same sync.Once, closes
+// listerDone itself when it never started.
+func (s *Store) startLister() {
+	s.listerOnce.Do(func() { go s.lister() })
+}
+
+// lister runs listUnlisted every s.listEvery until Close.
+func (s *Store) lister() {
+	defer close(s.listerDone)
+	tick := time.NewTicker(s.listEvery)
+	defer tick.Stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		<-s.done
+		cancel()
+	}()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-tick.C:
+		}
+		if _, err := s.listUnlisted(ctx, listBatch); err != nil && ctx.Err() == nil {
+			s.logger.Warn("sqlite lister", "error", err)
+		}
+	}
+}
+
+// listUnlisted lists every row unlisted when it starts, in transactions
+// of up to batch rows of each table, and returns how many it listed.
+func (s *Store) listUnlisted(ctx context.Context, batch int64) (int64, error) {
+	var total int64
+	for {
+		var events, deliveries int64
+		err := s.write(ctx, func(tx *sql.Tx) error {
+			var err error
+			if events, err = execCount(ctx, tx, listEventsQuery, batch); err != nil {
+				return fmt.Errorf("list events: %w", err)
+			}
+			if deliveries, err = execCount(ctx, tx, listDeliveriesQuery, batch); err != nil {
+				return fmt.Errorf("list deliveries: %w", err)
+			}
+			return nil
+		})
+		if err != nil {
+			return total, err
+		}
+		total += events + deliveries
+		if events < batch && deliveries < batch {
+			return total, nil
+		}
+	}
+}
+
+// execCount runs a statement and returns the rows it changed.
+func execCount(ctx context.Context, tx *sql.Tx, query string, args ...any) (int64, error) {
+	res, err := tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// listedOrNot is a read of table's rows that match w, newest first, at
+// most limit of them, through a listing index: the union of that index's
+// rows (listed) and the unlisted rows, read through unlistedIndex (as many
+// as the lister left, a second's worth), each part newest first and cut
+// at limit. It returns what a plain read would, but reads the listing
+// index, which SQLite uses only for a query that names its condition.
+// cols must include id.
+func listedOrNot(cols, table, index, unlistedIndex string, w *where, limit int) (string, []any) {
+	cond := strings.Join(w.conds, " AND ")
+	if cond != "" {
+		cond = " AND " + cond
+	}
+	part := func(idx, unlisted string) string {
+		return `SELECT * FROM (SELECT ` + cols + ` FROM ` + table + ` INDEXED BY ` + idx +
+			` WHERE ` + unlisted + cond + ` ORDER BY id DESC LIMIT ?)`
+	}
+	q := part(index, "unlisted IS NULL") + ` UNION ALL ` + part(unlistedIndex, "unlisted = 1") +
+		` ORDER BY id DESC LIMIT ?`
+	args := append(append([]any{}, w.args...), limit)
+	args = append(append(args, w.args...), limit, limit)
+	return q, args
+}
+
+// ownedRows is a condition on table's rows: those whose col is the
+// argument, given twice, read through the listing index on col and the
+// unlisted rows, for a statement that reads or changes all of them. Name
+// the table NOT INDEXED in that statement, so that SQLite looks the rows
+// up by rowid instead of walking another index.
+func ownedRows(table, index, unlistedIndex, col string) string {
+	return `rowid IN (SELECT rowid FROM ` + table + ` INDEXED BY ` + index + ` WHERE unlisted IS NULL AND ` + col + ` = ?
+		UNION ALL SELECT rowid FROM ` + table + ` INDEXED BY ` + unlistedIndex + ` WHERE unlisted = 1 AND ` + col + ` = ?)`
+}

@@ -1,0 +1,142 @@
+package sqlitestore
+
+import (
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/store"
+	"github.com/heraldhooks/herald/internal/testdb"
+)
+
+// openLister opens a store whose lister runs every listEvery (an hour:
+// only when the test calls listUnlisted), with one endpoint for each of
+// the consumers c1 and c2, returned by consumer.
+func openLister(t *testing.T, listEvery time.Duration) (*Store, map[string]string) {
+	t.Helper()
+	s, err := Open(t.Context(), testdb.SQLitePath(t), slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	s.listEvery = listEvery
+	require.NoError(t, s.Migrate(t.Context()))
+	endpoints := map[string]string{}
+	for _, c := range []string{"c1", "c2"} {
+		ep, err := s.EndpointCreate(t.Context(), &store.EndpointCreateParams{Endpoint: &herald.Endpoint{
+			ConsumerID: c, URL: "https://example.com/" + c, EventTypes: []string{"*"}, Enabled: true,
+			Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", Timeout: time.Second, SignatureScheme: herald.SchemeStandard,
+		}})
+		require.NoError(t, err)
+		endpoints[c] = ep.ID
+	}
+	return s, endpoints
+}
+
+// ingestOne ingests an event of consumer and returns its delivery's id.
+func ingestOne(t *testing.T, s *Store, consumer string, at time.Time) string {
+	t.Helper()
+	res, err := s.EventIngest(t.Context(), &store.EventIngestParams{
+		Events: []store.EventIngestItem{{ConsumerID: consumer, EventType: "order.created", Payload: []byte(`{}`)}},
+		Now:    at,
+	})
+	require.NoError(t, err)
+	require.Len(t, res[0].Deliveries, 1)
+	return res[0].Deliveries[0].ID
+}
+
+// count runs a count(*) query on the writer.
+func count(t *testing.T, s *Store, query string, args ...any) int {
+	t.Helper()
+	var n int
+	require.NoError(t, s.writer.QueryRowContext(t.Context(), query, args...).Scan(&n))
+	return n
+}
+
+// listedDeliveries lists an endpoint's deliveries page by page, limit a
+// page, newest first.
+func listedDeliveries(t *testing.T, s *Store, p store.DeliveryListParams, limit int) []string {
+	t.Helper()
+	var ids []string
+	p.Limit = limit
+	for {
+		page, err := s.DeliveryList(t.Context(), &p)
+		require.NoError(t, err)
+		for _, d := range page.Items {
+			ids = append(ids, d.ID)
+		}
+		if page.NextCursor == "" {
+			return ids
+		}
+		p.Cursor = page.NextCursor
+	}
+}
+
+// TestNewRowsAreListedInPasses: an ingest writes no entry of a listing
+// index; the reads by consumer and endpoint find the new rows all the
+// same, in order, across pages that span listed and unlisted rows; a pass
+// lists them all, in batches; the lister makes passes by itself.
+func TestNewRowsAreListedInPasses(t *testing.T) {
+	t.Parallel()
+	s, endpoints := openLister(t, time.Hour)
+	ctx := t.Context()
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+	var mine []string // c1's deliveries, oldest first
+	for i := range 3 {
+		mine = append(mine, ingestOne(t, s, "c1", at.Add(time.Duration(i)*time.Second)))
+	}
+	ingestOne(t, s, "c2", at)
+	require.Equal(t, 4, count(t, s, `SELECT count(*) FROM deliveries WHERE unlisted = 1`))
+	require.Equal(t, 4, count(t, s, `SELECT count(*) FROM events WHERE unlisted = 1`))
+	require.Zero(t, count(t, s, `SELECT count(*) FROM deliveries INDEXED BY deliveries_endpoint WHERE unlisted IS NULL AND endpoint_id = ?`, endpoints["c1"]),
+		"an ingest writes no entry of a listing index")
+
+	newestFirst := func(ids []string) []string {
+		out := make([]string, len(ids))
+		for i, id := range ids {
+			out[len(ids)-1-i] = id
+		}
+		return out
+	}
+	check := func() {
+		t.Helper()
+		want := newestFirst(mine)
+		require.Equal(t, want, listedDeliveries(t, s, store.DeliveryListParams{EndpointID: endpoints["c1"]}, 2))
+		require.Equal(t, want, listedDeliveries(t, s, store.DeliveryListParams{ConsumerID: "c1"}, 2))
+		require.Equal(t, want, listedDeliveries(t, s, store.DeliveryListParams{ConsumerID: "c1", Status: herald.StatusPending}, 50))
+		events, err := s.EventList(ctx, &store.EventListParams{ConsumerID: "c1", Limit: 50})
+		require.NoError(t, err)
+		require.Len(t, events.Items, len(mine))
+		stats, err := s.Stats(ctx, &store.StatsParams{ConsumerID: "c1", Now: at})
+		require.NoError(t, err)
+		require.Equal(t, int64(len(mine)), stats.ByStatus[herald.StatusPending])
+		n, err := s.DeliveryReplayMany(ctx, &store.DeliveryReplayManyParams{EndpointID: endpoints["c1"], DryRun: true, Now: at})
+		require.NoError(t, err)
+		require.Zero(t, n, "none is terminal")
+	}
+	check()
+
+	listed, err := s.listUnlisted(ctx, 3)
+	require.NoError(t, err)
+	require.Equal(t, int64(8), listed, "four events and four deliveries, in two batches of up to three of each")
+	require.Zero(t, count(t, s, `SELECT count(*) FROM deliveries WHERE unlisted IS NOT NULL`))
+	require.Zero(t, count(t, s, `SELECT count(*) FROM events WHERE unlisted IS NOT NULL`))
+	require.Equal(t, 3, count(t, s, `SELECT count(*) FROM deliveries INDEXED BY deliveries_endpoint WHERE unlisted IS NULL AND endpoint_id = ?`, endpoints["c1"]))
+	check()
+
+	// Two more: pages of two now span the unlisted and the listed rows.
+	for i := range 2 {
+		mine = append(mine, ingestOne(t, s, "c1", at.Add(time.Duration(10+i)*time.Second)))
+	}
+	check()
+
+	// The lister lists by itself, every listEvery.
+	s2, _ := openLister(t, 10*time.Millisecond)
+	ingestOne(t, s2, "c1", at)
+	require.Eventually(t, func() bool {
+		return count(t, s2, `SELECT count(*) FROM deliveries WHERE unlisted IS NOT NULL`) == 0 &&
+			count(t, s2, `SELECT count(*) FROM events WHERE unlisted IS NOT NULL`) == 0
+	}, 10*time.Second, 10*time.Millisecond)
+}
