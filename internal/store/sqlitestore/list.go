@@ -10,16 +10,16 @@ import (
 
 // The lister moves new events and deliveries into the listing indexes
 // (events_consumer, deliveries_endpoint, deliveries_consumer: migration
-// 0019), listEvery apart (Store.listEvery), at most listBatch rows of each
-// table a transaction. Until then a row is unlisted, and the reads that list by
-// consumer or endpoint read it through the small index of unlisted rows
-// (listedOrNot). Written as each row arrives, an entry of a listing index
-// lands on its consumer's or endpoint's own last page, a page write per
-// delivery for each of the three; written in a pass, the entries of a
-// second's rows share those pages.
+// 0019), listEvery apart (Store.listEvery), at most listBatch rows of one
+// table a transaction. Until then a row is unlisted, and the reads that
+// list by consumer or endpoint read it through the small index of unlisted
+// rows (listedOrNot). Written as each row arrives, an entry of a listing
+// index lands on its consumer's or endpoint's own last page, a page write
+// per delivery for each of the three; written in a batch, the entries of
+// the batch's rows share those pages.
 const (
 	listEvery = time.Second
-	listBatch = 10_000
+	listBatch = 500
 )
 
 // The statements of a pass: each lists up to listBatch rows, the oldest
@@ -61,30 +61,33 @@ func (s *Store) lister() {
 	}
 }
 
-// listUnlisted lists every row unlisted when it starts, in transactions
-// of up to batch rows of each table, and returns how many it listed.
+// listUnlisted lists the unlisted rows, events then deliveries, in
+// transactions of up to batch rows of one table, until a transaction finds
+// fewer, and returns how many it listed. A transaction holds the writer
+// for its batch (a row costs 10-20 us), so others write between two.
 func (s *Store) listUnlisted(ctx context.Context, batch int64) (int64, error) {
 	var total int64
-	for {
-		var events, deliveries int64
-		err := s.write(ctx, func(tx *sql.Tx) error {
-			var err error
-			if events, err = execCount(ctx, tx, listEventsQuery, batch); err != nil {
-				return fmt.Errorf("list events: %w", err)
+	for _, table := range []struct{ name, query string }{
+		{"events", listEventsQuery},
+		{"deliveries", listDeliveriesQuery},
+	} {
+		for {
+			var n int64
+			err := s.write(ctx, func(tx *sql.Tx) error {
+				var err error
+				n, err = execCount(ctx, tx, table.query, batch)
+				return err
+			})
+			if err != nil {
+				return total, fmt.Errorf("list %s: %w", table.name, err)
 			}
-			if deliveries, err = execCount(ctx, tx, listDeliveriesQuery, batch); err != nil {
-				return fmt.Errorf("list deliveries: %w", err)
+			total += n
+			if n < batch {
+				break
 			}
-			return nil
-		})
-		if err != nil {
-			return total, err
-		}
-		total += events + deliveries
-		if events < batch && deliveries < batch {
-			return total, nil
 		}
 	}
+	return total, nil
 }
 
 // execCount runs a statement and returns the rows it changed.

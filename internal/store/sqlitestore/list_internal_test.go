@@ -120,7 +120,7 @@ func TestNewRowsAreListedInPasses(t *testing.T) {
 
 	listed, err := s.listUnlisted(ctx, 3)
 	require.NoError(t, err)
-	require.Equal(t, int64(8), listed, "four events and four deliveries, in two batches of up to three of each")
+	require.Equal(t, int64(8), listed, "four events and four deliveries, in batches of up to three")
 	require.Zero(t, count(t, s, `SELECT count(*) FROM deliveries WHERE unlisted IS NOT NULL`))
 	require.Zero(t, count(t, s, `SELECT count(*) FROM events WHERE unlisted IS NOT NULL`))
 	require.Equal(t, 3, count(t, s, `SELECT count(*) FROM deliveries INDEXED BY deliveries_endpoint WHERE unlisted IS NULL AND endpoint_id = ?`, endpoints["c1"]))
