@@ -33,7 +33,6 @@ func TestBinaryAsAUserWould(t *testing.T) {
 	dir := t.TempDir()
 	bin := heraldBinary(t)
 
-	addr := freeAddr(t)
 	db := "sqlite://" + filepath.Join(dir, "herald.db")
 
 	migrate := exec.Command(bin, "migrate", "--db", db)
@@ -43,7 +42,8 @@ func TestBinaryAsAUserWould(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	serve := exec.CommandContext(ctx, bin, "serve", "--addr", addr, "--db", db, "--allow-private-networks")
+	// Port 0: the system picks a free port, which serve logs.
+	serve := exec.CommandContext(ctx, bin, "serve", "--addr", "127.0.0.1:0", "--db", db, "--allow-private-networks")
 	stdout, err := serve.StdoutPipe()
 	require.NoError(t, err)
 	var stderr lockedBuffer
@@ -82,7 +82,7 @@ func TestBinaryAsAUserWould(t *testing.T) {
 	require.NotEmpty(t, key, "serve printed no API key; stderr: %s", stderr.String())
 	go func() { _, _ = io.Copy(io.Discard, stdout) }()
 
-	base := "http://" + addr
+	base := "http://" + servingAddr(t, &stderr, "")
 	waitFor(t, "herald to answer /healthz", func() bool {
 		resp, err := http.Get(base + "/healthz")
 		if err != nil {
@@ -185,6 +185,29 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
+// servingAddr waits for a Herald's log (in logs) to say where it serves
+// what ("" for its API, "metrics" for its metrics listener) and returns
+// that address: a listener given port 0 is on the port the system chose.
+func servingAddr(t *testing.T, logs *lockedBuffer, what string) string {
+	t.Helper()
+	msg := "herald serving"
+	if what != "" {
+		msg += " " + what
+	}
+	re := regexp.MustCompile(`msg="` + msg + `" addr=(127\.0\.0\.1:\d+)`)
+	var addr string
+	waitFor(t, "herald to log where it serves "+msg, func() bool {
+		if m := re.FindStringSubmatch(logs.String()); m != nil {
+			addr = m[1]
+		}
+		return addr != ""
+	})
+	return addr
+}
+
+// freeAddr returns an address on loopback that was free a moment ago.
+// Another process can take it before the caller listens on it: use it
+// only where port 0 cannot be (an address a script must know beforehand).
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

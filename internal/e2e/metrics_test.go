@@ -246,17 +246,19 @@ func TestWorkerServesMetrics(t *testing.T) {
 	t.Parallel()
 	cfg := config.Default()
 	cfg.DB = "sqlite://" + testdb.SQLitePath(t)
-	cfg.MetricsAddr = freeAddr(t)
+	cfg.MetricsAddr = "127.0.0.1:0" // the port the system picks, which the log tells
+	var logs lockedBuffer
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	a, err := app.New(ctx, cfg, app.Deps{}, false)
+	a, err := app.New(ctx, cfg, app.Deps{Logger: slog.New(slog.NewTextHandler(&logs, nil))}, false)
 	require.NoError(t, err)
 	defer a.Close()
 	require.Nil(t, a.Handler, "a worker has no API")
 	done := make(chan error, 1)
 	go func() { done <- a.Work(ctx) }()
 
-	url := "http://" + cfg.MetricsAddr + "/metrics"
+	addr := servingAddr(t, &logs, "metrics")
+	url := "http://" + addr + "/metrics"
 	waitFor(t, "the worker's metrics listener", func() bool {
 		resp, err := http.Get(url)
 		if err != nil {
@@ -268,7 +270,7 @@ func TestWorkerServesMetrics(t *testing.T) {
 	s := getMetrics(t, url)
 	require.True(t, s.has(`herald_attempts_in_flight`))
 	require.True(t, s.has(`herald_dead_letter_depth`))
-	require.Equal(t, http.StatusNotFound, statusWithoutKey(t, "http://"+cfg.MetricsAddr+"/v1/stats"), "a worker serves metrics only")
+	require.Equal(t, http.StatusNotFound, statusWithoutKey(t, "http://"+addr+"/v1/stats"), "a worker serves metrics only")
 
 	stop()
 	select {
