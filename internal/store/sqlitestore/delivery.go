@@ -139,6 +139,7 @@ func deliveryListQuery(p *store.DeliveryListParams, limit int) (string, []any) {
 		return `SELECT ` + deliveryColumns + ` FROM deliveries INDEXED BY deliveries_dead` + w.String() +
 			` ORDER BY id DESC LIMIT ?`, append(w.args, limit+1)
 	case p.EventID != "":
+		// An event's few deliveries: deliveries_event.
 	case p.EndpointID != "":
 		return listedOrNot(deliveryColumns, "deliveries", "deliveries_endpoint", "deliveries_unlisted", w, limit+1)
 	case p.ConsumerID != "":

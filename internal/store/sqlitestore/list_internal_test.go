@@ -24,12 +24,7 @@ func openLister(t *testing.T, listEvery time.Duration) (*Store, map[string]strin
 	require.NoError(t, s.Migrate(t.Context()))
 	endpoints := map[string]string{}
 	for _, c := range []string{"c1", "c2"} {
-		ep, err := s.EndpointCreate(t.Context(), &store.EndpointCreateParams{Endpoint: &herald.Endpoint{
-			ConsumerID: c, URL: "https://example.com/" + c, EventTypes: []string{"*"}, Enabled: true,
-			Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", Timeout: time.Second, SignatureScheme: herald.SchemeStandard,
-		}})
-		require.NoError(t, err)
-		endpoints[c] = ep.ID
+		endpoints[c] = leasingEndpoint(t, s, c, 0).ID
 	}
 	return s, endpoints
 }
