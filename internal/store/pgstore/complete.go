@@ -691,7 +691,12 @@ func (s *Store) observe(ctx context.Context, tx queryer, later *pgx.Batch, p *st
 
 // DeliveryRelease hands leases back: each delivery still delivering under
 // its token becomes pending and due now, its attempt count unchanged, and
-// the dispatchers of every node are woken.
+// the dispatchers of every node are woken. It holds the deliveries'
+// endpoints FOR KEY SHARE, in id order, before it touches a delivery, as
+// every writer of several deliveries does: a disable of one of them (FOR
+// UPDATE, then its live deliveries one after another) is done before the
+// release starts, or waits for it, and the two cannot each hold a delivery
+// the other waits for.
 func (s *Store) DeliveryRelease(ctx context.Context, p *store.DeliveryReleaseParams) error {
 	if len(p.Leases) == 0 {
 		return nil
@@ -701,16 +706,27 @@ func (s *Store) DeliveryRelease(ctx context.Context, p *store.DeliveryReleasePar
 	for i, l := range p.Leases {
 		ids[i], tokens[i] = l.DeliveryID, l.LeaseToken
 	}
-	_, err := s.pool.Exec(ctx, `
-		WITH released AS (
-			UPDATE deliveries d SET status = 'pending', due_at = n.t, updated_at = n.t
-			FROM unnest($1::text[], $2::bigint[]) AS l(id, token),
-				(SELECT coalesce($3::timestamptz, now()) AS t) AS n
-			WHERE d.id = l.id AND d.status = 'delivering' AND d.lease_token = l.token
-			RETURNING d.id
-		)
-		SELECT pg_notify($4, '') WHERE EXISTS (SELECT 1 FROM released)`,
-		ids, tokens, nowArg(p.Now), s.channel)
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `
+			SELECT 1 FROM endpoints e
+			WHERE e.id IN (SELECT d.endpoint_id FROM unnest($1::text[], $2::bigint[]) AS l(id, token)
+				JOIN deliveries d ON d.id = l.id AND d.status = 'delivering' AND d.lease_token = l.token)
+			ORDER BY e.id
+			FOR KEY SHARE OF e`, ids, tokens); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `
+			WITH released AS (
+				UPDATE deliveries d SET status = 'pending', due_at = n.t, updated_at = n.t
+				FROM unnest($1::text[], $2::bigint[]) AS l(id, token),
+					(SELECT coalesce($3::timestamptz, now()) AS t) AS n
+				WHERE d.id = l.id AND d.status = 'delivering' AND d.lease_token = l.token
+				RETURNING d.id
+			)
+			SELECT pg_notify($4, '') WHERE EXISTS (SELECT 1 FROM released)`,
+			ids, tokens, nowArg(p.Now), s.channel)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("release deliveries: %w", err)
 	}
