@@ -134,10 +134,10 @@ func deliveryListQuery(p *store.DeliveryListParams, limit int) (string, []any) {
 	if p.Cursor != "" {
 		w.add("id < ?", p.Cursor)
 	}
+	from := " FROM deliveries"
 	switch {
 	case deadOfEndpoint:
-		return `SELECT ` + deliveryColumns + ` FROM deliveries INDEXED BY deliveries_dead` + w.String() +
-			` ORDER BY id DESC LIMIT ?`, append(w.args, limit+1)
+		from += " INDEXED BY deliveries_dead"
 	case p.EventID != "":
 		// An event's few deliveries: deliveries_event.
 	case p.EndpointID != "":
@@ -145,7 +145,7 @@ func deliveryListQuery(p *store.DeliveryListParams, limit int) (string, []any) {
 	case p.ConsumerID != "":
 		return listedOrNot(deliveryColumns, "deliveries", "deliveries_consumer", "deliveries_unlisted", w, limit+1)
 	}
-	return `SELECT ` + deliveryColumns + ` FROM deliveries` + w.String() + ` ORDER BY id DESC LIMIT ?`, append(w.args, limit+1)
+	return `SELECT ` + deliveryColumns + from + w.String() + ` ORDER BY id DESC LIMIT ?`, append(w.args, limit+1)
 }
 
 // replaySet is the SET of a replay: pending, due now, a fresh budget.

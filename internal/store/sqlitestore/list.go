@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -117,9 +118,7 @@ func listedOrNot(cols, table, index, unlistedIndex string, w *where, limit int) 
 	}
 	q := part(index, "unlisted IS NULL") + ` UNION ALL ` + part(unlistedIndex, "unlisted = 1") +
 		` ORDER BY id DESC LIMIT ?`
-	args := append(append([]any{}, w.args...), limit)
-	args = append(append(args, w.args...), limit, limit)
-	return q, args
+	return q, slices.Concat(w.args, []any{limit}, w.args, []any{limit, limit})
 }
 
 // ownedRows is a condition on table's rows: those whose col is the
