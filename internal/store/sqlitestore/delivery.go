@@ -101,13 +101,13 @@ func (s *Store) DeliveryList(ctx context.Context, p *store.DeliveryListParams) (
 }
 
 // deliveryListQuery is DeliveryList's query, newest first, limit+1 rows.
-// With an endpoint it reads that endpoint's listing index, never the
+// With an endpoint it reads that endpoint's listing, never the
 // status index: SQLite would otherwise walk every dead delivery of every
 // endpoint in id order (the order asked) for the few of one, 166 ms with
 // 150,000 dead among 10 million. Its dead deliveries come from the
 // partial index that holds dead rows only, sorted (as many as its
 // dead-letter queue holds), its others from its own deliveries in id
-// order, listed or not (listedOrNot); a consumer's likewise.
+// order, listed or not (listing.newestFirst); a consumer's likewise.
 func deliveryListQuery(p *store.DeliveryListParams, limit int) (string, []any) {
 	w := &where{}
 	deadOfEndpoint := p.EndpointID != "" && p.Status == herald.StatusDead
@@ -141,9 +141,9 @@ func deliveryListQuery(p *store.DeliveryListParams, limit int) (string, []any) {
 	case p.EventID != "":
 		// An event's few deliveries: deliveries_event.
 	case p.EndpointID != "":
-		return listedOrNot(deliveryColumns, "deliveries", "deliveries_endpoint", "deliveries_unlisted", w, limit+1)
+		return deliveriesOfEndpoint.newestFirst(deliveryColumns, p.EndpointID, w, p.Cursor, limit+1)
 	case p.ConsumerID != "":
-		return listedOrNot(deliveryColumns, "deliveries", "deliveries_consumer", "deliveries_unlisted", w, limit+1)
+		return deliveriesOfConsumer.newestFirst(deliveryColumns, p.ConsumerID, w, p.Cursor, limit+1)
 	}
 	return `SELECT ` + deliveryColumns + from + w.String() + ` ORDER BY id DESC LIMIT ?`, append(w.args, limit+1)
 }
@@ -220,11 +220,11 @@ func (s *Store) DeliveryReplayMany(ctx context.Context, p *store.DeliveryReplayM
 		w.add("event_id = ?", p.EventID)
 	}
 	// An endpoint's deliveries (without an event) are its rows listed or
-	// not (ownedRows), looked up by rowid: NOT INDEXED keeps SQLite from
+	// not (listing.ownedRows), looked up by rowid: NOT INDEXED keeps SQLite from
 	// walking the status index, every terminal delivery, instead.
 	table := "deliveries"
 	if p.EndpointID != "" && p.EventID == "" {
-		w.add(ownedRows("deliveries", "deliveries_endpoint", "deliveries_unlisted", "endpoint_id"), p.EndpointID, p.EndpointID)
+		w.add(deliveriesOfEndpoint.ownedRows(), p.EndpointID, p.EndpointID)
 		table = "deliveries NOT INDEXED"
 	} else if p.EndpointID != "" {
 		w.add("endpoint_id = ?", p.EndpointID)

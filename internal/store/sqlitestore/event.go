@@ -249,14 +249,14 @@ func (c *seqCounter) save(ctx context.Context) error {
 const (
 	findKeyQuery     = `SELECT ` + eventColumns + ` FROM events WHERE consumer_id = ? AND idempotency_key = ?`
 	listRefsQuery    = `SELECT id, endpoint_id FROM deliveries WHERE event_id = ? ORDER BY id`
-	insertEventQuery = `INSERT INTO events (` + eventColumns + `, unlisted) VALUES (?, ?, ?, ?, ?, ?, 1)`
+	insertEventQuery = `INSERT INTO events (` + eventColumns + `) VALUES (?, ?, ?, ?, ?, ?)`
 	// insertDeliveryQuery inserts a new delivery: pending and due (lease
 	// token 0), or leased at ingest (delivering, due when its lease runs
 	// out, lease token 1).
 	insertDeliveryQuery = `INSERT INTO deliveries
 		(id, event_id, endpoint_id, consumer_id, event_type, status, attempt_count, due_at,
-		 lease_token, last_status_code, last_error, dead_reason, created_at, updated_at, seq, unlisted)
-		VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, 0, '', '', ?, ?, ?, 1)`
+		 lease_token, last_status_code, last_error, dead_reason, created_at, updated_at, seq)
+		VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, 0, '', '', ?, ?, ?)`
 	// fanOutQuery lists the enabled endpoints of a consumer with their
 	// filters; fanOutWholeQuery reads them whole, with their token
 	// buckets, for an ingest that may lease.
@@ -395,11 +395,11 @@ func (s *Store) EventList(ctx context.Context, p *store.EventListParams) (*store
 	if p.Cursor != "" {
 		w.add("id < ?", p.Cursor)
 	}
-	// A consumer's events are read through its listing index, listed or
-	// not (listedOrNot).
+	// A consumer's events are read through its listing, listed or not
+	// (listing.newestFirst).
 	query, args := `SELECT `+eventColumns+` FROM events`+w.String()+` ORDER BY id DESC LIMIT ?`, append(w.args, limit+1)
 	if p.ConsumerID != "" {
-		query, args = listedOrNot(eventColumns, "events", "events_consumer", "events_unlisted", w, limit+1)
+		query, args = eventsOfConsumer.newestFirst(eventColumns, p.ConsumerID, w, p.Cursor, limit+1)
 	}
 	rows, err := s.reader.QueryContext(ctx, query, args...)
 	if err != nil {

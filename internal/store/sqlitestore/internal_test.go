@@ -149,21 +149,30 @@ func queryPlan(t *testing.T, s *Store, query string, args ...any) string {
 	return strings.Join(plan, "\n")
 }
 
-// requireListedOrNot checks the plan of a listedOrNot read: the owner's
-// range of its listing index (listed, "index (column=?") and the unlisted
-// rows through their own index, each part in its index's order, so that
-// the only sorts are of a part's rows (at most its limit), never of the
-// rows an index walk met.
-func requireListedOrNot(t *testing.T, plan, listed, unlisted string) {
+// requireListedOrNot checks the plan of a listing's read
+// (listing.newestFirst): the owner's range of its listing (listed, "l
+// USING PRIMARY KEY (owner=?"), walked in order, and the queue of
+// unlisted rows; the only sorts are of a part's rows (at most its limit),
+// never of the rows a walk met.
+func requireListedOrNot(t *testing.T, plan, listed, queue string) {
 	t.Helper()
-	require.Contains(t, plan, "USING INDEX "+listed, plan)
-	require.Contains(t, plan, "USING INDEX "+unlisted, plan)
+	require.Contains(t, plan, "SEARCH l USING PRIMARY KEY ("+listed, plan)
+	require.Contains(t, plan, "SCAN "+queue, plan)
 	lines := strings.Split(plan, "\n")
 	for i, l := range lines {
 		if strings.Contains(l, "TEMP B-TREE") {
 			require.True(t, i > 0 && strings.HasPrefix(lines[i-1], "SCAN (subquery-"), "a sort of an index walk:\n%s", plan)
 		}
 	}
+}
+
+// ownerRange is the range of a listing a read walks: from the cursor, if
+// there is one.
+func ownerRange(cursor string) string {
+	if cursor != "" {
+		return "owner=? AND item<?)"
+	}
+	return "owner=?)"
 }
 
 func TestHotQueriesUseTheirIndexes(t *testing.T) {
@@ -220,7 +229,7 @@ func TestHotQueriesUseTheirIndexes(t *testing.T) {
 			{EndpointID: "ep_x", ConsumerID: "c1", EventType: "order.created", Cursor: "dlv_x"},
 		} {
 			query, args := deliveryListQuery(p, 50)
-			requireListedOrNot(t, queryPlan(t, s, query, args...), "deliveries_endpoint (endpoint_id=?", "deliveries_unlisted")
+			requireListedOrNot(t, queryPlan(t, s, query, args...), ownerRange(p.Cursor), "unlisted_deliveries")
 		}
 	})
 	t.Run("DeliveryListOfAConsumer", func(t *testing.T) {
@@ -230,7 +239,7 @@ func TestHotQueriesUseTheirIndexes(t *testing.T) {
 			{ConsumerID: "c1", Status: herald.StatusDead, Cursor: "dlv_x"},
 		} {
 			query, args := deliveryListQuery(p, 50)
-			requireListedOrNot(t, queryPlan(t, s, query, args...), "deliveries_consumer (consumer_id=?", "deliveries_unlisted")
+			requireListedOrNot(t, queryPlan(t, s, query, args...), ownerRange(p.Cursor), "unlisted_deliveries")
 		}
 	})
 	t.Run("EventListOfAConsumer", func(t *testing.T) {
@@ -238,17 +247,17 @@ func TestHotQueriesUseTheirIndexes(t *testing.T) {
 		w := &where{}
 		w.add("consumer_id = ?", "c1")
 		w.add("id < ?", "evt_x")
-		query, args := listedOrNot(eventColumns, "events", "events_consumer", "events_unlisted", w, 51)
-		requireListedOrNot(t, queryPlan(t, s, query, args...), "events_consumer (consumer_id=?", "events_unlisted")
+		query, args := eventsOfConsumer.newestFirst(eventColumns, "c1", w, "evt_x", 51)
+		requireListedOrNot(t, queryPlan(t, s, query, args...), ownerRange("evt_x"), "unlisted_events")
 	})
 	t.Run("AllOfAConsumerOrEndpoint", func(t *testing.T) {
 		t.Parallel()
 		// Counts by status and replays read every row of their owner, and
-		// only those: by rowid, from its listing index and the unlisted
+		// only those: by rowid, from its listing and the queue of unlisted
 		// rows, never a walk of the status index.
 		plan := queryPlan(t, s, consumerCountsQuery, "c1", "c1")
-		require.Contains(t, plan, "SEARCH deliveries USING INDEX deliveries_consumer (consumer_id=?)")
-		require.Contains(t, plan, "SCAN deliveries USING INDEX deliveries_unlisted")
+		require.Contains(t, plan, "SEARCH consumer_deliveries USING PRIMARY KEY (owner=?)")
+		require.Contains(t, plan, "SCAN unlisted_deliveries")
 		require.Contains(t, plan, "SEARCH deliveries USING INTEGER PRIMARY KEY (rowid=?)")
 		require.NotContains(t, plan, "deliveries_status")
 	})
@@ -392,10 +401,10 @@ func TestProtectionMigrationKeepsExistingRows(t *testing.T) {
 	require.NoError(t, rows.Err())
 	require.Equal(t, []string{"dlv_b", "dlv_c", "dlv_a", res[0].Deliveries[0].ID}, order)
 
-	// The rows kept are listed (migration 0019): the listing indexes
-	// hold them, and the lists find them beside the new, unlisted one.
-	require.Equal(t, 3, count(t, s, `SELECT count(*) FROM deliveries INDEXED BY deliveries_endpoint
-		WHERE unlisted IS NULL AND endpoint_id = 'ep_1'`))
+	// The rows kept are listed (migration 0020): the listings hold them,
+	// and the lists find them beside the new, unlisted one.
+	require.Equal(t, 3, count(t, s, `SELECT count(*) FROM endpoint_deliveries WHERE owner = 'ep_1'`))
+	require.Equal(t, 1, count(t, s, `SELECT count(*) FROM consumer_events WHERE owner = 'c'`))
 	for _, p := range []*store.DeliveryListParams{{EndpointID: "ep_1"}, {ConsumerID: "c"}} {
 		page, err := s.DeliveryList(ctx, p)
 		require.NoError(t, err)

@@ -68,8 +68,7 @@ func listedDeliveries(t *testing.T, s *Store, p store.DeliveryListParams, limit 
 	}
 }
 
-// TestNewRowsAreListedInPasses: an ingest writes no entry of a listing
-// index; the reads by consumer and endpoint find the new rows all the
+// TestNewRowsAreListedInPasses: an ingest writes no entry of a listing; the reads by consumer and endpoint find the new rows all the
 // same, in order, across pages that span listed and unlisted rows; a pass
 // lists them all, in batches; the lister makes passes by itself.
 func TestNewRowsAreListedInPasses(t *testing.T) {
@@ -83,10 +82,11 @@ func TestNewRowsAreListedInPasses(t *testing.T) {
 		mine = append(mine, ingestOne(t, s, "c1", at.Add(time.Duration(i)*time.Second)))
 	}
 	ingestOne(t, s, "c2", at)
-	require.Equal(t, 4, count(t, s, `SELECT count(*) FROM deliveries WHERE unlisted = 1`))
-	require.Equal(t, 4, count(t, s, `SELECT count(*) FROM events WHERE unlisted = 1`))
-	require.Zero(t, count(t, s, `SELECT count(*) FROM deliveries INDEXED BY deliveries_endpoint WHERE unlisted IS NULL AND endpoint_id = ?`, endpoints["c1"]),
-		"an ingest writes no entry of a listing index")
+	require.Equal(t, 4, count(t, s, `SELECT count(*) FROM unlisted_deliveries`))
+	require.Equal(t, 4, count(t, s, `SELECT count(*) FROM unlisted_events`))
+	for _, listing := range []string{"consumer_events", "endpoint_deliveries", "consumer_deliveries"} {
+		require.Zero(t, count(t, s, `SELECT count(*) FROM `+listing), "an ingest writes no entry of a listing: %s", listing)
+	}
 
 	newestFirst := func(ids []string) []string {
 		out := make([]string, len(ids))
@@ -116,9 +116,11 @@ func TestNewRowsAreListedInPasses(t *testing.T) {
 	listed, err := s.listUnlisted(ctx, 3)
 	require.NoError(t, err)
 	require.Equal(t, int64(8), listed, "four events and four deliveries, in batches of up to three")
-	require.Zero(t, count(t, s, `SELECT count(*) FROM deliveries WHERE unlisted IS NOT NULL`))
-	require.Zero(t, count(t, s, `SELECT count(*) FROM events WHERE unlisted IS NOT NULL`))
-	require.Equal(t, 3, count(t, s, `SELECT count(*) FROM deliveries INDEXED BY deliveries_endpoint WHERE unlisted IS NULL AND endpoint_id = ?`, endpoints["c1"]))
+	require.Zero(t, count(t, s, `SELECT count(*) FROM unlisted_deliveries`))
+	require.Zero(t, count(t, s, `SELECT count(*) FROM unlisted_events`))
+	require.Equal(t, 3, count(t, s, `SELECT count(*) FROM endpoint_deliveries WHERE owner = ?`, endpoints["c1"]))
+	require.Equal(t, 3, count(t, s, `SELECT count(*) FROM consumer_deliveries WHERE owner = 'c1'`))
+	require.Equal(t, 3, count(t, s, `SELECT count(*) FROM consumer_events WHERE owner = 'c1'`))
 	check()
 
 	// Two more: pages of two now span the unlisted and the listed rows.
@@ -131,7 +133,47 @@ func TestNewRowsAreListedInPasses(t *testing.T) {
 	s2, _ := openLister(t, 10*time.Millisecond)
 	ingestOne(t, s2, "c1", at)
 	require.Eventually(t, func() bool {
-		return count(t, s2, `SELECT count(*) FROM deliveries WHERE unlisted IS NOT NULL`) == 0 &&
-			count(t, s2, `SELECT count(*) FROM events WHERE unlisted IS NOT NULL`) == 0
+		return count(t, s2, `SELECT count(*) FROM unlisted_deliveries`) == 0 &&
+			count(t, s2, `SELECT count(*) FROM unlisted_events`) == 0 &&
+			count(t, s2, `SELECT count(*) FROM endpoint_deliveries`) == 1
 	}, 10*time.Second, 10*time.Millisecond)
+}
+
+// TestPurgeTakesListingEntries: a purge deletes the listings' entries of
+// the rows it deletes, listed or still queued, and the listings then hold
+// no entry without its row.
+func TestPurgeTakesListingEntries(t *testing.T) {
+	t.Parallel()
+	s, endpoints := openLister(t, time.Hour)
+	ctx := t.Context()
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+	ingestOne(t, s, "c1", at)
+	ingestOne(t, s, "c2", at)
+	listed, err := s.listUnlisted(ctx, listBatch)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), listed)
+	ingestOne(t, s, "c1", at) // queued
+	_, err = s.writer.ExecContext(ctx, `UPDATE deliveries SET status = 'delivered', due_at = NULL, delivered_at = ?1, updated_at = ?1`, micros(at))
+	require.NoError(t, err)
+	kept := ingestOne(t, s, "c1", at.Add(2*time.Hour)) // too new to go
+
+	for {
+		res, err := s.EventPurge(ctx, &store.EventPurgeParams{Retention: time.Hour, Now: at.Add(2 * time.Hour), Limit: 2})
+		require.NoError(t, err)
+		if res.Done {
+			break
+		}
+	}
+	require.Equal(t, 1, count(t, s, `SELECT count(*) FROM deliveries`))
+	for _, table := range []string{"consumer_events", "endpoint_deliveries", "consumer_deliveries"} {
+		require.Zero(t, count(t, s, `SELECT count(*) FROM `+table), table)
+	}
+	require.Equal(t, 1, count(t, s, `SELECT count(*) FROM unlisted_events`))
+	require.Equal(t, 1, count(t, s, `SELECT count(*) FROM unlisted_deliveries WHERE item = ?`, kept))
+
+	listed, err = s.listUnlisted(ctx, listBatch)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), listed)
+	require.Equal(t, []string{kept}, listedDeliveries(t, s, store.DeliveryListParams{EndpointID: endpoints["c1"]}, 50))
 }

@@ -26,9 +26,24 @@ ORDER BY e.created_at, e.id
 LIMIT CAST(?4 AS INTEGER)`
 
 // The deletes of a purge batch, children first (the foreign keys are
-// enforced), each given the ids of the events that go as a JSON array.
+// enforced), each given the ids of the events that go as a JSON array;
+// the listings' entries of the rows first, while the rows say their
+// owners, and those of the queues (a second's worth; an event ended
+// before the cutoff is seldom still there).
 const (
-	purgeAttemptsQuery = `DELETE FROM attempts WHERE delivery_id IN (
+	purgeEndpointDeliveriesQuery = `DELETE FROM endpoint_deliveries WHERE (owner, item) IN (
+		SELECT d.endpoint_id, d.id FROM deliveries d INDEXED BY deliveries_event
+		WHERE d.event_id IN (SELECT value FROM json_each(?)))`
+	purgeConsumerDeliveriesQuery = `DELETE FROM consumer_deliveries WHERE (owner, item) IN (
+		SELECT d.consumer_id, d.id FROM deliveries d INDEXED BY deliveries_event
+		WHERE d.event_id IN (SELECT value FROM json_each(?)))`
+	purgeQueuedDeliveriesQuery = `DELETE FROM unlisted_deliveries WHERE item IN (
+		SELECT d.id FROM deliveries d INDEXED BY deliveries_event
+		WHERE d.event_id IN (SELECT value FROM json_each(?)))`
+	purgeListedEventsQuery = `DELETE FROM consumer_events WHERE (owner, item) IN (
+		SELECT consumer_id, id FROM events WHERE id IN (SELECT value FROM json_each(?)))`
+	purgeQueuedEventsQuery = `DELETE FROM unlisted_events WHERE item IN (SELECT value FROM json_each(?))`
+	purgeAttemptsQuery     = `DELETE FROM attempts WHERE delivery_id IN (
 		SELECT d.id FROM deliveries d INDEXED BY deliveries_event
 		WHERE d.event_id IN (SELECT value FROM json_each(?)))`
 	purgeDeliveriesQuery = `DELETE FROM deliveries WHERE event_id IN (SELECT value FROM json_each(?))`
@@ -80,10 +95,16 @@ func (s *Store) EventPurge(ctx context.Context, p *store.EventPurgeParams) (stor
 		if err != nil {
 			return err
 		}
+		var listed int64
 		for _, del := range []struct {
 			query string
 			n     *int64
 		}{
+			{purgeEndpointDeliveriesQuery, &listed},
+			{purgeConsumerDeliveriesQuery, &listed},
+			{purgeQueuedDeliveriesQuery, &listed},
+			{purgeListedEventsQuery, &listed},
+			{purgeQueuedEventsQuery, &listed},
 			{purgeAttemptsQuery, &res.Attempts},
 			{purgeDeliveriesQuery, &res.Deliveries},
 			{purgeEventsQuery, &res.Events},

@@ -26,4 +26,11 @@ func TestPurgeQueriesUseTheirIndexes(t *testing.T) {
 		require.NotRegexp(t, `SCAN (attempts|deliveries|events|d)\b`, plan, q)
 	}
 	require.Contains(t, queryPlan(t, s, purgeAttemptsQuery, `["evt_x"]`), "attempts_delivery")
+	// A listing's entries are found by their key, never by a walk of the
+	// listing; the queues are read whole (a second's worth).
+	for _, q := range []string{purgeEndpointDeliveriesQuery, purgeConsumerDeliveriesQuery, purgeListedEventsQuery} {
+		plan := queryPlan(t, s, q, `["evt_x"]`)
+		require.Regexp(t, `^SEARCH \w+ USING PRIMARY KEY \(owner=\? AND item=\?\)`, plan)
+		require.NotContains(t, plan, "SCAN d")
+	}
 }

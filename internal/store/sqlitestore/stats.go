@@ -81,9 +81,9 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 }
 
 // consumerCountsQuery counts one consumer's deliveries by status, its rows
-// read through deliveries_consumer and the unlisted ones (ownedRows).
+// read through its listing and the unlisted ones (listing.ownedRows).
 var consumerCountsQuery = `SELECT status, count(*) FROM deliveries NOT INDEXED
-	WHERE ` + ownedRows("deliveries", "deliveries_consumer", "deliveries_unlisted", "consumer_id") + ` GROUP BY status`
+	WHERE ` + deliveriesOfConsumer.ownedRows() + ` GROUP BY status`
 
 // countByStatus runs query (status, count) into byStatus.
 func countByStatus(ctx context.Context, tx *sql.Tx, query string, args []any, byStatus map[herald.Status]int64) error {
