@@ -131,9 +131,6 @@ func deliveryListQuery(p *store.DeliveryListParams, limit int) (string, []any) {
 	if p.EventType != "" {
 		w.add("event_type = ?", p.EventType)
 	}
-	if p.Cursor != "" {
-		w.add("id < ?", p.Cursor)
-	}
 	from := " FROM deliveries"
 	switch {
 	case deadOfEndpoint:
@@ -144,6 +141,9 @@ func deliveryListQuery(p *store.DeliveryListParams, limit int) (string, []any) {
 		return deliveriesOfEndpoint.newestFirst(deliveryColumns, p.EndpointID, w, p.Cursor, limit+1)
 	case p.ConsumerID != "":
 		return deliveriesOfConsumer.newestFirst(deliveryColumns, p.ConsumerID, w, p.Cursor, limit+1)
+	}
+	if p.Cursor != "" {
+		w.add("id < ?", p.Cursor)
 	}
 	return `SELECT ` + deliveryColumns + from + w.String() + ` ORDER BY id DESC LIMIT ?`, append(w.args, limit+1)
 }

@@ -392,14 +392,19 @@ func (s *Store) EventList(ctx context.Context, p *store.EventListParams) (*store
 	if !p.Until.IsZero() {
 		w.add("created_at < ?", micros(p.Until))
 	}
-	if p.Cursor != "" {
-		w.add("id < ?", p.Cursor)
-	}
 	// A consumer's events are read through its listing, listed or not
 	// (listing.newestFirst).
-	query, args := `SELECT `+eventColumns+` FROM events`+w.String()+` ORDER BY id DESC LIMIT ?`, append(w.args, limit+1)
+	var (
+		query string
+		args  []any
+	)
 	if p.ConsumerID != "" {
 		query, args = eventsOfConsumer.newestFirst(eventColumns, p.ConsumerID, w, p.Cursor, limit+1)
+	} else {
+		if p.Cursor != "" {
+			w.add("id < ?", p.Cursor)
+		}
+		query, args = `SELECT `+eventColumns+` FROM events`+w.String()+` ORDER BY id DESC LIMIT ?`, append(w.args, limit+1)
 	}
 	rows, err := s.reader.QueryContext(ctx, query, args...)
 	if err != nil {

@@ -24,30 +24,16 @@ const (
 	listBatch = 500
 )
 
-// A queue's move: lastQuery finds the last of the batch (?: its size),
-// the inserts copy the batch (n <= ?) into the listings, deleteQuery
-// takes it out of the queue.
-type listMove struct {
-	name, lastQuery, deleteQuery string
-	inserts                      []string
+// A queue holds the rows of one table not yet listed, in order of
+// arrival; its listings take them.
+type queue struct {
+	name, table string
+	listings    []listing
 }
 
-var listMoves = []listMove{
-	{
-		name:        "events",
-		lastQuery:   `SELECT count(*), max(n) FROM (SELECT n FROM unlisted_events ORDER BY n LIMIT ?)`,
-		deleteQuery: `DELETE FROM unlisted_events WHERE n <= ?`,
-		inserts:     []string{`INSERT INTO consumer_events (owner, item) SELECT owner, item FROM unlisted_events WHERE n <= ?`},
-	},
-	{
-		name:        "deliveries",
-		lastQuery:   `SELECT count(*), max(n) FROM (SELECT n FROM unlisted_deliveries ORDER BY n LIMIT ?)`,
-		deleteQuery: `DELETE FROM unlisted_deliveries WHERE n <= ?`,
-		inserts: []string{
-			`INSERT INTO endpoint_deliveries (owner, item) SELECT endpoint, item FROM unlisted_deliveries WHERE n <= ?`,
-			`INSERT INTO consumer_deliveries (owner, item) SELECT consumer, item FROM unlisted_deliveries WHERE n <= ?`,
-		},
-	},
+var queues = []queue{
+	{name: "events", table: "unlisted_events", listings: []listing{eventsOfConsumer}},
+	{name: "deliveries", table: "unlisted_deliveries", listings: []listing{deliveriesOfEndpoint, deliveriesOfConsumer}},
 }
 
 // startLister starts the lister once; Migrate calls it, as the lister's
@@ -82,27 +68,36 @@ func (s *Store) lister() {
 
 // listUnlisted lists the queued rows, events then deliveries, in
 // transactions of up to batch rows of one table, until a transaction finds
-// fewer, and returns how many it listed. A transaction holds the writer
-// for its batch, so others write between two.
+// fewer, and returns how many it listed. A transaction copies its batch
+// into the listings and deletes it from the queue, rewriting no row of
+// the history, and holds the writer only for that, so others write
+// between two.
 func (s *Store) listUnlisted(ctx context.Context, batch int64) (int64, error) {
 	var total int64
-	for _, m := range listMoves {
+	for _, q := range queues {
 		for {
 			var n int64
 			err := s.write(ctx, func(tx *sql.Tx) error {
 				var last sql.NullInt64
-				if err := tx.QueryRowContext(ctx, m.lastQuery, batch).Scan(&n, &last); err != nil || n == 0 {
+				err := tx.QueryRowContext(ctx, `SELECT count(*), max(n) FROM (SELECT n FROM `+q.table+` ORDER BY n LIMIT ?)`,
+					batch).Scan(&n, &last)
+				if err != nil || n == 0 {
 					return err
 				}
-				for _, q := range slices.Concat(m.inserts, []string{m.deleteQuery}) {
-					if _, err := tx.ExecContext(ctx, q, last.Int64); err != nil {
+				for _, l := range q.listings {
+					// An entry already there is left as it is: a listing is
+					// a set, and one row listed twice must not stop the
+					// lister.
+					if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO `+l.table+` (owner, item)
+						SELECT `+l.queueOwner+`, item FROM `+q.table+` WHERE n <= ?`, last.Int64); err != nil {
 						return err
 					}
 				}
-				return nil
+				_, err = tx.ExecContext(ctx, `DELETE FROM `+q.table+` WHERE n <= ?`, last.Int64)
+				return err
 			})
 			if err != nil {
-				return total, fmt.Errorf("list %s: %w", m.name, err)
+				return total, fmt.Errorf("list %s: %w", q.name, err)
 			}
 			total += n
 			if n < batch {
@@ -113,9 +108,9 @@ func (s *Store) listUnlisted(ctx context.Context, batch int64) (int64, error) {
 	return total, nil
 }
 
-// A listing is one of the history's listings: rows' rows listed by
-// owner in table, and queue's column queueOwner for the rows not yet
-// listed.
+// A listing lists the rows of the table rows by owner: its table holds
+// (owner, item) for the rows listed, and the column queueOwner of queue
+// holds the owner of each row not yet listed.
 type listing struct {
 	rows, table, queue, queueOwner string
 }
@@ -127,27 +122,37 @@ var (
 )
 
 // newestFirst is a read of owner's rows that match w, newest first, at
-// most limit of them, before cursor if it is not empty (w holds the
-// condition on id too): the union of the rows listed, walked in the
-// listing's order from the cursor, and those still queued (a second's
-// worth), each part cut at limit. cols must include id.
+// most limit of them, those before cursor if it is not empty: the union
+// of the rows listed, walked in the listing's order from the cursor, and
+// those still queued (a second's worth), each part cut at limit. Each
+// part starts from its owner's entries and looks its rows up by id, so
+// that SQLite never walks another index of the rows (that of a status,
+// in id order, would meet every row of the status). cols must include
+// id; w must not hold the cursor.
 func (l listing) newestFirst(cols, owner string, w *where, cursor string, limit int) (string, []any) {
-	cond := strings.Join(w.conds, " AND ")
-	if cond != "" {
-		cond = " AND " + cond
-	}
-	listedArgs := []any{owner}
-	from := ""
+	conds := slices.Clone(w.conds)
+	args := slices.Clone(w.args)
+	listedFrom, listedArgs := "", []any{owner}
 	if cursor != "" {
-		from = " AND l.item < ?"
+		conds = append(conds, l.rows+".id < ?")
+		args = append(args, cursor)
+		listedFrom = " AND l.item < ?"
 		listedArgs = append(listedArgs, cursor)
 	}
-	listed := `SELECT * FROM (SELECT ` + cols + ` FROM ` + l.table + ` AS l CROSS JOIN ` + l.rows +
-		` ON ` + l.rows + `.id = l.item WHERE l.owner = ?` + from + cond + ` ORDER BY l.item DESC LIMIT ?)`
-	unlisted := `SELECT * FROM (SELECT ` + cols + ` FROM ` + l.rows + ` WHERE id IN (SELECT item FROM ` + l.queue +
-		` WHERE ` + l.queueOwner + ` = ?)` + cond + ` ORDER BY id DESC LIMIT ?)`
-	q := listed + ` UNION ALL ` + unlisted + ` ORDER BY id DESC LIMIT ?`
-	return q, slices.Concat(listedArgs, w.args, []any{limit, owner}, w.args, []any{limit, limit})
+	cond := ""
+	if len(conds) > 0 {
+		cond = " AND " + strings.Join(conds, " AND ")
+	}
+	// Each part is in the order of its driving table's item (the rows'
+	// id), which the listing's key gives without a sort.
+	part := func(from, alias, owned string) string {
+		return `SELECT * FROM (SELECT ` + cols + ` FROM ` + from + ` AS ` + alias + ` CROSS JOIN ` + l.rows +
+			` ON ` + l.rows + `.id = ` + alias + `.item WHERE ` + owned + cond + ` ORDER BY ` + alias + `.item DESC LIMIT ?)`
+	}
+	listed := part(l.table, "l", `l.owner = ?`+listedFrom)
+	queued := part(l.queue, "q", `q.`+l.queueOwner+` = ?`)
+	return listed + ` UNION ALL ` + queued + ` ORDER BY id DESC LIMIT ?`,
+		slices.Concat(listedArgs, args, []any{limit, owner}, args, []any{limit, limit})
 }
 
 // ownedRows is a condition on the rows' rows: those of the owner given as
@@ -156,6 +161,6 @@ func (l listing) newestFirst(cols, owner string, w *where, cursor string, limit 
 // statement, so that SQLite looks the rows up by rowid instead of walking
 // another index.
 func (l listing) ownedRows() string {
-	return `rowid IN (SELECT rowid FROM ` + l.rows + ` WHERE id IN (SELECT item FROM ` + l.table + ` WHERE owner = ?
-		UNION ALL SELECT item FROM ` + l.queue + ` WHERE ` + l.queueOwner + ` = ?))`
+	return `rowid IN (SELECT r.rowid FROM ` + l.table + ` AS l CROSS JOIN ` + l.rows + ` AS r ON r.id = l.item WHERE l.owner = ?
+		UNION ALL SELECT r.rowid FROM ` + l.queue + ` AS q CROSS JOIN ` + l.rows + ` AS r ON r.id = q.item WHERE q.` + l.queueOwner + ` = ?)`
 }

@@ -177,3 +177,36 @@ func TestPurgeTakesListingEntries(t *testing.T) {
 	require.Equal(t, int64(2), listed)
 	require.Equal(t, []string{kept}, listedDeliveries(t, s, store.DeliveryListParams{EndpointID: endpoints["c1"]}, 50))
 }
+
+// TestListingMigrationListsEveryRow: a database that 0019's lister left
+// with rows listed and rows not yet listed has them all in the listings
+// after migration 0020, once each, and its queues start empty.
+func TestListingMigrationListsEveryRow(t *testing.T) {
+	t.Parallel()
+	s, err := Open(t.Context(), testdb.SQLitePath(t), slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	ctx := t.Context()
+	migrateBelow(t, s, 20)
+	ep := leasingEndpoint(t, s, "c1", 0)
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	var mine []string
+	for i := range 4 {
+		mine = append([]string{ingestOne(t, s, "c1", at.Add(time.Duration(i)*time.Second))}, mine...)
+	}
+	// 0019's lister had listed the first two, not the others.
+	for _, table := range []string{"events", "deliveries"} {
+		_, err := s.writer.ExecContext(ctx, `UPDATE `+table+` SET unlisted = 1 WHERE rowid > 2`)
+		require.NoError(t, err)
+		require.Equal(t, 2, count(t, s, `SELECT count(*) FROM `+table+` WHERE unlisted = 1`))
+	}
+
+	require.NoError(t, s.Migrate(ctx))
+	require.Equal(t, 4, count(t, s, `SELECT count(*) FROM consumer_events WHERE owner = 'c1'`))
+	require.Equal(t, 4, count(t, s, `SELECT count(*) FROM endpoint_deliveries WHERE owner = ?`, ep.ID))
+	require.Equal(t, 4, count(t, s, `SELECT count(*) FROM consumer_deliveries WHERE owner = 'c1'`))
+	require.Zero(t, count(t, s, `SELECT count(*) FROM unlisted_events`))
+	require.Zero(t, count(t, s, `SELECT count(*) FROM unlisted_deliveries`))
+	require.Equal(t, mine, listedDeliveries(t, s, store.DeliveryListParams{EndpointID: ep.ID}, 3))
+	require.Equal(t, mine, listedDeliveries(t, s, store.DeliveryListParams{ConsumerID: "c1"}, 3))
+}

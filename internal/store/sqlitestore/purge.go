@@ -31,23 +31,19 @@ LIMIT CAST(?4 AS INTEGER)`
 // owners, and those of the queues (a second's worth; an event ended
 // before the cutoff is seldom still there).
 const (
+	purgeGoingDeliveries = `SELECT d.id, d.endpoint_id, d.consumer_id FROM deliveries d INDEXED BY deliveries_event
+		WHERE d.event_id IN (SELECT value FROM json_each(?))`
 	purgeEndpointDeliveriesQuery = `DELETE FROM endpoint_deliveries WHERE (owner, item) IN (
-		SELECT d.endpoint_id, d.id FROM deliveries d INDEXED BY deliveries_event
-		WHERE d.event_id IN (SELECT value FROM json_each(?)))`
+		SELECT endpoint_id, id FROM (` + purgeGoingDeliveries + `))`
 	purgeConsumerDeliveriesQuery = `DELETE FROM consumer_deliveries WHERE (owner, item) IN (
-		SELECT d.consumer_id, d.id FROM deliveries d INDEXED BY deliveries_event
-		WHERE d.event_id IN (SELECT value FROM json_each(?)))`
-	purgeQueuedDeliveriesQuery = `DELETE FROM unlisted_deliveries WHERE item IN (
-		SELECT d.id FROM deliveries d INDEXED BY deliveries_event
-		WHERE d.event_id IN (SELECT value FROM json_each(?)))`
-	purgeListedEventsQuery = `DELETE FROM consumer_events WHERE (owner, item) IN (
+		SELECT consumer_id, id FROM (` + purgeGoingDeliveries + `))`
+	purgeQueuedDeliveriesQuery = `DELETE FROM unlisted_deliveries WHERE item IN (SELECT id FROM (` + purgeGoingDeliveries + `))`
+	purgeListedEventsQuery     = `DELETE FROM consumer_events WHERE (owner, item) IN (
 		SELECT consumer_id, id FROM events WHERE id IN (SELECT value FROM json_each(?)))`
 	purgeQueuedEventsQuery = `DELETE FROM unlisted_events WHERE item IN (SELECT value FROM json_each(?))`
-	purgeAttemptsQuery     = `DELETE FROM attempts WHERE delivery_id IN (
-		SELECT d.id FROM deliveries d INDEXED BY deliveries_event
-		WHERE d.event_id IN (SELECT value FROM json_each(?)))`
-	purgeDeliveriesQuery = `DELETE FROM deliveries WHERE event_id IN (SELECT value FROM json_each(?))`
-	purgeEventsQuery     = `DELETE FROM events WHERE id IN (SELECT value FROM json_each(?))`
+	purgeAttemptsQuery     = `DELETE FROM attempts WHERE delivery_id IN (SELECT id FROM (` + purgeGoingDeliveries + `))`
+	purgeDeliveriesQuery   = `DELETE FROM deliveries WHERE event_id IN (SELECT value FROM json_each(?))`
+	purgeEventsQuery       = `DELETE FROM events WHERE id IN (SELECT value FROM json_each(?))`
 )
 
 // EventPurge deletes one batch of ended history (store.Store.EventPurge).
@@ -95,16 +91,15 @@ func (s *Store) EventPurge(ctx context.Context, p *store.EventPurgeParams) (stor
 		if err != nil {
 			return err
 		}
-		var listed int64
 		for _, del := range []struct {
 			query string
-			n     *int64
+			n     *int64 // nil: not counted
 		}{
-			{purgeEndpointDeliveriesQuery, &listed},
-			{purgeConsumerDeliveriesQuery, &listed},
-			{purgeQueuedDeliveriesQuery, &listed},
-			{purgeListedEventsQuery, &listed},
-			{purgeQueuedEventsQuery, &listed},
+			{purgeEndpointDeliveriesQuery, nil},
+			{purgeConsumerDeliveriesQuery, nil},
+			{purgeQueuedDeliveriesQuery, nil},
+			{purgeListedEventsQuery, nil},
+			{purgeQueuedEventsQuery, nil},
 			{purgeAttemptsQuery, &res.Attempts},
 			{purgeDeliveriesQuery, &res.Deliveries},
 			{purgeEventsQuery, &res.Events},
@@ -112,6 +107,9 @@ func (s *Store) EventPurge(ctx context.Context, p *store.EventPurgeParams) (stor
 			r, err := tx.ExecContext(ctx, del.query, string(ids))
 			if err != nil {
 				return err
+			}
+			if del.n == nil {
+				continue
 			}
 			if *del.n, err = r.RowsAffected(); err != nil {
 				return err

@@ -7,8 +7,9 @@ import (
 )
 
 // TestPurgeQueriesUseTheirIndexes: a purge batch walks the events by their
-// creation index, in its order, and reaches deliveries and attempts by
-// theirs: no batch scans a table.
+// creation index, in its order, and reaches deliveries, attempts and the
+// listings' entries by theirs: no batch scans a table of the history (the
+// queues of unlisted rows it reads whole, a second's worth).
 func TestPurgeQueriesUseTheirIndexes(t *testing.T) {
 	t.Parallel()
 	s := openInternal(t)

@@ -39,10 +39,22 @@ CREATE TABLE unlisted_deliveries (
     consumer TEXT NOT NULL
 ) STRICT;
 
--- Every row kept is listed, whether 0019's lister had reached it or not.
-INSERT INTO consumer_events (owner, item) SELECT consumer_id, id FROM events ORDER BY consumer_id, id;
-INSERT INTO endpoint_deliveries (owner, item) SELECT endpoint_id, id FROM deliveries ORDER BY endpoint_id, id;
-INSERT INTO consumer_deliveries (owner, item) SELECT consumer_id, id FROM deliveries ORDER BY consumer_id, id;
+-- Every row kept is listed, whether 0019's lister had reached it or not:
+-- those it had, in order through its own indexes, the others (a second's
+-- worth) through theirs. An upgrade copies the entries once, as many as
+-- the rows kept, before Herald starts.
+INSERT INTO consumer_events (owner, item)
+    SELECT consumer_id, id FROM events INDEXED BY events_consumer WHERE unlisted IS NULL ORDER BY consumer_id, id;
+INSERT INTO consumer_events (owner, item)
+    SELECT consumer_id, id FROM events INDEXED BY events_unlisted WHERE unlisted = 1;
+INSERT INTO endpoint_deliveries (owner, item)
+    SELECT endpoint_id, id FROM deliveries INDEXED BY deliveries_endpoint WHERE unlisted IS NULL ORDER BY endpoint_id, id;
+INSERT INTO endpoint_deliveries (owner, item)
+    SELECT endpoint_id, id FROM deliveries INDEXED BY deliveries_unlisted WHERE unlisted = 1;
+INSERT INTO consumer_deliveries (owner, item)
+    SELECT consumer_id, id FROM deliveries INDEXED BY deliveries_consumer WHERE unlisted IS NULL ORDER BY consumer_id, id;
+INSERT INTO consumer_deliveries (owner, item)
+    SELECT consumer_id, id FROM deliveries INDEXED BY deliveries_unlisted WHERE unlisted = 1;
 
 DROP INDEX events_consumer;
 DROP INDEX events_unlisted;
@@ -50,10 +62,10 @@ DROP INDEX deliveries_endpoint;
 DROP INDEX deliveries_consumer;
 DROP INDEX deliveries_unlisted;
 
-CREATE TRIGGER events_unlisted AFTER INSERT ON events BEGIN
+CREATE TRIGGER events_unlisted_insert AFTER INSERT ON events BEGIN
     INSERT INTO unlisted_events (item, owner) VALUES (new.id, new.consumer_id);
 END;
 
-CREATE TRIGGER deliveries_unlisted AFTER INSERT ON deliveries BEGIN
+CREATE TRIGGER deliveries_unlisted_insert AFTER INSERT ON deliveries BEGIN
     INSERT INTO unlisted_deliveries (item, endpoint, consumer) VALUES (new.id, new.endpoint_id, new.consumer_id);
 END;
