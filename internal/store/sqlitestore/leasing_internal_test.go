@@ -15,7 +15,7 @@ import (
 
 // leasingEndpoint creates an endpoint of consumer c for order.* events
 // with an in-flight cap, for the leasing tests.
-func leasingEndpoint(t *testing.T, s *Store, c string, maxInFlight int) *herald.Endpoint {
+func leasingEndpoint(t testing.TB, s *Store, c string, maxInFlight int) *herald.Endpoint {
 	t.Helper()
 	ep, err := s.EndpointCreate(t.Context(), &store.EndpointCreateParams{Endpoint: &herald.Endpoint{
 		ConsumerID: c, URL: "https://example.com/h", EventTypes: []string{"order.*"}, Enabled: true,
