@@ -15,8 +15,9 @@ import (
 )
 
 // hotTables are the tables a soak watches, those that exist: every
-// ingest, claim and outcome writes them.
-var hotTables = []string{"deliveries", "events", "attempts", "endpoints", "endpoint_queue"}
+// ingest, claim and outcome writes them; and on SQLite the queues of rows
+// not yet listed, which a lister that keeps up holds at a second's worth.
+var hotTables = []string{"deliveries", "events", "attempts", "endpoints", "endpoint_queue", "unlisted_events", "unlisted_deliveries"}
 
 // probeTimeout bounds one reading of the database.
 const probeTimeout = 30 * time.Second
