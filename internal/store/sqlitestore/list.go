@@ -24,16 +24,11 @@ const (
 	listBatch = 500
 )
 
-// A queue holds the rows of one table not yet listed, in order of
-// arrival; its listings take them.
-type queue struct {
-	name, table string
-	listings    []listing
-}
-
-var queues = []queue{
-	{name: "events", table: "unlisted_events", listings: []listing{eventsOfConsumer}},
-	{name: "deliveries", table: "unlisted_deliveries", listings: []listing{deliveriesOfEndpoint, deliveriesOfConsumer}},
+// queues are the listings of each table that queues its new rows, in the
+// order a pass lists them: the listings of a table share its queue.
+var queues = [][]listing{
+	{eventsOfConsumer},
+	{deliveriesOfEndpoint, deliveriesOfConsumer},
 }
 
 // startLister starts the lister once; Migrate calls it, as the lister's
@@ -74,30 +69,31 @@ func (s *Store) lister() {
 // between two.
 func (s *Store) listUnlisted(ctx context.Context, batch int64) (int64, error) {
 	var total int64
-	for _, q := range queues {
+	for _, listings := range queues {
+		rows, queue := listings[0].rows, listings[0].queue
 		for {
 			var n int64
 			err := s.write(ctx, func(tx *sql.Tx) error {
 				var last sql.NullInt64
-				err := tx.QueryRowContext(ctx, `SELECT count(*), max(n) FROM (SELECT n FROM `+q.table+` ORDER BY n LIMIT ?)`,
+				err := tx.QueryRowContext(ctx, `SELECT count(*), max(n) FROM (SELECT n FROM `+queue+` ORDER BY n LIMIT ?)`,
 					batch).Scan(&n, &last)
 				if err != nil || n == 0 {
 					return err
 				}
-				for _, l := range q.listings {
+				for _, l := range listings {
 					// An entry already there is left as it is: a listing is
 					// a set, and one row listed twice must not stop the
 					// lister.
 					if _, err := tx.ExecContext(ctx, `INSERT OR IGNORE INTO `+l.table+` (owner, item)
-						SELECT `+l.queueOwner+`, item FROM `+q.table+` WHERE n <= ?`, last.Int64); err != nil {
+						SELECT `+l.queueOwner+`, item FROM `+queue+` WHERE n <= ?`, last.Int64); err != nil {
 						return err
 					}
 				}
-				_, err = tx.ExecContext(ctx, `DELETE FROM `+q.table+` WHERE n <= ?`, last.Int64)
+				_, err = tx.ExecContext(ctx, `DELETE FROM `+queue+` WHERE n <= ?`, last.Int64)
 				return err
 			})
 			if err != nil {
-				return total, fmt.Errorf("list %s: %w", q.name, err)
+				return total, fmt.Errorf("list %s: %w", rows, err)
 			}
 			total += n
 			if n < batch {
