@@ -189,8 +189,48 @@ func TestQueueGauges(t *testing.T) {
 		require.Equal(t, 90.0, must(t, r, NameQueueOldestDue))
 		require.Equal(t, 0.0, must(t, r, NameDeadLetterDepth))
 		require.Equal(t, 3.0, must(t, r, NameDeliveriesStatus, "status", "pending"))
-		for _, s := range []string{"delivering", "delivered", "dead", "cancelled"} {
+		for _, s := range []string{"delivering", "dead"} {
 			require.Equal(t, 0.0, must(t, r, NameDeliveriesStatus, "status", s), s)
+		}
+	})
+
+	t.Run("ByStatusCountsTheLiveAndDeadNotTheHistory", func(t *testing.T) {
+		t.Parallel()
+		m, st, c, _ := setup(t, Options{})
+		var asked []store.StatsParams
+		var mu sync.Mutex
+		st.StatsFunc = func(ctx context.Context, p *store.StatsParams) (*store.Stats, error) {
+			mu.Lock()
+			asked = append(asked, *p)
+			mu.Unlock()
+			return st.Store.Stats(ctx, p)
+		}
+		ingest(t, st, c, 3)
+		ctx := context.Background()
+		claimed, err := st.DeliveryClaim(ctx, &store.DeliveryClaimParams{Limit: 2, Now: c.Now()})
+		require.NoError(t, err)
+		require.Len(t, claimed, 2)
+		applied, err := st.DeliveryCompleteMany(ctx, &store.DeliveryCompleteManyParams{Now: c.Now(), Outcomes: []store.DeliveryOutcome{{
+			Lease:   store.Lease{DeliveryID: claimed[0].Delivery.ID, LeaseToken: claimed[0].LeaseToken},
+			Attempt: herald.Attempt{Number: 1, StatusCode: 200, AttemptedAt: c.Now()},
+			Status:  herald.StatusDelivered,
+		}}})
+		require.NoError(t, err)
+		require.Equal(t, []bool{true}, applied)
+
+		r := m.Registry()
+		require.Equal(t, 1.0, must(t, r, NameDeliveriesStatus, "status", "pending"))
+		require.Equal(t, 1.0, must(t, r, NameDeliveriesStatus, "status", "delivering"), "claimed and not yet ended")
+		require.Equal(t, 0.0, must(t, r, NameDeliveriesStatus, "status", "dead"))
+		for _, s := range []string{"delivered", "cancelled"} {
+			_, ok := value(t, r, NameDeliveriesStatus, "status", s)
+			require.False(t, ok, "%s is history, not scraped", s)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		require.NotEmpty(t, asked)
+		for _, p := range asked {
+			require.True(t, p.QueueOnly, "a scrape reads the queue, not the counts of every delivery kept")
 		}
 	})
 

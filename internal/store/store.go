@@ -228,7 +228,7 @@ type Store interface {
 	// Stats counts deliveries by status and measures the due queue, of
 	// every consumer or of p.ConsumerID alone. Counting by status costs
 	// every delivery kept; with p.QueueOnly it is left out, and what is
-	// left costs the due queue and the dead deliveries (an index range
+	// left costs the live deliveries and the dead ones (an index range
 	// each), not the history.
 	Stats(ctx context.Context, p *StatsParams) (*Stats, error)
 
@@ -777,8 +777,8 @@ type AttemptListParams struct {
 // consumer whose deliveries alone are counted (empty: every consumer's).
 type StatsParams struct {
 	ConsumerID string
-	// QueueOnly leaves ByStatus out (nil): DueNow, OldestDueAge and
-	// DeadLetters only.
+	// QueueOnly leaves ByStatus out (nil): Pending, Delivering, DueNow,
+	// OldestDueAge and DeadLetters only.
 	QueueOnly bool
 	Now       time.Time
 }
@@ -791,6 +791,10 @@ type Stats struct {
 	// DeadLetters counts dead deliveries (ByStatus' dead, read on its own
 	// from the deliveries by status, so it walks no other status).
 	DeadLetters int64
+	// Pending and Delivering count the live deliveries (ByStatus' pending
+	// and delivering), read from the indexes of live deliveries alone:
+	// they cost the backlog and the attempts in flight, not the history.
+	Pending, Delivering int64
 	// DueNow counts pending deliveries whose time has come.
 	DueNow int64
 	// OldestDueAge is how long the oldest due delivery has waited (0 if none).

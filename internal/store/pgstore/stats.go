@@ -68,6 +68,18 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 	if oldest != nil && now.After(*oldest) {
 		st.OldestDueAge = now.Sub(*oldest)
 	}
+	// The live deliveries are the rows of delivery_queue, the leased ones
+	// (delivering) in delivery_queue_leased_idx.
+	liveConsumer := ""
+	if p.ConsumerID != "" {
+		liveConsumer = " AND d.consumer_id = $1"
+	}
+	if err := s.pool.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM delivery_queue d WHERE NOT d.leased`+liveConsumer+`),
+		(SELECT count(*) FROM delivery_queue d WHERE d.leased`+liveConsumer+`)`, args...).
+		Scan(&st.Pending, &st.Delivering); err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
 	return st, nil
 }
 

@@ -67,6 +67,17 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 		return nil, fmt.Errorf("stats: %w", err)
 	}
 	st.DueNow = live - expired
+	// Live rows are pending or leased: the due index holds them all, the
+	// in-flight index the leased ones.
+	if err := tx.QueryRowContext(ctx, `SELECT
+		(SELECT count(*) FROM deliveries INDEXED BY deliveries_due
+			WHERE status IN `+liveStatuses+consumer+`),
+		(SELECT count(*) FROM deliveries INDEXED BY deliveries_in_flight
+			WHERE status = 'delivering'`+consumer+`)`,
+		append(append([]any(nil), args...), args...)...).Scan(&live, &st.Delivering); err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	st.Pending = live - st.Delivering
 	var oldest sql.NullInt64
 	err = tx.QueryRowContext(ctx, `SELECT due_at FROM deliveries INDEXED BY deliveries_due
 		WHERE status IN `+liveStatuses+` AND due_at <= ? AND status = 'pending'`+consumer+` ORDER BY due_at LIMIT 1`,

@@ -86,20 +86,35 @@ func testStatsEmpty(t *testing.T, s store.Store) {
 	require.Zero(t, st.DeadLetters)
 }
 
-// testStatsQueueOnly: QueueOnly answers the due queue and the dead
-// letters as the full call does, without the counts by status.
+// testStatsQueueOnly: QueueOnly answers the due queue, the dead letters
+// and the live deliveries by status as the full call does, without the
+// counts of the finished ones.
 func testStatsQueueOnly(t *testing.T, s store.Store) {
 	mine := createEndpoint(t, s, newEndpoint("mine"), at(0))
 	theirs := createEndpoint(t, s, newEndpoint("theirs"), at(0))
+	var dead []string
 	for _, ep := range []*herald.Endpoint{mine, theirs, theirs} {
-		ingestFor(t, s, at(0), ep)
+		dead = append(dead, ingestFor(t, s, at(0), ep))
 	}
-	for _, c := range claimAll(t, s, at(0)) {
-		finish(t, s, at(time.Second), c, herald.StatusDead)
+	delivered := ingestFor(t, s, at(0), mine)
+	ingestFor(t, s, at(0), theirs) // leased below, and kept: delivering
+	retried := ingestFor(t, s, at(0), theirs)
+	leases := claimAll(t, s, at(0))
+	require.Len(t, leases, 6)
+	for _, id := range dead {
+		finish(t, s, at(time.Second), leases[id], herald.StatusDead)
 	}
+	finish(t, s, at(time.Second), leases[delivered], herald.StatusDelivered)
+	retry := outcome(leases[retried], herald.StatusPending, at(time.Second))
+	retry.RetryIn = time.Hour // pending, not due at 2 m
+	require.Equal(t, []bool{true}, complete(t, s, at(time.Second), retry))
 	ingestFor(t, s, at(0), mine)
 	ingestFor(t, s, at(time.Minute), theirs)
-	for consumer, want := range map[string]struct{ dead, due int64 }{"": {3, 2}, "mine": {1, 1}, "theirs": {2, 1}} {
+
+	type figures struct{ dead, due, pending, delivering int64 }
+	for consumer, want := range map[string]figures{
+		"": {3, 2, 3, 1}, "mine": {1, 1, 1, 0}, "theirs": {2, 1, 2, 1}, "nobody": {},
+	} {
 		full, err := s.Stats(t.Context(), &store.StatsParams{ConsumerID: consumer, Now: at(2 * time.Minute)})
 		require.NoError(t, err)
 		quick, err := s.Stats(t.Context(), &store.StatsParams{ConsumerID: consumer, QueueOnly: true, Now: at(2 * time.Minute)})
@@ -107,8 +122,9 @@ func testStatsQueueOnly(t *testing.T, s store.Store) {
 		require.Nil(t, quick.ByStatus)
 		require.Equal(t, want.dead, full.DeadLetters, "consumer %q", consumer)
 		require.Equal(t, full.ByStatus[herald.StatusDead], full.DeadLetters)
-		require.Equal(t, want.dead, quick.DeadLetters)
-		require.Equal(t, want.due, quick.DueNow)
+		require.Equal(t, want, figures{quick.DeadLetters, quick.DueNow, quick.Pending, quick.Delivering}, "consumer %q", consumer)
+		require.Equal(t, figures{full.DeadLetters, full.DueNow, full.ByStatus[herald.StatusPending], full.ByStatus[herald.StatusDelivering]},
+			figures{full.DeadLetters, full.DueNow, full.Pending, full.Delivering}, "consumer %q: the live counts agree with the counts by status", consumer)
 		require.Equal(t, full.DueNow, quick.DueNow)
 		require.Equal(t, full.OldestDueAge, quick.OldestDueAge)
 	}
