@@ -18,9 +18,9 @@ import (
 // herald_deliveries_by_status, in the order they are exposed: the live
 // deliveries and the dead ones, which the store counts from indexes of
 // their own. Delivered and cancelled deliveries are history, and
-// counting them costs every delivery kept (seconds at ten million, past
-// the read's timeout): GET /v1/stats counts them, and their rates are
-// herald_deliveries_total's.
+// counting them costs every delivery kept (150 ms at 300,000 on
+// PostgreSQL, so seconds at millions, past the read's timeout): GET
+// /v1/stats counts them, and their rates are herald_deliveries_total's.
 var statuses = [...]herald.Status{
 	herald.StatusPending, herald.StatusDelivering, herald.StatusDead,
 }
