@@ -78,6 +78,25 @@ func ingest(t *testing.T, st store.Store, c *clock.Test, n int) {
 	require.NoError(t, err)
 }
 
+// claimAndEnd claims up to limit deliveries and ends the first with an
+// attempt answered code, as status (and reason, if dead); it returns the
+// deliveries claimed.
+func claimAndEnd(t *testing.T, st store.Store, c *clock.Test, limit, code int, status herald.Status, reason herald.DeadReason) []*store.ClaimedDelivery {
+	t.Helper()
+	ctx := context.Background()
+	claimed, err := st.DeliveryClaim(ctx, &store.DeliveryClaimParams{Limit: limit, Now: c.Now()})
+	require.NoError(t, err)
+	require.NotEmpty(t, claimed)
+	applied, err := st.DeliveryCompleteMany(ctx, &store.DeliveryCompleteManyParams{Now: c.Now(), Outcomes: []store.DeliveryOutcome{{
+		Lease:   store.Lease{DeliveryID: claimed[0].Delivery.ID, LeaseToken: claimed[0].LeaseToken},
+		Attempt: herald.Attempt{Number: 1, StatusCode: code, AttemptedAt: c.Now()},
+		Status:  status, DeadReason: reason,
+	}}})
+	require.NoError(t, err)
+	require.Equal(t, []bool{true}, applied)
+	return claimed
+}
+
 // value is the value of the counter or gauge name with the label pairs
 // given; ok is false when the scrape has no such sample.
 func value(t *testing.T, g prometheus.Gatherer, name string, labels ...string) (v float64, ok bool) {
@@ -206,17 +225,8 @@ func TestQueueGauges(t *testing.T) {
 			return st.Store.Stats(ctx, p)
 		}
 		ingest(t, st, c, 3)
-		ctx := context.Background()
-		claimed, err := st.DeliveryClaim(ctx, &store.DeliveryClaimParams{Limit: 2, Now: c.Now()})
-		require.NoError(t, err)
-		require.Len(t, claimed, 2)
-		applied, err := st.DeliveryCompleteMany(ctx, &store.DeliveryCompleteManyParams{Now: c.Now(), Outcomes: []store.DeliveryOutcome{{
-			Lease:   store.Lease{DeliveryID: claimed[0].Delivery.ID, LeaseToken: claimed[0].LeaseToken},
-			Attempt: herald.Attempt{Number: 1, StatusCode: 200, AttemptedAt: c.Now()},
-			Status:  herald.StatusDelivered,
-		}}})
-		require.NoError(t, err)
-		require.Equal(t, []bool{true}, applied)
+		claimed := claimAndEnd(t, st, c, 2, 200, herald.StatusDelivered, "")
+		require.Len(t, claimed, 2, "one ended, one still delivering")
 
 		r := m.Registry()
 		require.Equal(t, 1.0, must(t, r, NameDeliveriesStatus, "status", "pending"))
@@ -238,17 +248,7 @@ func TestQueueGauges(t *testing.T) {
 		t.Parallel()
 		m, st, c, _ := setup(t, Options{})
 		ingest(t, st, c, 2)
-		ctx := context.Background()
-		claimed, err := st.DeliveryClaim(ctx, &store.DeliveryClaimParams{Limit: 1, Now: c.Now()})
-		require.NoError(t, err)
-		require.Len(t, claimed, 1)
-		applied, err := st.DeliveryCompleteMany(ctx, &store.DeliveryCompleteManyParams{Now: c.Now(), Outcomes: []store.DeliveryOutcome{{
-			Lease:   store.Lease{DeliveryID: claimed[0].Delivery.ID, LeaseToken: claimed[0].LeaseToken},
-			Attempt: herald.Attempt{Number: 1, StatusCode: 400, AttemptedAt: c.Now()},
-			Status:  herald.StatusDead, DeadReason: herald.DeadClientError,
-		}}})
-		require.NoError(t, err)
-		require.Equal(t, []bool{true}, applied)
+		claimAndEnd(t, st, c, 1, 400, herald.StatusDead, herald.DeadClientError)
 
 		r := m.Registry()
 		require.Equal(t, 1.0, must(t, r, NameDeadLetterDepth))
