@@ -50,7 +50,8 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 	// (delivery_queue_due_idx) less the leases run out
 	// (delivery_queue_leased_idx, as many entries as deliveries in
 	// flight), so that the count reads those indexes alone; the oldest is
-	// the first one not leased in due order.
+	// the first one not leased in due order. The live deliveries are the
+	// rows of delivery_queue, the leased ones delivering.
 	var now time.Time
 	var oldest *time.Time
 	err := s.pool.QueryRow(ctx, `
@@ -60,25 +61,16 @@ func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, 
 			- (SELECT count(*) FROM delivery_queue d
 				WHERE d.leased AND d.due_at <= n.t`+consumer+`),
 			(SELECT min(d.due_at) FROM delivery_queue d
-				WHERE NOT d.leased AND d.due_at <= n.t`+consumer+`)
-		FROM (SELECT coalesce($1::timestamptz, now()) AS t) AS n`, dueArgs...).Scan(&now, &st.DueNow, &oldest)
+				WHERE NOT d.leased AND d.due_at <= n.t`+consumer+`),
+			(SELECT count(*) FROM delivery_queue d WHERE NOT d.leased`+consumer+`),
+			(SELECT count(*) FROM delivery_queue d WHERE d.leased`+consumer+`)
+		FROM (SELECT coalesce($1::timestamptz, now()) AS t) AS n`, dueArgs...).
+		Scan(&now, &st.DueNow, &oldest, &st.Pending, &st.Delivering)
 	if err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
 	if oldest != nil && now.After(*oldest) {
 		st.OldestDueAge = now.Sub(*oldest)
-	}
-	// The live deliveries are the rows of delivery_queue, the leased ones
-	// (delivering) in delivery_queue_leased_idx.
-	liveConsumer := ""
-	if p.ConsumerID != "" {
-		liveConsumer = " AND d.consumer_id = $1"
-	}
-	if err := s.pool.QueryRow(ctx, `SELECT
-		(SELECT count(*) FROM delivery_queue d WHERE NOT d.leased`+liveConsumer+`),
-		(SELECT count(*) FROM delivery_queue d WHERE d.leased`+liveConsumer+`)`, args...).
-		Scan(&st.Pending, &st.Delivering); err != nil {
-		return nil, fmt.Errorf("stats: %w", err)
 	}
 	return st, nil
 }
