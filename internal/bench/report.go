@@ -13,13 +13,16 @@ import (
 // Report is what one run measured. Values the bench could not measure (the
 // CPU time of a Herald it did not start) are nil, null in JSON.
 type Report struct {
-	Target     Target          `json:"target"`
-	Load       Load            `json:"load"`
-	Events     EventCounts     `json:"events"`
-	Deliveries DeliveryCounts  `json:"deliveries"`
-	LatencyMS  LatencyMS       `json:"latency_ms"`
-	Attempts   AttemptCounts   `json:"attempts"`
-	Herald     HeraldResources `json:"herald"`
+	Target     Target         `json:"target"`
+	Load       Load           `json:"load"`
+	Events     EventCounts    `json:"events"`
+	Deliveries DeliveryCounts `json:"deliveries"`
+	LatencyMS  LatencyMS      `json:"latency_ms"`
+	// IngestCallMS is the round trip of the accepted ingest calls, from
+	// sending the call to its answer: what a caller waits for an accept.
+	IngestCallMS LatencyMS       `json:"ingest_call_ms"`
+	Attempts     AttemptCounts   `json:"attempts"`
+	Herald       HeraldResources `json:"herald"`
 	// IdleEndpoints is set when the run made idle endpoints.
 	IdleEndpoints *IdleEndpoints `json:"idle_endpoints,omitempty"`
 	// Idle is set when the run measured the node at rest (--idle).
@@ -233,10 +236,11 @@ type HeraldResources struct {
 
 // The notes every report carries.
 const (
-	noteLatency = "latency is from the ingest answer reaching the bench to the delivery reaching the bench's receiver; it includes about half the ingest call's round trip"
-	noteShared  = "the bench's sender and receiver run on the same machine as Herald and share its cores (see bench_cpu_seconds)"
-	noteWindow  = "deliveries/s and attempts/s are over the window from the first accepted event to the last arrival"
-	noteIdle    = "idle CPU is read from /proc in 10 ms steps, over the idle time after the endpoints were made and before any load; 100 % is one core"
+	noteIngestCall = "ingest_call_ms is each accepted ingest call's round trip, from sending it to its answer (samples are calls, not events)"
+	noteLatency    = "latency is from the ingest answer reaching the bench to the delivery reaching the bench's receiver; it includes about half the ingest call's round trip"
+	noteShared     = "the bench's sender and receiver run on the same machine as Herald and share its cores (see bench_cpu_seconds)"
+	noteWindow     = "deliveries/s and attempts/s are over the window from the first accepted event to the last arrival"
+	noteIdle       = "idle CPU is read from /proc in 10 ms steps, over the idle time after the endpoints were made and before any load; 100 % is one core"
 )
 
 func deref32(p *int) int {
@@ -354,6 +358,10 @@ func (r *Report) WriteText(w io.Writer) error {
 	row("latency p90", ms(lat.P90), "")
 	row("latency p99", ms(lat.P99), "")
 	row("latency max", ms(lat.Max), "")
+	if c := r.IngestCallMS; c.Samples > 0 {
+		row("ingest call p50", ms(c.P50), fmt.Sprintf("sent to answered, %d calls", c.Samples))
+		row("ingest call p99", ms(c.P99), "")
+	}
 	row("attempts/s", num(r.Attempts.PerSecond), "from "+r.Attempts.Source)
 	h := r.Herald
 	cpu, cpuDetail := "unknown", "not measured: Herald was not started by the bench"

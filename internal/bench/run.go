@@ -64,6 +64,8 @@ type run struct {
 	// senders are done.
 	firstErr     sync.Once
 	firstErrText string
+	// calls are the round trips of the accepted ingest calls.
+	calls callTimes
 }
 
 // Run performs one run as o describes and returns its report. If ctx ends
@@ -346,8 +348,9 @@ func (r *run) measure(ctx context.Context) (*Report, error) {
 		P50:     millis(counts.Latency.P50), P90: millis(counts.Latency.P90),
 		P99: millis(counts.Latency.P99), Max: millis(counts.Latency.Max),
 	}
+	rep.IngestCallMS = r.calls.summary()
 	rep.Interrupted = ctx.Err() != nil
-	rep.Notes = []string{noteLatency, noteWindow, noteShared}
+	rep.Notes = []string{noteLatency, noteIngestCall, noteWindow, noteShared}
 	if r.check != nil {
 		rep.Deliveries.InvalidSignatures = ptr(r.check.invalid.Load())
 		rep.Deliveries.ChangedBodies = ptr(r.check.changed.Load())

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -108,6 +109,7 @@ func (r *run) call(ctx context.Context, first, n int64) {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+r.apiKey)
+	began := time.Now()
 	res, err := r.hc.Do(req)
 	at := time.Now()
 	if err != nil {
@@ -126,6 +128,7 @@ func (r *run) call(ctx context.Context, first, n int64) {
 		r.fail(n, fmt.Errorf("HTTP %d: %s", res.StatusCode, truncate(strings.TrimSpace(string(raw)), maxErrorText)))
 		return
 	}
+	r.calls.add(at.Sub(began))
 	if r.o.Batch == 1 {
 		var a ingestAnswer
 		if err := json.Unmarshal(raw, &a); err != nil {
@@ -168,4 +171,32 @@ func (r *run) fail(n int64, err error) {
 	r.failedN.Add(n)
 	r.failedCalls.Add(1)
 	r.firstErr.Do(func() { r.firstErrText = err.Error() })
+}
+
+// callTimes collects the round trips of ingest calls, from many senders.
+// Its zero value is ready for use.
+type callTimes struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (c *callTimes) add(d time.Duration) {
+	c.mu.Lock()
+	c.d = append(c.d, d)
+	c.mu.Unlock()
+}
+
+// summary is the calls' round trips in milliseconds.
+func (c *callTimes) summary() LatencyMS {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	slices.Sort(c.d)
+	if len(c.d) == 0 {
+		return LatencyMS{}
+	}
+	return LatencyMS{
+		Samples: len(c.d),
+		P50:     millis(Percentile(c.d, 0.50)), P90: millis(Percentile(c.d, 0.90)),
+		P99: millis(Percentile(c.d, 0.99)), Max: millis(c.d[len(c.d)-1]),
+	}
 }

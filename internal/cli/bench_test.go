@@ -63,6 +63,10 @@ func TestBenchSpawnsHeraldAndCountsEveryDelivery(t *testing.T) {
 	require.Zero(t, rep.Deliveries.Unexpected)
 	require.True(t, rep.Deliveries.Drained)
 	require.Equal(t, 200, rep.LatencyMS.Samples)
+	require.Equal(t, 200, rep.IngestCallMS.Samples, "one ingest call per event (--batch 1)")
+	require.Positive(t, rep.IngestCallMS.P50, "an ingest call takes time")
+	require.LessOrEqual(t, rep.IngestCallMS.P50, rep.IngestCallMS.P99)
+	require.LessOrEqual(t, rep.IngestCallMS.P99, rep.IngestCallMS.Max)
 	require.Positive(t, rep.Deliveries.PerSecond)
 	if rep.Attempts.Source != "deliveries" { // a build without /metrics counts deliveries
 		require.Equal(t, "herald_attempts_total", rep.Attempts.Source)
@@ -92,6 +96,7 @@ func TestBenchSpawnsHeraldAndCountsEveryDelivery(t *testing.T) {
 
 		r = benchRun(t, nil, "--db", testdb.PostgresURL(t), "--events", "20", "--endpoints", "1", "--herald-binary", bin)
 		require.NoError(t, r.e, "stdout: %s\nstderr: %s", r.out, r.err)
+		require.Regexp(t, `(?m)^ingest call p99\s+\S+ ms\s*$`, r.out)
 		require.Regexp(t, `(?m)^postgres CPU\s+\S+ s\s+the database's backends, about \S+ cores busy$`, r.out)
 		require.Regexp(t, `(?m)^CPU per delivery\s+\S+ ms\s+Herald's and its database's CPU time over the deliveries$`, r.out)
 	})
