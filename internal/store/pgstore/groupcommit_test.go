@@ -41,6 +41,7 @@ func setupGroupsOn(t *testing.T, s *Store) *groupSetup {
 	require.NoError(t, err)
 	g.ep = ep
 	g.s.groups.maxLeaders = 1 // the calls behind the held leader queue
+	g.s.groups.linger = -1    // no call waits for company unless a test says so
 	g.s.groups.beforeWrite = func(n int) {
 		g.held <- n
 		<-g.release
@@ -465,4 +466,93 @@ func TestIngestSecondGroupOnlyForAQueue(t *testing.T) {
 	for _, ch := range calls {
 		require.NoError(t, recv(t, ch).err)
 	}
+}
+
+// lingering waits until a leader waits for company.
+func (g *groupSetup) lingering(t *testing.T) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		g.s.groups.mu.Lock()
+		defer g.s.groups.mu.Unlock()
+		return g.s.groups.company != nil
+	}, 30*time.Second, time.Millisecond, "a leader waits for company")
+}
+
+// TestIngestInASteadyStreamWaitsForCompany: a call that comes within
+// the linger of the call before it, and finds no group being written and
+// no call waiting, waits for the calls that follow, until lingerGroup of
+// them are there, and leads them as one group; a call after a quiet spell
+// goes at once, alone.
+func TestIngestInASteadyStreamWaitsForCompany(t *testing.T) {
+	t.Parallel()
+	g := setupGroups(t)
+	g.s.groups.maxLeaders = 0 // the defaults
+	g.s.groups.linger = time.Hour
+	ctx := t.Context()
+
+	first := g.send(ctx, event("first"))
+	require.Equal(t, 1, g.nextGroup(t), "the first call has no call before it: it goes at once")
+	g.letGo()
+	require.NoError(t, recv(t, first).err)
+
+	// Within the hour: the next call leads, and waits.
+	var calls []<-chan answer
+	calls = append(calls, g.send(ctx, event("leader")))
+	g.lingering(t)
+	for i := range lingerGroup - 1 {
+		calls = append(calls, g.send(ctx, event(fmt.Sprint("company", i))))
+		if i < lingerGroup-2 {
+			g.queued(t, i+1)
+		}
+	}
+	require.Equal(t, lingerGroup, g.nextGroup(t), "the leader and the calls that came while it waited")
+	g.letGo()
+	for _, ch := range calls {
+		require.NoError(t, recv(t, ch).err)
+	}
+	require.EqualValues(t, 2, g.s.groups.written.Load(), "the first call's transaction and the group's")
+
+	// After a quiet spell longer than the linger, a call goes at once.
+	g.s.groups.mu.Lock()
+	g.s.groups.lastCall = time.Now().Add(-2 * time.Hour)
+	g.s.groups.mu.Unlock()
+	alone := g.send(ctx, event("after a quiet spell"))
+	require.Equal(t, 1, g.nextGroup(t))
+	g.letGo()
+	require.NoError(t, recv(t, alone).err)
+}
+
+// TestIngestWaitForCompanyEnds: a call that waits for company and finds
+// none goes alone once the linger is over; one whose context ends while
+// it waits answers the context's error, writes nothing, and leaves no
+// leader behind it.
+func TestIngestWaitForCompanyEnds(t *testing.T) {
+	t.Parallel()
+	g := setupGroups(t)
+	g.s.groups.maxLeaders = 0
+	g.s.groups.linger = 50 * time.Millisecond
+	ctx := t.Context()
+	first := g.send(ctx, event("first"))
+	require.Equal(t, 1, g.nextGroup(t))
+	g.letGo()
+	require.NoError(t, recv(t, first).err)
+	lone := g.send(ctx, event("lone"))
+	require.Equal(t, 1, g.nextGroup(t), "no company came: alone")
+	g.letGo()
+	require.NoError(t, recv(t, lone).err)
+
+	g.s.groups.linger = time.Hour
+	cctx, cancel := context.WithCancel(ctx)
+	given := g.send(cctx, event("given up"))
+	g.lingering(t)
+	cancel()
+	require.ErrorIs(t, recv(t, given).err, context.Canceled)
+	g.s.groups.linger = -1
+	next := g.send(ctx, event("next"))
+	require.Equal(t, 1, g.nextGroup(t), "the lead was not kept by the call that gave up")
+	g.letGo()
+	require.NoError(t, recv(t, next).err)
+	n, err := g.s.EventList(ctx, &store.EventListParams{ConsumerID: "c", Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, n.Items, 3, "first, lone and next; not the call that gave up")
 }

@@ -40,8 +40,12 @@ import (
 
 // rideWait is how long an outcome write waits for an ingest to carry it
 // before it goes alone, when an ingest began within the last rideWait
-// (otherwise it goes alone at once).
-const rideWait = 5 * time.Millisecond
+// (otherwise it goes alone at once). At a steady moderate rate ingest
+// transactions begin about once a lingerFor (groupcommit.go), as calls
+// wait for company; a wait of three of those finds one nearly always. It
+// delays only the outcome's record (its webhook has gone), and the
+// outcomes that come meanwhile join the next write.
+const rideWait = 3 * lingerFor
 
 // maxRiders is the most outcomes that ride an ingest. A larger write
 // comes of a load under which transactions are not what costs: it goes
