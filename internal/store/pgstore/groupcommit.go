@@ -38,7 +38,9 @@ import (
 // waiting waits for company: for lingerFor, or until lingerGroup calls
 // are there, then leads them as one group. A call after a quiet spell,
 // and every call under load (which finds calls waiting or a group being
-// written), goes at once.
+// written, or follows a group of lingerGroup calls or more), goes at
+// once: there groups form by themselves, and a wait would only hold them
+// back.
 //
 // A batch asks for one wake-up (pg_notify), delivered at its commit; so
 // does each call written in a savepoint, and PostgreSQL delivers a
@@ -103,8 +105,10 @@ type ingestGroups struct {
 	// make calls queue).
 	leaders    int
 	maxLeaders int
-	// lastCall is when the last call came.
-	lastCall time.Time
+	// lastCall is when the last call came; lastGroup is the size of the
+	// last group taken.
+	lastCall  time.Time
+	lastGroup int
 	// company is open while a leader waits for company, and closed once
 	// lingerGroup calls are there.
 	company chan struct{}
@@ -150,7 +154,7 @@ func (s *Store) groupIngest(c *ingestCall) {
 		(g.leaders == 0 || g.maxLeaders > 0 || len(g.queue) >= moreLeadersQueue)
 	var company chan struct{}
 	if lead {
-		if steady && g.leaders == 0 && len(g.queue) == 0 {
+		if steady && g.leaders == 0 && len(g.queue) == 0 && g.lastGroup < lingerGroup {
 			company = make(chan struct{})
 			g.company = company
 		}
@@ -248,6 +252,7 @@ func (s *Store) leadGroup(own *ingestCall) {
 		n++
 	}
 	g.queue = append(g.queue[:0], g.queue[n:]...)
+	g.lastGroup = len(group)
 	g.mu.Unlock()
 	for _, c := range skipped {
 		c.err = c.ctx.Err()

@@ -481,8 +481,8 @@ func (g *groupSetup) lingering(t *testing.T) {
 // TestIngestInASteadyStreamWaitsForCompany: a call that comes within
 // the linger of the call before it, and finds no group being written and
 // no call waiting, waits for the calls that follow, until lingerGroup of
-// them are there, and leads them as one group; a call after a quiet spell
-// goes at once, alone.
+// them are there, and leads them as one group; a call after a group that
+// large, or after a quiet spell, goes at once, alone.
 func TestIngestInASteadyStreamWaitsForCompany(t *testing.T) {
 	t.Parallel()
 	g := setupGroups(t)
@@ -511,6 +511,13 @@ func TestIngestInASteadyStreamWaitsForCompany(t *testing.T) {
 		require.NoError(t, recv(t, ch).err)
 	}
 	require.EqualValues(t, 2, g.s.groups.written.Load(), "the first call's transaction and the group's")
+
+	// After a group of lingerGroup calls (groups form by themselves: a
+	// load), a call goes at once.
+	loaded := g.send(ctx, event("after a full group"))
+	require.Equal(t, 1, g.nextGroup(t))
+	g.letGo()
+	require.NoError(t, recv(t, loaded).err)
 
 	// After a quiet spell longer than the linger, a call goes at once.
 	g.s.groups.mu.Lock()
