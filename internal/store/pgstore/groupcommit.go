@@ -26,8 +26,8 @@ import (
 // transaction, as one batch: the same few statements whatever the number
 // of calls. If the batch fails, the group is written again with each call
 // inside a savepoint of its own, so a call that fails rolls back alone and
-// the others commit. A lone call waits for no one: groups form only when
-// calls overlap.
+// the others commit. Groups form when calls overlap, and, in a steady
+// stream, when a call waits for company (below).
 //
 // At a steady moderate rate calls seldom overlap, and each would pay a
 // transaction of its own: at 300 single events a second to one endpoint
