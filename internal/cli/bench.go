@@ -30,7 +30,8 @@ func benchCmd(stdio IO) *cobra.Command {
 			"The bench runs its own receiver on 127.0.0.1, creates --endpoints endpoints that\n" +
 			"deliver to it, sends the events over --connections connections, waits for the\n" +
 			"deliveries (at most --drain-timeout), and reports: events accepted/s, deliveries/s,\n" +
-			"latency from the ingest answer to the arrival (p50, p90, p99, max), attempts/s,\n" +
+			"latency from the ingest answer to the arrival (p50, p90, p99, max), each ingest\n" +
+			"call's round trip (p50, p99; in --json also p90, max), attempts/s,\n" +
 			"the spawned Herald's CPU seconds and peak RSS, and deliveries missing or duplicated.\n\n" +
 			"--idle-endpoints N first creates N endpoints that never get work (consumers\n" +
 			"idle_000001 ..., 32 calls at once) and reports how long that took. --idle D then\n" +
