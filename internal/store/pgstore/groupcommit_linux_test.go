@@ -50,12 +50,7 @@ func benchEventsPerTransaction(b *testing.B, k int) {
 	s.groups.linger = -1
 	taker := &takeAll{}
 	s.SetTaker(taker)
-	_, err := s.EndpointCreate(b.Context(), &store.EndpointCreateParams{Endpoint: &herald.Endpoint{
-		ConsumerID: "c", URL: "https://example.com/h", EventTypes: []string{"*"}, Enabled: true,
-		Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", Timeout: time.Second,
-		MaxInFlight: herald.DefaultMaxInFlight, SignatureScheme: herald.SchemeStandard,
-	}})
-	require.NoError(b, err)
+	groupEndpoint(b, s, "c", herald.DefaultMaxInFlight)
 	payload := []byte(`{"pad":"` + strings.Repeat("x", 1000) + `"}`)
 	const outcomesPerWrite = 3
 	writing := make(chan struct{}, 1)

@@ -33,13 +33,7 @@ func setupGroups(t *testing.T) *groupSetup {
 // setupGroupsOn is setupGroups on the migrated store s.
 func setupGroupsOn(t *testing.T, s *Store) *groupSetup {
 	g := &groupSetup{s: s, held: make(chan int, 100), release: make(chan struct{}, 100)}
-	ep, err := g.s.EndpointCreate(t.Context(), &store.EndpointCreateParams{Endpoint: &herald.Endpoint{
-		ConsumerID: "c", URL: "https://example.com/h", EventTypes: []string{"*"}, Enabled: true,
-		Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", Timeout: time.Second,
-		MaxInFlight: 10, SignatureScheme: herald.SchemeStandard,
-	}})
-	require.NoError(t, err)
-	g.ep = ep
+	g.ep = groupEndpoint(t, s, "c", 10)
 	g.s.groups.maxLeaders = 1 // the calls behind the held leader queue
 	g.s.groups.linger = -1    // no call waits for company unless a test says so
 	g.s.groups.beforeWrite = func(n int) {
@@ -47,6 +41,19 @@ func setupGroupsOn(t *testing.T, s *Store) *groupSetup {
 		<-g.release
 	}
 	return g
+}
+
+// groupEndpoint creates an enabled endpoint of consumer taking every
+// event, with the in-flight cap given.
+func groupEndpoint(tb testing.TB, s *Store, consumer string, maxInFlight int) *herald.Endpoint {
+	tb.Helper()
+	ep, err := s.EndpointCreate(tb.Context(), &store.EndpointCreateParams{Endpoint: &herald.Endpoint{
+		ConsumerID: consumer, URL: "https://example.com/h", EventTypes: []string{"*"}, Enabled: true,
+		Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", Timeout: time.Second,
+		MaxInFlight: maxInFlight, SignatureScheme: herald.SchemeStandard,
+	}})
+	require.NoError(tb, err)
+	return ep
 }
 
 // answer is what one EventIngest call returned.
@@ -414,12 +421,7 @@ func benchIngestSingleConcurrent(b *testing.B, leaders int) {
 	s := openFresh(b)
 	s.groups.maxLeaders = leaders
 	for i := range 100 {
-		_, err := s.EndpointCreate(b.Context(), &store.EndpointCreateParams{Endpoint: &herald.Endpoint{
-			ConsumerID: fmt.Sprint("c", i), URL: "https://example.com/h", EventTypes: []string{"*"}, Enabled: true,
-			Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", Timeout: time.Second,
-			MaxInFlight: 10, SignatureScheme: herald.SchemeStandard,
-		}})
-		require.NoError(b, err)
+		groupEndpoint(b, s, fmt.Sprint("c", i), 10)
 	}
 	payload := []byte(`{"pad":"` + strings.Repeat("x", 1000) + `"}`)
 	var next atomic.Int64
