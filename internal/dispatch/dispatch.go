@@ -1,15 +1,3 @@
-// Package dispatch moves deliveries from the store to receivers: it claims
-// due deliveries in batches under a lease, hands them to a bounded pool of
-// senders, decides each outcome (delivered, retry, dead) and writes the
-// outcomes back in batches.
-//
-// Delivery is at least once: a delivery is only ever marked delivered after a
-// 2xx, and a node that dies mid-attempt leaves a lease that expires, after
-// which another node claims the delivery again (invariant 3). Every write that
-// ends a claim carries the lease token, so a node that wakes after its lease
-// expired cannot overwrite a newer outcome (invariant 10), and no request goes
-// out unless the lease outlives it, so a node that wakes after its lease
-// expired does not send either (see Dispatcher.attempt).
 package dispatch
 
 import (

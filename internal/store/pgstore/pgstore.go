@@ -1,13 +1,3 @@
-// Package pgstore is the PostgreSQL backend of the Herald store: many
-// stateless Herald nodes share one database, which is their only
-// coordinator. Claims take due deliveries with FOR UPDATE SKIP LOCKED under
-// a lease fenced by a growing token, LISTEN/NOTIFY wakes idle dispatchers on
-// every node, and "now" comes from the database clock unless the caller
-// passes its own (tests do), so nodes with skewed clocks agree.
-//
-// Everything lives in the schema that the connection's search_path selects,
-// so one database can hold several independent Herald installations (the
-// tests use one schema each).
 package pgstore
 
 import (

@@ -1,14 +1,3 @@
-// Package sqlitestore is the embedded store.Store: one SQLite file, written
-// through the pure-Go modernc.org/sqlite driver, for a single Herald node
-// that needs nothing else.
-//
-// SQLite has one writer at a time, so the store keeps one write connection
-// (every write transaction begins IMMEDIATE on it, which queues writers in
-// Go instead of failing them with SQLITE_BUSY) and a separate pool of
-// read-only connections that WAL lets read beside the writer. Commits use
-// synchronous=FULL: accepted means on disk. Since the process is the only
-// node, the process clock stands in for the database clock when a caller
-// passes no Now.
 package sqlitestore
 
 import (
