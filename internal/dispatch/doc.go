@@ -36,16 +36,18 @@
 //     A lease lasts DeliveryClaimParams.LeaseFor, twice the endpoint's
 //     timeout plus the margin. A caught-up loop leaves up to claimLeaves
 //     slots (an eighth of its batch) free for ingests to lease into, and at
-//     most every store.TidyInterval has the store drop the due marks of
-//     endpoints whose work is done (tidy, Store.EndpointQueueTidy).
+//     most every store.TidyInterval has the store move the due marks of
+//     endpoints whose due work is done to their next due time, or drop them
+//     (tidy, Store.EndpointQueueTidy).
 //  3. Leasing at ingest. The dispatcher is its store's store.Taker
 //     (taker.go): an ingest reserves free slots (Reserve, none while more
 //     than takeBusyMax attempts are under way; ReserveBatch has no such
 //     bound), leases deliveries in its own transaction, and hands them over
 //     after its commit (Take). They skip steps 1 and 2.
 //  4. Attempt. A worker runs attempt. Work whose lease would not outlive
-//     the request (leaseTooShort), or that had not started when the node
-//     began to stop, is handed back and spends no attempt. The request
+//     the request (leaseTooShort), that had not started when the node began
+//     to stop, or that the drain deadline cut off, is handed back and spends
+//     no attempt. The request
 //     carries the event id as its webhook id and the stored payload as its
 //     body (invariants 5 and 6), signed with the current secret and, until
 //     PreviousSecretExpiresAt, the previous one. sender.Sender.Send makes
