@@ -95,9 +95,9 @@ type Config struct {
 	// herald.* events tell of what Herald does itself), but mails the
 	// endpoint's owner about it (--smtp-url). It must not block.
 	Notify func(herald.Notification)
-	// Confirmations, when set, mails a new notification address the link
+	// Confirmations, when set, mails a new notice address the link
 	// that confirms it (--smtp-url). Nil: this server sends no mail, and
-	// the answers about notification addresses say so.
+	// the answers about notice addresses say so.
 	Confirmations ConfirmationMailer
 }
 
@@ -228,9 +228,9 @@ func (s *Server) routes() []Route {
 
 		{"POST", "/v1/consumers/{consumer_id}/portal-sessions", AccessOperator, s.portalSessionCreate},
 		{"DELETE", "/v1/consumers/{consumer_id}/portal-sessions", AccessOperator, s.portalSessionRevoke},
-		{"GET", "/v1/consumers/{consumer_id}/notifications", AccessConsumerPath, s.consumerNotificationsGet},
-		{"PUT", "/v1/consumers/{consumer_id}/notifications", AccessConsumerPath, s.consumerNotificationsPut},
-		{"POST", "/v1/consumers/{consumer_id}/notifications/confirm", AccessConsumerPath, s.consumerNotificationsConfirm},
+		{"GET", "/v1/consumers/{consumer_id}/notifications", AccessConsumerPath, s.noticeAddressGet},
+		{"PUT", "/v1/consumers/{consumer_id}/notifications", AccessConsumerPath, s.noticeAddressPut},
+		{"POST", "/v1/consumers/{consumer_id}/notifications/confirm", AccessConsumerPath, s.noticeAddressConfirm},
 	}
 }
 

@@ -176,7 +176,7 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 		notify = a.Mailer.Notify
 		confirmations = notice.NewConfirmer(notice.NewSMTP(smtpCfg), cfg.PublicBaseURL(), a.Metrics.NoticeCounted)
 		if withAPI && cfg.PublicURL == "" {
-			deps.Logger.Warn("no --public-url: the confirmation links mailed to notification addresses point at "+
+			deps.Logger.Warn("no --public-url: the confirmation links mailed to notice addresses point at "+
 				cfg.PublicBaseURL()+"; set --public-url (HERALD_PUBLIC_URL) to where browsers reach Herald",
 				"public_url", cfg.PublicBaseURL())
 		}
