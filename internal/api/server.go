@@ -34,9 +34,9 @@ import (
 
 	"github.com/heraldhooks/herald"
 	"github.com/heraldhooks/herald/internal/auth"
-	"github.com/heraldhooks/herald/internal/catalog"
 	"github.com/heraldhooks/herald/internal/clock"
 	"github.com/heraldhooks/herald/internal/logkey"
+	"github.com/heraldhooks/herald/internal/schema"
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/wire"
 )
@@ -85,7 +85,7 @@ type Config struct {
 	MaxBatchBytes int
 	// CatalogRefresh is how often at most this node looks for changes to
 	// the event type catalog made through other nodes (default
-	// catalog.DefaultRefresh, one second): the longest a schema written
+	// schema.DefaultRefresh, one second): the longest a schema written
 	// elsewhere goes unenforced here. Writes made through this node apply
 	// to its next ingest.
 	CatalogRefresh time.Duration
@@ -110,7 +110,7 @@ type Server struct {
 	allowPrivate bool
 	maxPayload   int
 	maxBatchBody int64
-	catalog      *catalog.Cache
+	schemas      *schema.Cache
 	notify       func(herald.Notification)
 	confirm      ConfirmationMailer
 	tests        testLimiter
@@ -145,7 +145,7 @@ func New(cfg Config) *Server {
 	if floor := int64(s.maxPayload) + envelopeSlack; s.maxBatchBody < floor {
 		s.maxBatchBody = floor
 	}
-	s.catalog = catalog.NewCache(catalog.CacheConfig{
+	s.schemas = schema.NewCache(schema.CacheConfig{
 		Store: cfg.Store, Clock: s.clock, Refresh: cfg.CatalogRefresh, Logger: s.log,
 	})
 	s.auth = auth.New(auth.Config{
