@@ -12,19 +12,12 @@ import (
 	"github.com/heraldhooks/herald/internal/wire"
 )
 
-// settingsRoutes serves the consumer's settings page: the address Herald
-// mails when an endpoint of theirs is failing or disabled, or a delivery
-// dies (GET and PUT /v1/consumers/{consumer_id}/notifications, as the
-// signed-in consumer), where its confirmation stands, and a way to mail
-// the confirmation link again. The confirmation page itself
-// (/portal/confirm, portal_confirm.go) needs no session.
-func (p *Portal) settingsRoutes() {
-	p.mux.Handle("GET /portal/settings", p.signedIn(p.settings))
-	p.mux.Handle("POST /portal/settings", p.signedIn(p.settingsSave))
-	p.mux.Handle("POST /portal/settings/resend", p.signedIn(p.settingsResend))
-	p.mux.HandleFunc("GET /portal/confirm", p.confirmPage)
-	p.mux.HandleFunc("POST /portal/confirm", p.confirmPost)
-}
+// The consumer's settings page: the address Herald mails when an endpoint
+// of theirs is failing or disabled, or a delivery dies (GET and PUT
+// /v1/consumers/{consumer_id}/notifications, as the signed-in consumer),
+// where its confirmation stands, and a way to mail the confirmation link
+// again. The confirmation page itself (/portal/confirm,
+// templates/portal_confirm.html) needs no session.
 
 // settingsPage is what templates/portal_settings.html shows.
 type settingsPage struct {

@@ -79,19 +79,44 @@ func NewUI(cfg UIConfig) *UI {
 	if u.layout == nil {
 		u.layout = NewLayout(u.assets, u.log)
 	}
+	u.routes()
+	return u
+}
+
+// routes is the dashboard's route table: every path it serves, mounted on
+// its mux. Signing in needs no session; every other page needs one and
+// reads and acts through /v1 calls made as the operator.
+func (u *UI) routes() {
 	u.mux.Handle(StaticPrefix, u.assets)
 	u.mux.HandleFunc("GET /ui/sign-in", u.signInForm)
 	u.mux.HandleFunc("POST /ui/sign-in", u.signIn)
 	u.mux.Handle("POST /ui/sign-out", u.signedIn(u.signOut))
 	u.mux.Handle("GET /ui/{$}", u.signedIn(u.overview))
-	u.routes()
+	u.mux.Handle("GET /ui/endpoints", u.signedIn(u.endpoints))
+	u.mux.Handle("GET /ui/endpoints/{id}", u.signedIn(u.endpoint))
+	u.mux.Handle("POST /ui/endpoints/{id}/enable", u.signedIn(u.endpointAction("enable", "Enabled.")))
+	u.mux.Handle("POST /ui/endpoints/{id}/disable", u.signedIn(u.endpointAction("disable", "Disabled: its live deliveries are dead and can be replayed once it is enabled.")))
+	u.mux.Handle("POST /ui/endpoints/{id}/rotate-secret", u.signedIn(u.endpointRotate))
+	u.mux.Handle("GET /ui/events", u.signedIn(u.events))
+	u.mux.Handle("GET /ui/events/{id}", u.signedIn(u.event))
+	u.mux.Handle("GET /ui/event-types", u.signedIn(u.eventTypes))
+	u.mux.Handle("POST /ui/event-types", u.signedIn(u.eventTypeCreate))
+	u.mux.Handle("GET /ui/event-types/{name}", u.signedIn(u.eventType))
+	u.mux.Handle("POST /ui/event-types/{name}", u.signedIn(u.eventTypeUpdate))
+	u.mux.Handle("GET /ui/event-types/{name}/delete", u.signedIn(u.eventTypeDeleteForm))
+	u.mux.Handle("POST /ui/event-types/{name}/delete", u.signedIn(u.eventTypeDelete))
+	u.mux.Handle("GET /ui/dead", u.signedIn(u.dead))
+	u.mux.Handle("POST /ui/dead/replay", u.signedIn(u.deadReplaySelected))
+	u.mux.Handle("POST /ui/endpoints/{id}/replay", u.signedIn(u.endpointReplay))
+	u.mux.Handle("GET /ui/deliveries/{id}", u.signedIn(u.delivery))
+	u.mux.Handle("POST /ui/deliveries/{id}/replay", u.signedIn(u.deliveryAction("replay", "Replayed: the delivery is due now.")))
+	u.mux.Handle("POST /ui/deliveries/{id}/cancel", u.signedIn(u.deliveryAction("cancel", "Cancelled.")))
 	u.mux.HandleFunc("/ui", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/ui/", http.StatusSeeOther)
 	})
 	u.mux.Handle("/ui/", u.signedIn(func(w http.ResponseWriter, r *http.Request, s *uiSession) {
 		u.message(w, r, s, http.StatusNotFound, "Not found", "There is no such page in the dashboard.")
 	}))
-	return u
 }
 
 // ServeHTTP serves /ui and everything under it.

@@ -13,29 +13,6 @@ import (
 	"github.com/heraldhooks/herald/internal/wire"
 )
 
-// routes mounts the dashboard's pages; each reads and acts through /v1.
-func (u *UI) routes() {
-	u.mux.Handle("GET /ui/endpoints", u.signedIn(u.endpoints))
-	u.mux.Handle("GET /ui/endpoints/{id}", u.signedIn(u.endpoint))
-	u.mux.Handle("POST /ui/endpoints/{id}/enable", u.signedIn(u.endpointAction("enable", "Enabled.")))
-	u.mux.Handle("POST /ui/endpoints/{id}/disable", u.signedIn(u.endpointAction("disable", "Disabled: its live deliveries are dead and can be replayed once it is enabled.")))
-	u.mux.Handle("POST /ui/endpoints/{id}/rotate-secret", u.signedIn(u.endpointRotate))
-	u.mux.Handle("GET /ui/events", u.signedIn(u.events))
-	u.mux.Handle("GET /ui/events/{id}", u.signedIn(u.event))
-	u.mux.Handle("GET /ui/event-types", u.signedIn(u.eventTypes))
-	u.mux.Handle("POST /ui/event-types", u.signedIn(u.eventTypeCreate))
-	u.mux.Handle("GET /ui/event-types/{name}", u.signedIn(u.eventType))
-	u.mux.Handle("POST /ui/event-types/{name}", u.signedIn(u.eventTypeUpdate))
-	u.mux.Handle("GET /ui/event-types/{name}/delete", u.signedIn(u.eventTypeDeleteForm))
-	u.mux.Handle("POST /ui/event-types/{name}/delete", u.signedIn(u.eventTypeDelete))
-	u.mux.Handle("GET /ui/dead", u.signedIn(u.dead))
-	u.mux.Handle("POST /ui/dead/replay", u.signedIn(u.deadReplaySelected))
-	u.mux.Handle("POST /ui/endpoints/{id}/replay", u.signedIn(u.endpointReplay))
-	u.mux.Handle("GET /ui/deliveries/{id}", u.signedIn(u.delivery))
-	u.mux.Handle("POST /ui/deliveries/{id}/replay", u.signedIn(u.deliveryAction("replay", "Replayed: the delivery is due now.")))
-	u.mux.Handle("POST /ui/deliveries/{id}/cancel", u.signedIn(u.deliveryAction("cancel", "Cancelled.")))
-}
-
 // overviewData is the overview page's.
 type overviewData struct {
 	// Stats are the queue's figures of now (GET /v1/stats?counts=false:
