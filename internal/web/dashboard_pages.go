@@ -1,7 +1,6 @@
 package web
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -9,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/heraldhooks/herald/internal/api"
 	"github.com/heraldhooks/herald/internal/wire"
 )
 
@@ -211,16 +209,6 @@ func (u *UI) deliveryAction(action, done string) uiHandler {
 		SetFlash(w, r, UIPath, f)
 		http.Redirect(w, r, page, http.StatusSeeOther)
 	}
-}
-
-// callMessage is what a page says of a failed call: the API's message
-// for its error answers, a pointer to the log for anything else.
-func callMessage(err error) string {
-	var ce *api.CallError
-	if errors.As(err, &ce) && ce.Status < 500 {
-		return ce.Message
-	}
-	return "the call failed; see the server log"
 }
 
 // safeBack returns back when it is a dashboard path, or def: a form's

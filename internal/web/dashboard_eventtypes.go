@@ -10,32 +10,14 @@ import (
 	"strings"
 
 	"github.com/heraldhooks/herald/internal/api"
-	"github.com/heraldhooks/herald/internal/auth"
 	"github.com/heraldhooks/herald/internal/wire"
 )
 
-// The event type catalog's pages: the dashboard's list with a form to add
-// an entry, an entry's page with its schema and example and the forms to
-// edit or delete it (Herald's own herald.* types are shown read-only), and
-// the portal's read-only list, which tells a consumer what each type
-// carries. Every read and write is a /v1/event-types call.
-
-// eventTypeRow is a catalog entry as the pages show it.
-type eventTypeRow struct {
-	wire.EventType
-	// HasSchema and HasExample: the entry has one (an answer's null is none).
-	HasSchema, HasExample bool
-}
-
-func newEventTypeRow(t wire.EventType) eventTypeRow {
-	return eventTypeRow{EventType: t, HasSchema: hasJSON(t.Schema), HasExample: hasJSON(t.Example)}
-}
-
-// hasJSON reports whether raw holds a value other than null.
-func hasJSON(raw json.RawMessage) bool {
-	t := bytes.TrimSpace(raw)
-	return len(t) > 0 && !bytes.Equal(t, []byte("null"))
-}
+// The dashboard's event type catalog pages: the list with a form to add an
+// entry, an entry's page with its schema and example and the forms to
+// edit or delete it (Herald's own herald.* types are shown read-only).
+// Every read and write is a /v1/event-types call; the list itself
+// (listEventTypes) is the portal's too.
 
 // eventTypeForm is the create and edit form, as typed: a refused form is
 // shown again with its input kept and the reason.
@@ -82,30 +64,6 @@ type eventTypePatch struct {
 	Description string          `json:"description"`
 	Schema      json.RawMessage `json:"schema"`
 	Example     json.RawMessage `json:"example"`
-}
-
-type eventTypesData struct {
-	Types []eventTypeRow
-	Pager Pager
-	// Form is the form to add an entry (dashboard only).
-	Form eventTypeForm
-}
-
-// listEventTypes reads a page of the catalog, 100 entries from r's cursor.
-func listEventTypes(r *http.Request, call func(path string, out any) error) (eventTypesData, error) {
-	v := url.Values{"limit": {"100"}}
-	if c := r.URL.Query().Get("cursor"); c != "" {
-		v.Set("cursor", c)
-	}
-	var list wire.List[wire.EventType]
-	if err := call("/v1/event-types?"+v.Encode(), &list); err != nil {
-		return eventTypesData{}, err
-	}
-	d := eventTypesData{Pager: NewPager(r.URL, list.NextCursor)}
-	for _, t := range list.Data {
-		d.Types = append(d.Types, newEventTypeRow(t))
-	}
-	return d, nil
 }
 
 // eventTypes serves GET /ui/event-types?cursor=: the catalog, 100 a page
@@ -259,18 +217,4 @@ func (u *UI) eventTypeDelete(w http.ResponseWriter, r *http.Request, s *uiSessio
 	}
 	SetFlash(w, r, UIPath, Flash{Kind: "ok", Text: "Deleted " + name + ": events of this type are accepted unchecked from now on."})
 	http.Redirect(w, r, "/ui/event-types", http.StatusSeeOther)
-}
-
-// eventTypes serves GET /portal/event-types?cursor=: the catalog,
-// read-only, 100 a page, each type with its description, example and
-// schema: what a receiver of it is sent.
-func (p *Portal) eventTypes(w http.ResponseWriter, r *http.Request, s *auth.Session) {
-	d, err := listEventTypes(r, func(path string, out any) error {
-		return p.call(r.Context(), s, http.MethodGet, path, nil, out)
-	})
-	if err != nil {
-		p.callFailed(w, r, s, err)
-		return
-	}
-	p.render(w, r, s, http.StatusOK, "portal-eventtypes", "Event types", "eventtypes", d)
 }
