@@ -201,7 +201,7 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 		assets := web.NewAssets()
 		portal := web.NewPortal(web.PortalConfig{Store: st, API: apiHandler, Assets: assets, Clock: deps.Clock,
 			Logger: deps.Logger, FrameAncestors: cfg.PortalFrameAncestors})
-		ui := web.NewUI(web.UIConfig{API: apiHandler, Sessions: st, Assets: assets, Clock: deps.Clock, Logger: deps.Logger})
+		ui := web.NewDashboard(web.DashboardConfig{API: apiHandler, Sessions: st, Assets: assets, Clock: deps.Clock, Logger: deps.Logger})
 		a.Handler = withPages(assets, ui, portal, withMetrics(apiHandler, a.Metrics.Handler()))
 	}
 	a.Dispatcher = dispatch.New(dispatch.Config{
@@ -342,7 +342,7 @@ func withPages(assets, ui, portal, next http.Handler) http.Handler {
 			assets.ServeHTTP(w, r)
 			return
 		}
-		if web.IsUIPath(r.URL.Path) {
+		if web.IsDashboardPath(r.URL.Path) {
 			ui.ServeHTTP(w, r)
 			return
 		}
