@@ -40,7 +40,7 @@ fuzz: ## Run each fuzz target for FUZZTIME (1m), one after the other; a failing 
 	done
 
 bench: ## Run the Go benchmarks of the hot paths (signing, sending, ingest through the store and the API, the event type check, claim, outcome writes on SQLite and PostgreSQL, idle latency, the dashboard's pages); on a quiet machine
-	$(GO) test -run '^$$' -bench . -benchtime 2s ./internal/sender ./internal/store/sqlitestore ./internal/store/pgstore ./internal/catalog ./internal/api ./internal/e2e ./internal/web
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./internal/sender ./internal/store/sqlitestore ./internal/store/pgstore ./internal/schema ./internal/api ./internal/e2e ./internal/web
 
 screenshots: ## Write a PNG of each dashboard and portal page to docs/ (drives /usr/bin/chromium, headless, through the browser test)
 	mkdir -p docs

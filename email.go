@@ -7,11 +7,11 @@ import (
 	"strings"
 )
 
-// MaxEmailLen bounds a notification address: the longest path SMTP
+// MaxEmailLen bounds a notice address: the longest path SMTP
 // carries (RFC 5321 allows 256 octets with the angle brackets).
 const MaxEmailLen = 254
 
-// ValidateEmail checks a consumer's notification address: exactly one
+// ValidateEmail checks a consumer's notice address: exactly one
 // plain address, local@domain, in ASCII, as net/mail reads it and written
 // the way it reads it back: no display name, angle brackets, comments,
 // quoted local part or list, so what is stored is the mailbox mail goes

@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/heraldhooks/herald"
-	"github.com/heraldhooks/herald/internal/catalog"
+	"github.com/heraldhooks/herald/internal/schema"
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/wire"
 )
@@ -50,7 +50,7 @@ func (s *Server) eventTypeCreate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("create event type: %w", err)
 	}
-	s.catalog.Invalidate()
+	s.schemas.Invalidate()
 	writeJSON(w, http.StatusCreated, toEventTypeJSON(created))
 	return nil
 }
@@ -162,7 +162,7 @@ func (s *Server) eventTypeUpdate(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return eventTypeStoreError("update event type", err, name)
 	}
-	s.catalog.Invalidate()
+	s.schemas.Invalidate()
 	writeJSON(w, http.StatusOK, toEventTypeJSON(upd))
 	return nil
 }
@@ -180,7 +180,7 @@ func (s *Server) eventTypeDelete(w http.ResponseWriter, r *http.Request) error {
 	if err := s.store.EventTypeDelete(r.Context(), &store.EventTypeDeleteParams{Name: name, Now: s.storeNow()}); err != nil {
 		return eventTypeStoreError("delete event type", err, name)
 	}
-	s.catalog.Invalidate()
+	s.schemas.Invalidate()
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -189,8 +189,8 @@ func (s *Server) eventTypeDelete(w http.ResponseWriter, r *http.Request) error {
 // catalog gives it one: a payload that breaks it answers 400
 // invalid_payload naming the first violation's JSON pointer.
 func (s *Server) checkPayload(r *http.Request, item *store.EventIngestItem) error {
-	err := s.catalog.Check(r.Context(), item.EventType, item.Payload)
-	var me *catalog.MismatchError
+	err := s.schemas.Check(r.Context(), item.EventType, item.Payload)
+	var me *schema.MismatchError
 	if errors.As(err, &me) {
 		return badRequest("invalid_payload", "%v", me)
 	}
@@ -257,13 +257,13 @@ func checkEntry(e *herald.EventTypeEntry) error {
 	if len(e.Description) > maxDescriptionLen {
 		return badRequest("invalid_description", "description must be at most %d bytes", maxDescriptionLen)
 	}
-	var sc *catalog.Schema
+	var sc *schema.Schema
 	if e.Schema != nil {
 		if t := bytes.TrimSpace(e.Schema); t[0] != '{' && t[0] != 't' && t[0] != 'f' {
 			return badRequest("invalid_schema", "schema must be a JSON Schema (draft 2020-12): an object, or true or false")
 		}
 		var err error
-		if sc, err = catalog.Compile(e.Name, e.Schema); err != nil {
+		if sc, err = schema.Compile(e.Name, e.Schema); err != nil {
 			return badRequest("invalid_schema", "schema does not compile: %v", err)
 		}
 	}

@@ -34,9 +34,9 @@ import (
 
 	"github.com/heraldhooks/herald"
 	"github.com/heraldhooks/herald/internal/auth"
-	"github.com/heraldhooks/herald/internal/catalog"
 	"github.com/heraldhooks/herald/internal/clock"
 	"github.com/heraldhooks/herald/internal/logkey"
+	"github.com/heraldhooks/herald/internal/schema"
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/wire"
 )
@@ -85,7 +85,7 @@ type Config struct {
 	MaxBatchBytes int
 	// CatalogRefresh is how often at most this node looks for changes to
 	// the event type catalog made through other nodes (default
-	// catalog.DefaultRefresh, one second): the longest a schema written
+	// schema.DefaultRefresh, one second): the longest a schema written
 	// elsewhere goes unenforced here. Writes made through this node apply
 	// to its next ingest.
 	CatalogRefresh time.Duration
@@ -95,9 +95,9 @@ type Config struct {
 	// herald.* events tell of what Herald does itself), but mails the
 	// endpoint's owner about it (--smtp-url). It must not block.
 	Notify func(herald.Notification)
-	// Confirmations, when set, mails a new notification address the link
+	// Confirmations, when set, mails a new notice address the link
 	// that confirms it (--smtp-url). Nil: this server sends no mail, and
-	// the answers about notification addresses say so.
+	// the answers about notice addresses say so.
 	Confirmations ConfirmationMailer
 }
 
@@ -110,7 +110,7 @@ type Server struct {
 	allowPrivate bool
 	maxPayload   int
 	maxBatchBody int64
-	catalog      *catalog.Cache
+	schemas      *schema.Cache
 	notify       func(herald.Notification)
 	confirm      ConfirmationMailer
 	tests        testLimiter
@@ -145,7 +145,7 @@ func New(cfg Config) *Server {
 	if floor := int64(s.maxPayload) + envelopeSlack; s.maxBatchBody < floor {
 		s.maxBatchBody = floor
 	}
-	s.catalog = catalog.NewCache(catalog.CacheConfig{
+	s.schemas = schema.NewCache(schema.CacheConfig{
 		Store: cfg.Store, Clock: s.clock, Refresh: cfg.CatalogRefresh, Logger: s.log,
 	})
 	s.auth = auth.New(auth.Config{
@@ -228,9 +228,9 @@ func (s *Server) routes() []Route {
 
 		{"POST", "/v1/consumers/{consumer_id}/portal-sessions", AccessOperator, s.portalSessionCreate},
 		{"DELETE", "/v1/consumers/{consumer_id}/portal-sessions", AccessOperator, s.portalSessionRevoke},
-		{"GET", "/v1/consumers/{consumer_id}/notifications", AccessConsumerPath, s.consumerNotificationsGet},
-		{"PUT", "/v1/consumers/{consumer_id}/notifications", AccessConsumerPath, s.consumerNotificationsPut},
-		{"POST", "/v1/consumers/{consumer_id}/notifications/confirm", AccessConsumerPath, s.consumerNotificationsConfirm},
+		{"GET", "/v1/consumers/{consumer_id}/notifications", AccessConsumerPath, s.noticeAddressGet},
+		{"PUT", "/v1/consumers/{consumer_id}/notifications", AccessConsumerPath, s.noticeAddressPut},
+		{"POST", "/v1/consumers/{consumer_id}/notifications/confirm", AccessConsumerPath, s.noticeAddressConfirm},
 	}
 }
 

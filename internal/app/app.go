@@ -24,13 +24,12 @@ import (
 	"github.com/heraldhooks/herald/internal/api"
 	"github.com/heraldhooks/herald/internal/clock"
 	"github.com/heraldhooks/herald/internal/config"
-	"github.com/heraldhooks/herald/internal/depth"
 	"github.com/heraldhooks/herald/internal/dispatch"
 	"github.com/heraldhooks/herald/internal/keyring"
 	"github.com/heraldhooks/herald/internal/logkey"
+	"github.com/heraldhooks/herald/internal/maintenance"
 	"github.com/heraldhooks/herald/internal/metrics"
 	"github.com/heraldhooks/herald/internal/notice"
-	"github.com/heraldhooks/herald/internal/retention"
 	"github.com/heraldhooks/herald/internal/sender"
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/pgstore"
@@ -63,11 +62,11 @@ type App struct {
 	// Purger deletes the history past Config.Retention (none when it is
 	// 0, keep everything) and the activity series' minutes older than a
 	// day and an hour; serve and worker run it beside the dispatcher.
-	Purger *retention.Purger
+	Purger *maintenance.Purger
 	// Sampler samples the queue's depth into the database once a minute
 	// for the dashboard's charts (one sample a minute whatever the number
 	// of nodes); serve and worker run it beside the dispatcher.
-	Sampler *depth.Sampler
+	Sampler *maintenance.Sampler
 	// Metrics counts what this node does and reads the queue gauges.
 	Metrics *metrics.Metrics
 	// KeyRing seals the endpoint secrets in Store (see KeyRing).
@@ -177,7 +176,7 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 		notify = a.Mailer.Notify
 		confirmations = notice.NewConfirmer(notice.NewSMTP(smtpCfg), cfg.PublicBaseURL(), a.Metrics.NoticeCounted)
 		if withAPI && cfg.PublicURL == "" {
-			deps.Logger.Warn("no --public-url: the confirmation links mailed to notification addresses point at "+
+			deps.Logger.Warn("no --public-url: the confirmation links mailed to notice addresses point at "+
 				cfg.PublicBaseURL()+"; set --public-url (HERALD_PUBLIC_URL) to where browsers reach Herald",
 				"public_url", cfg.PublicBaseURL())
 		}
@@ -202,7 +201,7 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 		assets := web.NewAssets()
 		portal := web.NewPortal(web.PortalConfig{Store: st, API: apiHandler, Assets: assets, Clock: deps.Clock,
 			Logger: deps.Logger, FrameAncestors: cfg.PortalFrameAncestors})
-		ui := web.NewUI(web.UIConfig{API: apiHandler, Sessions: st, Assets: assets, Clock: deps.Clock, Logger: deps.Logger})
+		ui := web.NewDashboard(web.DashboardConfig{API: apiHandler, Sessions: st, Assets: assets, Clock: deps.Clock, Logger: deps.Logger})
 		a.Handler = withPages(assets, ui, portal, withMetrics(apiHandler, a.Metrics.Handler()))
 	}
 	a.Dispatcher = dispatch.New(dispatch.Config{
@@ -239,7 +238,7 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 	}
 	// With a retention of 0 the purger keeps every event and purges only
 	// the activity series' old minutes.
-	a.Purger = retention.New(retention.Config{
+	a.Purger = maintenance.NewPurger(maintenance.PurgerConfig{
 		Store:     st,
 		Clock:     deps.Clock,
 		Logger:    deps.Logger,
@@ -247,7 +246,7 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 		Limit:     purgeLimit(cfg.DB),
 		Purged:    a.Metrics.Purged,
 	})
-	a.Sampler = depth.New(depth.Config{Store: st, Clock: deps.Clock, Logger: deps.Logger})
+	a.Sampler = maintenance.NewSampler(maintenance.SamplerConfig{Store: st, Clock: deps.Clock, Logger: deps.Logger})
 	return a, nil
 }
 
@@ -343,7 +342,7 @@ func withPages(assets, ui, portal, next http.Handler) http.Handler {
 			assets.ServeHTTP(w, r)
 			return
 		}
-		if web.IsUIPath(r.URL.Path) {
+		if web.IsDashboardPath(r.URL.Path) {
 			ui.ServeHTTP(w, r)
 			return
 		}

@@ -17,10 +17,10 @@ func consumersCmd(stdio IO) *cobra.Command {
 		RunE:  showHelp,
 	}
 	r := remoteFlags(cmd.PersistentFlags(), stdio)
-	notifications := &cobra.Command{
+	address := &cobra.Command{
 		Use:   "notifications",
 		Short: "Read or set the address a consumer's notices are mailed to (with --smtp-url)",
-		Long: "Herald mails a consumer's notification address when one of its endpoints is failing or\n" +
+		Long: "Herald mails a consumer's notice address when one of its endpoints is failing or\n" +
 			"disabled, or a delivery to it went dead: at most one mail per endpoint per hour, and only\n" +
 			"when the server runs with --smtp-url. A new address is pending: Herald mails it a link\n" +
 			"(valid 48 hours) and mails it notices only once the link was opened and confirmed, or its\n" +
@@ -30,35 +30,35 @@ func consumersCmd(stdio IO) *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: showHelp,
 	}
-	notifications.AddCommand(notificationsGetCmd(r), notificationsSetCmd(r), notificationsConfirmCmd(r))
-	cmd.AddCommand(notifications)
+	address.AddCommand(noticeAddressGetCmd(r), noticeAddressSetCmd(r), noticeAddressConfirmCmd(r))
+	cmd.AddCommand(address)
 	return cmd
 }
 
-func notificationsGetCmd(r *remote) *cobra.Command {
+func noticeAddressGetCmd(r *remote) *cobra.Command {
 	return &cobra.Command{
 		Use:     "get CONSUMER",
-		Short:   "Show a consumer's notification address",
+		Short:   "Show a consumer's notice address",
 		Example: "  herald consumers notifications get cust_42",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return r.run(cmd, func(ctx context.Context, c *client.Client) error {
-				n, err := c.ConsumerNotificationsGet(ctx, args[0])
+				n, err := c.NoticeAddressGet(ctx, args[0])
 				if err != nil {
 					return err
 				}
-				return printNotifications(r, n)
+				return printNoticeAddress(r, n)
 			})
 		},
 	}
 }
 
-func notificationsSetCmd(r *remote) *cobra.Command {
+func noticeAddressSetCmd(r *remote) *cobra.Command {
 	var email string
 	var confirmed bool
 	cmd := &cobra.Command{
 		Use:   "set CONSUMER --email ADDRESS [--confirmed]",
-		Short: "Set a consumer's notification address (--email \"\" clears it); a new one is mailed a confirmation link",
+		Short: "Set a consumer's notice address (--email \"\" clears it); a new one is mailed a confirmation link",
 		Example: "  herald consumers notifications set cust_42 --email ops@example.com\n" +
 			"  herald consumers notifications set cust_42 --email ops@example.com --confirmed   # operator keys: no confirmation mail\n" +
 			"  herald consumers notifications set cust_42 --email \"\"",
@@ -71,17 +71,17 @@ func notificationsSetCmd(r *remote) *cobra.Command {
 			return errors.New("--email is required: an address, or \"\" to clear it")
 		}
 		return r.run(cmd, func(ctx context.Context, c *client.Client) error {
-			n, err := c.ConsumerNotificationsSet(ctx, args[0], email, confirmed)
+			n, err := c.NoticeAddressSet(ctx, args[0], email, confirmed)
 			if err != nil {
 				return err
 			}
-			return printNotifications(r, n)
+			return printNoticeAddress(r, n)
 		})
 	}
 	return cmd
 }
 
-func notificationsConfirmCmd(r *remote) *cobra.Command {
+func noticeAddressConfirmCmd(r *remote) *cobra.Command {
 	var token string
 	cmd := &cobra.Command{
 		Use:     "confirm CONSUMER --token TOKEN",
@@ -95,17 +95,17 @@ func notificationsConfirmCmd(r *remote) *cobra.Command {
 			return errors.New("--token is required: the token of the confirmation link mailed to the address")
 		}
 		return r.run(cmd, func(ctx context.Context, c *client.Client) error {
-			n, err := c.ConsumerNotificationsConfirm(ctx, args[0], token)
+			n, err := c.NoticeAddressConfirm(ctx, args[0], token)
 			if err != nil {
 				return err
 			}
-			return printNotifications(r, n)
+			return printNoticeAddress(r, n)
 		})
 	}
 	return cmd
 }
 
-func printNotifications(r *remote, n *client.ConsumerNotifications) error {
+func printNoticeAddress(r *remote, n *client.NoticeAddress) error {
 	if r.json {
 		return printRaw(r.stdio.Out, n.Raw)
 	}

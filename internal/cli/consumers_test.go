@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestConsumerNotifications(t *testing.T) {
+func TestNoticeAddress(t *testing.T) {
 	t.Parallel()
 	e := setupAPI(t)
 	r := e.exec("", "consumers", "notifications", "get", "cust_42")

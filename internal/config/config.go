@@ -73,7 +73,7 @@ type Config struct {
 	// own pages. Empty: no site may frame the portal.
 	PortalFrameAncestors []string
 	// SMTPURL, when set, is the mail server notices go through
-	// (ParseSMTP): a consumer with a notification address is mailed when
+	// (ParseSMTP): a consumer with a notice address is mailed when
 	// an endpoint of its is failing or disabled, or a delivery dies.
 	// Empty: no mail is sent.
 	SMTPURL string
@@ -81,7 +81,7 @@ type Config struct {
 	SMTPFrom string
 	// PublicURL is where people's browsers reach this Herald (such as
 	// https://hooks.example.com): the links Herald mails (the
-	// confirmation of a notification address) start with it. Empty:
+	// confirmation of a notice address) start with it. Empty:
 	// http:// and Addr (PublicBaseURL), right only when browsers reach
 	// Herald there. Links are never built from a request's Host header,
 	// which whoever sets an address could forge to steal its token.

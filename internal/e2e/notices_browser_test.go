@@ -15,7 +15,7 @@ import (
 )
 
 // TestPortalSettingsInABrowser: a consumer opens the portal in a real
-// browser and sets its notification address on the Settings page; the
+// browser and sets its notice address on the Settings page; the
 // address is pending, and a dead delivery is not mailed to it. The
 // confirmation mail's link, opened in the browser, shows a Confirm
 // button; once pressed, the Settings page says confirmed, and the next

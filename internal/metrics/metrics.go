@@ -313,7 +313,7 @@ func (m *Metrics) OutcomeWritten(c *store.ClaimedDelivery, out *store.DeliveryOu
 }
 
 // Purged counts the rows one purge batch deleted, by table
-// (retention.Config.Purged).
+// (maintenance.PurgerConfig.Purged).
 func (m *Metrics) Purged(res store.PurgeResult) {
 	m.purgedEvents.Add(float64(res.Events))
 	m.purgedDeliveries.Add(float64(res.Deliveries))

@@ -18,11 +18,11 @@ var linkRE = regexp.MustCompile(`https?://\S+/portal/confirm\?\S+`)
 
 // issue records a confirmation token for consumer's pending address, as
 // the API does, and returns it.
-func (e *env) issue(consumer, email string) (string, *store.ConsumerNotifications) {
+func (e *env) issue(consumer, email string) (string, *store.NoticeAddress) {
 	e.t.Helper()
 	token, err := auth.NewPortalToken()
 	require.NoError(e.t, err)
-	cn, ok, err := e.store.ConsumerNotificationsIssue(e.t.Context(), &store.ConsumerNotificationsIssueParams{
+	cn, ok, err := e.store.NoticeAddressIssue(e.t.Context(), &store.NoticeAddressIssueParams{
 		ConsumerID: consumer, Email: email, TokenHash: auth.Hash(token), TTL: 48 * time.Hour, Every: 5 * time.Minute, Now: e.clock.Now(),
 	})
 	require.NoError(e.t, err)
@@ -65,7 +65,7 @@ func TestConfirmation(t *testing.T) {
 		require.Equal(t, token, u.Query().Get("token"))
 
 		// The link's token confirms the address, once.
-		confirmed, err := e.store.ConsumerNotificationsConfirm(t.Context(), &store.ConsumerNotificationsConfirmParams{
+		confirmed, err := e.store.NoticeAddressConfirm(t.Context(), &store.NoticeAddressConfirmParams{
 			ConsumerID: "cust 42", TokenHash: auth.Hash(u.Query().Get("token")), Now: e.clock.Now(),
 		})
 		require.NoError(t, err)
@@ -97,7 +97,7 @@ func TestConfirmation(t *testing.T) {
 		require.Equal(t, result{notice.KindDead, notice.ResultUnconfirmed}, next(t, results), "a token mailed is no confirmation")
 		require.Empty(t, e.smtp.Mails())
 
-		_, err := e.store.ConsumerNotificationsConfirm(t.Context(), &store.ConsumerNotificationsConfirmParams{
+		_, err := e.store.NoticeAddressConfirm(t.Context(), &store.NoticeAddressConfirmParams{
 			ConsumerID: "cust_42", TokenHash: auth.Hash(token), Now: e.clock.Now(),
 		})
 		require.NoError(t, err)

@@ -1,4 +1,4 @@
-// Package notice mails a consumer's notification address when one of its
+// Package notice mails a consumer's notice address when one of its
 // endpoints is failing, is disabled, or lets a delivery die (--smtp-url):
 // the same moments as Herald's herald.* events, for owners who watch an
 // inbox rather than a webhook.
@@ -50,7 +50,7 @@ const (
 	ResultFailed = "failed"
 	// ResultLimited: the endpoint was mailed about within the interval.
 	ResultLimited = "limited"
-	// ResultNoAddress: the consumer has no notification address.
+	// ResultNoAddress: the consumer has no notice address.
 	ResultNoAddress = "no_address"
 	// ResultUnconfirmed: the consumer's address is not confirmed yet, so
 	// nothing is mailed to it.
@@ -69,7 +69,7 @@ var (
 
 // Store is what the mailer reads and writes.
 type Store interface {
-	ConsumerNotificationsGet(ctx context.Context, consumerID string) (*store.ConsumerNotifications, error)
+	NoticeAddressGet(ctx context.Context, consumerID string) (*store.NoticeAddress, error)
 	NoticeReserve(ctx context.Context, p *store.NoticeReserveParams) (store.NoticeReservation, bool, error)
 	NoticeRelease(ctx context.Context, r store.NoticeReservation) error
 	EndpointGet(ctx context.Context, id string) (*herald.Endpoint, error)
@@ -257,9 +257,9 @@ func (m *Mailer) handle(ctx context.Context, it item) {
 		return
 	}
 	log = log.With(logkey.EndpointID, d.EndpointID)
-	cn, err := m.cfg.Store.ConsumerNotificationsGet(ctx, it.n.ConsumerID)
+	cn, err := m.cfg.Store.NoticeAddressGet(ctx, it.n.ConsumerID)
 	if err != nil {
-		m.failed(ctx, it, log, fmt.Errorf("read notification address: %w", err))
+		m.failed(ctx, it, log, fmt.Errorf("read notice address: %w", err))
 		return
 	}
 	if cn.Email == "" {

@@ -77,7 +77,7 @@ func (e *env) endpoint(consumer, url string) *herald.Endpoint {
 // address sets consumer's address confirmed (as an operator may).
 func (e *env) address(consumer, email string) {
 	e.t.Helper()
-	_, err := e.store.ConsumerNotificationsSet(context.Background(), &store.ConsumerNotificationsSetParams{
+	_, err := e.store.NoticeAddressSet(context.Background(), &store.NoticeAddressSetParams{
 		ConsumerID: consumer, Email: email, Confirmed: true, Now: e.clock.Now(),
 	})
 	require.NoError(e.t, err)
@@ -86,7 +86,7 @@ func (e *env) address(consumer, email string) {
 // pending sets consumer's address as a consumer does: pending.
 func (e *env) pending(consumer, email string) {
 	e.t.Helper()
-	got, err := e.store.ConsumerNotificationsSet(context.Background(), &store.ConsumerNotificationsSetParams{
+	got, err := e.store.NoticeAddressSet(context.Background(), &store.NoticeAddressSetParams{
 		ConsumerID: consumer, Email: email, Now: e.clock.Now(),
 	})
 	require.NoError(e.t, err)

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// ConsumerNotifications is where a consumer is told, by e-mail, that one
+// NoticeAddress is where a consumer is told, by e-mail, that one
 // of its endpoints is failing, was disabled or let a delivery die. A
 // consumer that never set an address has the zero value (Email empty,
 // UpdatedAt zero); one that cleared it has Email empty and UpdatedAt set.
@@ -15,7 +15,7 @@ import (
 // pending until someone who reads it opens the confirmation link Herald
 // mailed there (or an operator sets it confirmed), so that no one can
 // point Herald's mail at a stranger.
-type ConsumerNotifications struct {
+type NoticeAddress struct {
 	ConsumerID string
 	// Email is one plain address (local@domain), or empty: no mail.
 	Email     string
@@ -31,11 +31,11 @@ type ConsumerNotifications struct {
 
 // Confirmed reports whether notices may be mailed to the address: there is
 // one, and it was confirmed.
-func (c *ConsumerNotifications) Confirmed() bool {
+func (c *NoticeAddress) Confirmed() bool {
 	return c.Email != "" && !c.ConfirmedAt.IsZero()
 }
 
-// Errors of ConsumerNotificationsConfirm.
+// Errors of NoticeAddressConfirm.
 var (
 	// ErrConfirmationUsed: the token confirmed its address already.
 	ErrConfirmationUsed = errors.New("the confirmation link was used already")
@@ -43,40 +43,40 @@ var (
 	ErrConfirmationExpired = errors.New("the confirmation link has expired")
 )
 
-// NoticeStore keeps the consumers' notification addresses and, per
+// NoticeStore keeps the consumers' notice addresses and, per
 // endpoint, when a notice was last mailed, so that every node together
 // sends at most one mail per endpoint per interval.
 type NoticeStore interface {
-	// ConsumerNotificationsGet returns the consumer's settings; a consumer
+	// NoticeAddressGet returns the consumer's settings; a consumer
 	// never set answers the zero settings with its id, not ErrNotFound
 	// (consumers are named by the operator, not registered).
-	ConsumerNotificationsGet(ctx context.Context, consumerID string) (*ConsumerNotifications, error)
-	// ConsumerNotificationsSet stores p.Email (empty clears it) with
+	NoticeAddressGet(ctx context.Context, consumerID string) (*NoticeAddress, error)
+	// NoticeAddressSet stores p.Email (empty clears it) with
 	// UpdatedAt from Now, and returns what is stored. A new address starts
 	// pending (or confirmed at Now with p.Confirmed) with no confirmation
 	// token; the address already stored keeps its state, its token and
 	// its UpdatedAt (p.Confirmed still confirms it when pending).
-	ConsumerNotificationsSet(ctx context.Context, p *ConsumerNotificationsSetParams) (*ConsumerNotifications, error)
-	// ConsumerNotificationsIssue records a confirmation token (its hash)
+	NoticeAddressSet(ctx context.Context, p *NoticeAddressSetParams) (*NoticeAddress, error)
+	// NoticeAddressIssue records a confirmation token (its hash)
 	// for p.Email, valid for p.TTL from Now, when the consumer's address
 	// is still p.Email, is pending, and had no token issued less than
 	// p.Every before Now: a conditional write, so of several nodes asking
 	// at once one issues (ok), and the others, and a resend asked too
 	// soon, are refused. A new token replaces the one before. It returns
 	// the settings as they are after the call.
-	ConsumerNotificationsIssue(ctx context.Context, p *ConsumerNotificationsIssueParams) (cn *ConsumerNotifications, ok bool, err error)
-	// ConsumerNotificationsUnissue withdraws the token of p.TokenHash
+	NoticeAddressIssue(ctx context.Context, p *NoticeAddressIssueParams) (cn *NoticeAddress, ok bool, err error)
+	// NoticeAddressUnissue withdraws the token of p.TokenHash
 	// whose mail could not be sent (the address is pending with no token,
 	// so a resend may follow at once), unless another token replaced it
 	// or the address changed (then nothing changes).
-	ConsumerNotificationsUnissue(ctx context.Context, p *ConsumerNotificationsUnissueParams) error
-	// ConsumerNotificationsConfirm confirms the consumer's address whose
+	NoticeAddressUnissue(ctx context.Context, p *NoticeAddressUnissueParams) error
+	// NoticeAddressConfirm confirms the consumer's address whose
 	// live token has the hash p.TokenHash, at Now, and returns the
 	// settings. A token of another consumer, or one replaced by a newer
 	// token or a change of address, is ErrNotFound; one that confirmed
 	// its address already ErrConfirmationUsed; one past its expiry
 	// ErrConfirmationExpired.
-	ConsumerNotificationsConfirm(ctx context.Context, p *ConsumerNotificationsConfirmParams) (*ConsumerNotifications, error)
+	NoticeAddressConfirm(ctx context.Context, p *NoticeAddressConfirmParams) (*NoticeAddress, error)
 	// NoticeReserve records that a notice about p.EndpointID is being
 	// mailed at Now, unless one was recorded less than p.Interval before
 	// Now: a conditional write, so of several nodes asking at once exactly
@@ -89,9 +89,9 @@ type NoticeStore interface {
 	NoticeRelease(ctx context.Context, r NoticeReservation) error
 }
 
-// ConsumerNotificationsSetParams sets (or, with Email empty, clears) a
-// consumer's notification address. The caller validates the address.
-type ConsumerNotificationsSetParams struct {
+// NoticeAddressSetParams sets (or, with Email empty, clears) a
+// consumer's notice address. The caller validates the address.
+type NoticeAddressSetParams struct {
 	ConsumerID string
 	Email      string
 	// Confirmed sets the address confirmed without a confirmation mail:
@@ -100,8 +100,8 @@ type ConsumerNotificationsSetParams struct {
 	Now       time.Time
 }
 
-// ConsumerNotificationsIssueParams issues a confirmation token for Email.
-type ConsumerNotificationsIssueParams struct {
+// NoticeAddressIssueParams issues a confirmation token for Email.
+type NoticeAddressIssueParams struct {
 	ConsumerID string
 	Email      string
 	// TokenHash is the SHA-256 of the token mailed (auth.Hash); the token
@@ -113,14 +113,14 @@ type ConsumerNotificationsIssueParams struct {
 	Now   time.Time
 }
 
-// ConsumerNotificationsUnissueParams withdraws the token of TokenHash.
-type ConsumerNotificationsUnissueParams struct {
+// NoticeAddressUnissueParams withdraws the token of TokenHash.
+type NoticeAddressUnissueParams struct {
 	ConsumerID string
 	TokenHash  [32]byte
 }
 
-// ConsumerNotificationsConfirmParams confirms with the token of TokenHash.
-type ConsumerNotificationsConfirmParams struct {
+// NoticeAddressConfirmParams confirms with the token of TokenHash.
+type NoticeAddressConfirmParams struct {
 	ConsumerID string
 	TokenHash  [32]byte
 	Now        time.Time

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
@@ -18,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/heraldhooks/herald/internal/api"
 	"github.com/heraldhooks/herald/internal/auth"
 	"github.com/heraldhooks/herald/internal/logkey"
 )
@@ -35,7 +37,8 @@ import (
 //     is served with: scripts, styles and images from Herald only, and no
 //     inline script.
 //   - SetFlash and TakeFlash carry one message across a redirect (an
-//     action's POST answers 303 to the page that shows what it did).
+//     action's POST answers 303 to the page that shows what it did);
+//     callMessage is what such a message says of a failed call.
 //
 // Every action a page offers is a /v1 call, made in process through
 // api.Server.Call as the signed-in principal, so a script can do
@@ -367,4 +370,14 @@ func takeFlash(w http.ResponseWriter, r *http.Request, cookiePath string, adjust
 		f.Kind = "info"
 	}
 	return &f
+}
+
+// callMessage is what a page says of a failed call: the API's message
+// for its error answers, a pointer to the log for anything else.
+func callMessage(err error) string {
+	var ce *api.CallError
+	if errors.As(err, &ce) && ce.Status < 500 {
+		return ce.Message
+	}
+	return "the call failed; see the server log"
 }

@@ -84,10 +84,45 @@ func NewPortal(cfg PortalConfig) *Portal {
 		}
 		p.layout = NewLayout(assets, p.log)
 	}
+	p.routes()
+	return p
+}
+
+// routes is the portal's route table: every path it serves, mounted on
+// its mux. GET /portal/<token> opens a link and the confirmation page a
+// mailed link opens (/portal/confirm) needs no session; every other page
+// needs one and reads and acts through /v1 calls made as the consumer.
+func (p *Portal) routes() {
 	p.mux.Handle("GET /portal/{$}", p.signedIn(p.endpoints))
 	p.mux.Handle("POST /portal/session/end", p.signedIn(p.signOut))
-	p.routes()
-	p.settingsRoutes()
+	p.mux.Handle("GET /portal/endpoints", p.signedIn(func(w http.ResponseWriter, r *http.Request, _ *auth.Session) {
+		http.Redirect(w, r, "/portal/", http.StatusSeeOther)
+	}))
+	p.mux.Handle("GET /portal/endpoints/new", p.signedIn(p.endpointNew))
+	p.mux.Handle("POST /portal/endpoints", p.signedIn(p.endpointCreate))
+	p.mux.Handle("GET /portal/endpoints/{id}", p.signedIn(p.endpoint))
+	p.mux.Handle("GET /portal/endpoints/{id}/edit", p.signedIn(p.endpointEdit))
+	p.mux.Handle("POST /portal/endpoints/{id}", p.signedIn(p.endpointUpdate))
+	p.mux.Handle("GET /portal/endpoints/{id}/delete", p.signedIn(p.endpointDeleteForm))
+	p.mux.Handle("POST /portal/endpoints/{id}/delete", p.signedIn(p.endpointDelete))
+	p.mux.Handle("POST /portal/endpoints/{id}/enable", p.signedIn(p.endpointAction("enable", "Enabled: new events reach it again. Deliveries that went dead meanwhile can be replayed from the message log.")))
+	p.mux.Handle("POST /portal/endpoints/{id}/disable", p.signedIn(p.endpointAction("disable", "Disabled: new events no longer reach it, and its pending deliveries went dead.")))
+	p.mux.Handle("POST /portal/endpoints/{id}/secret", p.signedIn(p.endpointSecret))
+	p.mux.Handle("POST /portal/endpoints/{id}/rotate-secret", p.signedIn(p.endpointRotate))
+	p.mux.Handle("POST /portal/endpoints/{id}/test", p.signedIn(p.endpointTest))
+	p.mux.Handle("GET /portal/deliveries", p.signedIn(p.deliveries))
+	p.mux.Handle("GET /portal/deliveries/{id}", p.signedIn(p.delivery))
+	p.mux.Handle("POST /portal/deliveries/{id}/replay", p.signedIn(p.deliveryReplay))
+	p.mux.Handle("GET /portal/events/{id}", p.signedIn(p.event))
+	// The settings: the address Herald mails when an endpoint of the
+	// consumer's is failing or disabled, or a delivery dies (GET and PUT
+	// /v1/consumers/{consumer_id}/notifications), where its confirmation
+	// stands, and a way to mail the confirmation link again.
+	p.mux.Handle("GET /portal/settings", p.signedIn(p.settings))
+	p.mux.Handle("POST /portal/settings", p.signedIn(p.settingsSave))
+	p.mux.Handle("POST /portal/settings/resend", p.signedIn(p.settingsResend))
+	p.mux.HandleFunc("GET /portal/confirm", p.confirmPage)
+	p.mux.HandleFunc("POST /portal/confirm", p.confirmPost)
 	p.mux.Handle("GET /portal/event-types", p.signedIn(p.eventTypes))
 	p.mux.HandleFunc("GET /portal/{token}", p.open)
 	p.mux.HandleFunc("/portal", func(w http.ResponseWriter, r *http.Request) {
@@ -96,7 +131,6 @@ func NewPortal(cfg PortalConfig) *Portal {
 	p.mux.Handle("/portal/", p.signedIn(func(w http.ResponseWriter, r *http.Request, s *auth.Session) {
 		p.message(w, r, s, http.StatusNotFound, "Not found", "There is no such page in the portal.")
 	}))
-	return p
 }
 
 // ServeHTTP serves /portal and everything under it.

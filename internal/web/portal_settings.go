@@ -12,19 +12,12 @@ import (
 	"github.com/heraldhooks/herald/internal/wire"
 )
 
-// settingsRoutes serves the consumer's settings page: the address Herald
-// mails when an endpoint of theirs is failing or disabled, or a delivery
-// dies (GET and PUT /v1/consumers/{consumer_id}/notifications, as the
-// signed-in consumer), where its confirmation stands, and a way to mail
-// the confirmation link again. The confirmation page itself
-// (/portal/confirm, portal_confirm.go) needs no session.
-func (p *Portal) settingsRoutes() {
-	p.mux.Handle("GET /portal/settings", p.signedIn(p.settings))
-	p.mux.Handle("POST /portal/settings", p.signedIn(p.settingsSave))
-	p.mux.Handle("POST /portal/settings/resend", p.signedIn(p.settingsResend))
-	p.mux.HandleFunc("GET /portal/confirm", p.confirmPage)
-	p.mux.HandleFunc("POST /portal/confirm", p.confirmPost)
-}
+// The consumer's settings page: the address Herald mails when an endpoint
+// of theirs is failing or disabled, or a delivery dies (GET and PUT
+// /v1/consumers/{consumer_id}/notifications, as the signed-in consumer),
+// where its confirmation stands, and a way to mail the confirmation link
+// again. The confirmation page itself (/portal/confirm,
+// templates/portal_confirm.html) needs no session.
 
 // settingsPage is what templates/portal_settings.html shows.
 type settingsPage struct {
@@ -45,8 +38,8 @@ type settingsPage struct {
 	Error string
 }
 
-// notificationsPath is the /v1 path of s's consumer's settings.
-func notificationsPath(s *auth.Session) string {
+// noticeAddressPath is the /v1 path of s's consumer's settings.
+func noticeAddressPath(s *auth.Session) string {
 	return "/v1/consumers/" + url.PathEscape(s.ConsumerID) + "/notifications"
 }
 
@@ -57,8 +50,8 @@ func pageTime(t interface{ Format(string) string }) string {
 
 // settings serves GET /portal/settings.
 func (p *Portal) settings(w http.ResponseWriter, r *http.Request, s *auth.Session) {
-	var cn wire.ConsumerNotifications
-	if err := p.call(r.Context(), s, http.MethodGet, notificationsPath(s), nil, &cn); err != nil {
+	var cn wire.NoticeAddress
+	if err := p.call(r.Context(), s, http.MethodGet, noticeAddressPath(s), nil, &cn); err != nil {
 		p.callFailed(w, r, s, err)
 		return
 	}
@@ -91,8 +84,8 @@ func (p *Portal) settings(w http.ResponseWriter, r *http.Request, s *auth.Sessio
 // configured).
 func (p *Portal) settingsSave(w http.ResponseWriter, r *http.Request, s *auth.Session) {
 	email := strings.TrimSpace(r.PostFormValue("email"))
-	var cn wire.ConsumerNotifications
-	if err := p.call(r.Context(), s, http.MethodPut, notificationsPath(s), wire.ConsumerNotificationsRequest{Email: &email}, &cn); err != nil {
+	var cn wire.NoticeAddress
+	if err := p.call(r.Context(), s, http.MethodPut, noticeAddressPath(s), wire.NoticeAddressRequest{Email: &email}, &cn); err != nil {
 		if !isRefusal(err) {
 			p.callFailed(w, r, s, err)
 			return
@@ -112,16 +105,16 @@ func (p *Portal) settingsSave(w http.ResponseWriter, r *http.Request, s *auth.Se
 // set again, is mailed a new confirmation link (the API sends at most one
 // every few minutes and says when the next may go).
 func (p *Portal) settingsResend(w http.ResponseWriter, r *http.Request, s *auth.Session) {
-	var cn wire.ConsumerNotifications
-	if err := p.call(r.Context(), s, http.MethodGet, notificationsPath(s), nil, &cn); err != nil {
+	var cn wire.NoticeAddress
+	if err := p.call(r.Context(), s, http.MethodGet, noticeAddressPath(s), nil, &cn); err != nil {
 		p.callFailed(w, r, s, err)
 		return
 	}
-	if cn.Email == nil || cn.Status == nil || *cn.Status != wire.NotificationsPending {
+	if cn.Email == nil || cn.Status == nil || *cn.Status != wire.NoticeAddressPending {
 		p.redirect(w, r, "/portal/settings", Flash{Kind: "info", Text: "There is no address waiting for confirmation."})
 		return
 	}
-	if err := p.call(r.Context(), s, http.MethodPut, notificationsPath(s), wire.ConsumerNotificationsRequest{Email: cn.Email}, &cn); err != nil {
+	if err := p.call(r.Context(), s, http.MethodPut, noticeAddressPath(s), wire.NoticeAddressRequest{Email: cn.Email}, &cn); err != nil {
 		p.callFailed(w, r, s, err)
 		return
 	}
@@ -167,9 +160,9 @@ func (p *Portal) confirmPost(w http.ResponseWriter, r *http.Request) {
 		p.message(w, r, nil, http.StatusForbidden, "Not allowed", reason)
 		return
 	}
-	var cn wire.ConsumerNotifications
+	var cn wire.NoticeAddress
 	path := "/v1/consumers/" + url.PathEscape(consumer) + "/notifications/confirm"
-	err := p.api.Call(r.Context(), auth.Consumer(consumer, ""), http.MethodPost, path, wire.ConfirmNotificationsRequest{Token: token}, &cn)
+	err := p.api.Call(r.Context(), auth.Consumer(consumer, ""), http.MethodPost, path, wire.NoticeAddressConfirmRequest{Token: token}, &cn)
 	var ce *api.CallError
 	switch {
 	case err == nil:
@@ -188,7 +181,7 @@ func (p *Portal) confirmPost(w http.ResponseWriter, r *http.Request) {
 		p.message(w, r, nil, http.StatusNotFound, "Link not valid",
 			"This confirmation link is not valid: a newer link was mailed, or the address was changed. Use the newest link, or set the address again.")
 	default:
-		p.log.Error("could not confirm a notification address", logkey.ConsumerID, consumer, logkey.Error, err)
+		p.log.Error("could not confirm a notice address", logkey.ConsumerID, consumer, logkey.Error, err)
 		p.message(w, r, nil, http.StatusInternalServerError, "Try again", "The portal could not confirm the address just now. Try again shortly.")
 	}
 }

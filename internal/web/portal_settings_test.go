@@ -14,7 +14,7 @@ import (
 	"github.com/heraldhooks/herald/internal/notice/smtptest"
 )
 
-type notificationsJSON struct {
+type noticeAddressJSON struct {
 	Email  *string `json:"email"`
 	Status *string `json:"status"`
 }
@@ -30,7 +30,7 @@ func TestPortalSettings(t *testing.T) {
 	e.operator(t, "PUT", "/v1/consumers/cust_7/notifications", `{"email":"seven@example.com"}`, http.StatusOK, nil)
 	p := e.openPortal(t, "cust_42")
 	address := func(consumer string) *string {
-		var got notificationsJSON
+		var got noticeAddressJSON
 		e.operator(t, "GET", "/v1/consumers/"+consumer+"/notifications", "", http.StatusOK, &got)
 		return got.Email
 	}
@@ -88,7 +88,7 @@ func TestPortalConfirmation(t *testing.T) {
 	e := setupWith(t, false, mail)
 	p := e.openPortal(t, "cust_42")
 	status := func() string {
-		var got notificationsJSON
+		var got noticeAddressJSON
 		e.operator(t, "GET", "/v1/consumers/cust_42/notifications", "", http.StatusOK, &got)
 		return *got.Status
 	}

@@ -2,33 +2,33 @@ package wire
 
 import "time"
 
-// ConsumerNotificationsRequest is the body of PUT
+// NoticeAddressRequest is the body of PUT
 // /v1/consumers/{consumer_id}/notifications: the address Herald mails
 // notices about the consumer's endpoints to. Email is required; null or
 // "" clears it. Confirmed true (operator keys only) sets the address
 // confirmed without a confirmation mail.
-type ConsumerNotificationsRequest struct {
+type NoticeAddressRequest struct {
 	Email     *string `json:"email"`
 	Confirmed *bool   `json:"confirmed,omitempty"`
 }
 
-// Statuses of a notification address.
+// Statuses of a notice address.
 const (
-	// NotificationsPending: the address waits for its confirmation;
+	// NoticeAddressPending: the address waits for its confirmation;
 	// nothing is mailed to it.
-	NotificationsPending = "pending"
-	// NotificationsConfirmed: notices are mailed to the address.
-	NotificationsConfirmed = "confirmed"
+	NoticeAddressPending = "pending"
+	// NoticeAddressConfirmed: notices are mailed to the address.
+	NoticeAddressConfirmed = "confirmed"
 )
 
-// ConsumerNotifications answers GET and PUT
+// NoticeAddress answers GET and PUT
 // /v1/consumers/{consumer_id}/notifications. Email is null when no address
 // is set; UpdatedAt is null when none was ever set. Status is pending or
 // confirmed (null without an address); the confirmation times are null
 // when they have not happened. MailEnabled says whether this server mails
 // at all (--smtp-url), and Detail says in a sentence where the address
 // stands and what comes next.
-type ConsumerNotifications struct {
+type NoticeAddress struct {
 	ConsumerID            string     `json:"consumer_id"`
 	Email                 *string    `json:"email"`
 	UpdatedAt             *time.Time `json:"updated_at"`
@@ -40,9 +40,9 @@ type ConsumerNotifications struct {
 	Detail                string     `json:"detail"`
 }
 
-// ConfirmNotificationsRequest is the body of POST
+// NoticeAddressConfirmRequest is the body of POST
 // /v1/consumers/{consumer_id}/notifications/confirm: the token of the
 // confirmation link mailed to the address.
-type ConfirmNotificationsRequest struct {
+type NoticeAddressConfirmRequest struct {
 	Token string `json:"token"`
 }

@@ -26,7 +26,7 @@ ORDER BY id`
 
 // enabledEndpointsWholeSQL is enabledEndpointsSQL reading the whole rows
 // and their config_version, for an ingest that may lease (leasing.go) or
-// remember them (ingestcache.go).
+// remember them (endpointcache.go).
 const enabledEndpointsWholeSQL = `
 SELECT ` + endpointCols + `, config_version FROM endpoints
 WHERE enabled AND consumer_id = ANY($1::text[])
@@ -229,7 +229,7 @@ func (s *Store) ingest(ctx context.Context, tx queryer, events []store.EventInge
 //
 // With its consumers' endpoints remembered, it takes one round trip; if
 // they changed since, it is written again in a new transaction, reading
-// them (ingestcache.go). It carries an outcome write waiting for a ride
+// them (endpointcache.go). It carries an outcome write waiting for a ride
 // (rides.go).
 func (s *Store) ingestAlone(ctx context.Context, events []store.EventIngestItem, now time.Time) ([]store.EventIngestResult, error) {
 	var results []store.EventIngestResult
@@ -274,7 +274,7 @@ func (s *Store) inIngestTx(ctx context.Context, write func(tx *batchTx) error) e
 //
 // With tx, an ingest whose consumers' endpoints this node read lately
 // fans out from that read instead, and goes in one batch, one round trip,
-// that checks the endpoints are still as read (ingestcache.go). If they
+// that checks the endpoints are still as read (endpointcache.go). If they
 // are not, nothing is written and the error is errEndpointsChanged: the
 // caller writes the ingest again, in a new transaction, which reads them.
 func (s *Store) ingestOn(ctx context.Context, q queryer, tx *batchTx, events []store.EventIngestItem, now time.Time) ([]store.EventIngestResult, error) {

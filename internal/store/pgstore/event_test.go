@@ -55,7 +55,7 @@ func openCountedConns(t *testing.T, conns int) (*Store, *roundTrips) {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	require.NoError(t, s.Migrate(t.Context()))
-	s.endpoints.keepFor = time.Hour
+	s.endpoints.ttl = time.Hour
 	return s, trips
 }
 

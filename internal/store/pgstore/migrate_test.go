@@ -99,12 +99,12 @@ func TestConfirmationMigrationKeepsAddressesConfirmed(t *testing.T) {
 	require.NoError(t, err)
 
 	require.NoError(t, s.Migrate(ctx))
-	c, err := s.ConsumerNotificationsGet(ctx, "c")
+	c, err := s.NoticeAddressGet(ctx, "c")
 	require.NoError(t, err)
 	require.True(t, c.Confirmed())
 	require.True(t, c.ConfirmedAt.Equal(t0), "confirmed at %v", c.ConfirmedAt)
 	require.True(t, c.ConfirmationSentAt.IsZero())
-	d, err := s.ConsumerNotificationsGet(ctx, "d")
+	d, err := s.NoticeAddressGet(ctx, "d")
 	require.NoError(t, err)
 	require.False(t, d.Confirmed())
 }

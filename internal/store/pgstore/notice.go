@@ -11,11 +11,11 @@ import (
 	"github.com/heraldhooks/herald/internal/store"
 )
 
-// notificationColumns are the columns scanNotifications reads.
-const notificationColumns = `email, updated_at, confirmed_at, token_sent_at, token_expires_at`
+// noticeAddressColumns are the columns scanNoticeAddress reads.
+const noticeAddressColumns = `email, updated_at, confirmed_at, token_sent_at, token_expires_at`
 
-// scanNotifications reads a row of notificationColumns into out.
-func scanNotifications(row pgx.Row, out *store.ConsumerNotifications) error {
+// scanNoticeAddress reads a row of noticeAddressColumns into out.
+func scanNoticeAddress(row pgx.Row, out *store.NoticeAddress) error {
 	var confirmed, sent, expires *time.Time
 	if err := row.Scan(&out.Email, &out.UpdatedAt, &confirmed, &sent, &expires); err != nil {
 		return err
@@ -35,27 +35,27 @@ func orZero(t *time.Time) time.Time {
 	return t.UTC()
 }
 
-// ConsumerNotificationsGet returns the consumer's notification settings,
+// NoticeAddressGet returns the consumer's notice address,
 // the zero settings when it has none.
-func (s *Store) ConsumerNotificationsGet(ctx context.Context, consumerID string) (*store.ConsumerNotifications, error) {
-	out := &store.ConsumerNotifications{ConsumerID: consumerID}
-	err := scanNotifications(s.pool.QueryRow(ctx, `SELECT `+notificationColumns+
+func (s *Store) NoticeAddressGet(ctx context.Context, consumerID string) (*store.NoticeAddress, error) {
+	out := &store.NoticeAddress{ConsumerID: consumerID}
+	err := scanNoticeAddress(s.pool.QueryRow(ctx, `SELECT `+noticeAddressColumns+
 		` FROM consumer_notifications WHERE consumer_id = $1`, consumerID), out)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return out, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("get notifications of consumer %s: %w", consumerID, err)
+		return nil, fmt.Errorf("get notice address of consumer %s: %w", consumerID, err)
 	}
 	return out, nil
 }
 
-// ConsumerNotificationsSet stores (or clears) the consumer's address; the
+// NoticeAddressSet stores (or clears) the consumer's address; the
 // time from p.Now or the database clock. A new address starts pending (or
 // confirmed), the same one keeps its state.
-func (s *Store) ConsumerNotificationsSet(ctx context.Context, p *store.ConsumerNotificationsSetParams) (*store.ConsumerNotifications, error) {
-	out := &store.ConsumerNotifications{ConsumerID: p.ConsumerID}
-	err := scanNotifications(s.pool.QueryRow(ctx, `INSERT INTO consumer_notifications AS n (consumer_id, email, updated_at, confirmed_at)
+func (s *Store) NoticeAddressSet(ctx context.Context, p *store.NoticeAddressSetParams) (*store.NoticeAddress, error) {
+	out := &store.NoticeAddress{ConsumerID: p.ConsumerID}
+	err := scanNoticeAddress(s.pool.QueryRow(ctx, `INSERT INTO consumer_notifications AS n (consumer_id, email, updated_at, confirmed_at)
 		VALUES ($1, $2, coalesce($3::timestamptz, now()),
 			CASE WHEN $4::boolean AND $2 <> '' THEN coalesce($3::timestamptz, now()) END)
 		ON CONFLICT (consumer_id) DO UPDATE SET
@@ -66,30 +66,30 @@ func (s *Store) ConsumerNotificationsSet(ctx context.Context, p *store.ConsumerN
 			token_hash = CASE WHEN n.email = excluded.email THEN n.token_hash END,
 			token_sent_at = CASE WHEN n.email = excluded.email THEN n.token_sent_at END,
 			token_expires_at = CASE WHEN n.email = excluded.email THEN n.token_expires_at END
-		RETURNING `+notificationColumns, p.ConsumerID, p.Email, nowArg(p.Now), p.Confirmed), out)
+		RETURNING `+noticeAddressColumns, p.ConsumerID, p.Email, nowArg(p.Now), p.Confirmed), out)
 	if err != nil {
-		return nil, fmt.Errorf("set notifications of consumer %s: %w", p.ConsumerID, err)
+		return nil, fmt.Errorf("set notice address of consumer %s: %w", p.ConsumerID, err)
 	}
 	return out, nil
 }
 
-// ConsumerNotificationsIssue records a confirmation token for a pending
+// NoticeAddressIssue records a confirmation token for a pending
 // address, at most once per p.Every, in one conditional UPDATE: of two
 // nodes asking at once, the second waits for the first one's row and
 // finds its token too recent.
-func (s *Store) ConsumerNotificationsIssue(ctx context.Context, p *store.ConsumerNotificationsIssueParams) (*store.ConsumerNotifications, bool, error) {
-	out := &store.ConsumerNotifications{ConsumerID: p.ConsumerID}
-	err := scanNotifications(s.pool.QueryRow(ctx, `
+func (s *Store) NoticeAddressIssue(ctx context.Context, p *store.NoticeAddressIssueParams) (*store.NoticeAddress, bool, error) {
+	out := &store.NoticeAddress{ConsumerID: p.ConsumerID}
+	err := scanNoticeAddress(s.pool.QueryRow(ctx, `
 		WITH t AS (SELECT coalesce($3::timestamptz, now()) AS now)
 		UPDATE consumer_notifications
 		SET token_hash = $4, token_sent_at = t.now, token_expires_at = t.now + $5::bigint * interval '1 microsecond'
 		FROM t
 		WHERE consumer_id = $1 AND email = $2 AND email <> '' AND confirmed_at IS NULL
 			AND (token_sent_at IS NULL OR token_sent_at <= t.now - $6::bigint * interval '1 microsecond')
-		RETURNING `+notificationColumns,
+		RETURNING `+noticeAddressColumns,
 		p.ConsumerID, p.Email, nowArg(p.Now), p.TokenHash[:], micros(p.TTL), micros(p.Every)), out)
 	if errors.Is(err, pgx.ErrNoRows) {
-		cur, err := s.ConsumerNotificationsGet(ctx, p.ConsumerID)
+		cur, err := s.NoticeAddressGet(ctx, p.ConsumerID)
 		if err != nil {
 			return nil, false, fmt.Errorf("issue confirmation of consumer %s: %w", p.ConsumerID, err)
 		}
@@ -101,9 +101,9 @@ func (s *Store) ConsumerNotificationsIssue(ctx context.Context, p *store.Consume
 	return out, true, nil
 }
 
-// ConsumerNotificationsUnissue withdraws the token of p.TokenHash, if it
+// NoticeAddressUnissue withdraws the token of p.TokenHash, if it
 // is still the consumer's.
-func (s *Store) ConsumerNotificationsUnissue(ctx context.Context, p *store.ConsumerNotificationsUnissueParams) error {
+func (s *Store) NoticeAddressUnissue(ctx context.Context, p *store.NoticeAddressUnissueParams) error {
 	_, err := s.pool.Exec(ctx, `UPDATE consumer_notifications
 		SET token_hash = NULL, token_sent_at = NULL, token_expires_at = NULL
 		WHERE consumer_id = $1 AND token_hash = $2 AND confirmed_at IS NULL`, p.ConsumerID, p.TokenHash[:])
@@ -113,21 +113,21 @@ func (s *Store) ConsumerNotificationsUnissue(ctx context.Context, p *store.Consu
 	return nil
 }
 
-// ConsumerNotificationsConfirm confirms the address whose live token has
+// NoticeAddressConfirm confirms the address whose live token has
 // p.TokenHash, in one conditional UPDATE; when it changes nothing, a read
 // tells why.
-func (s *Store) ConsumerNotificationsConfirm(ctx context.Context, p *store.ConsumerNotificationsConfirmParams) (*store.ConsumerNotifications, error) {
-	out := &store.ConsumerNotifications{ConsumerID: p.ConsumerID}
-	err := scanNotifications(s.pool.QueryRow(ctx, `
+func (s *Store) NoticeAddressConfirm(ctx context.Context, p *store.NoticeAddressConfirmParams) (*store.NoticeAddress, error) {
+	out := &store.NoticeAddress{ConsumerID: p.ConsumerID}
+	err := scanNoticeAddress(s.pool.QueryRow(ctx, `
 		UPDATE consumer_notifications SET confirmed_at = coalesce($3::timestamptz, now())
 		WHERE consumer_id = $1 AND token_hash = $2 AND email <> '' AND confirmed_at IS NULL
 			AND token_expires_at > coalesce($3::timestamptz, now())
-		RETURNING `+notificationColumns, p.ConsumerID, p.TokenHash[:], nowArg(p.Now)), out)
+		RETURNING `+noticeAddressColumns, p.ConsumerID, p.TokenHash[:], nowArg(p.Now)), out)
 	if err == nil {
 		return out, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("confirm notifications of consumer %s: %w", p.ConsumerID, err)
+		return nil, fmt.Errorf("confirm notice address of consumer %s: %w", p.ConsumerID, err)
 	}
 	var confirmed bool
 	err = s.pool.QueryRow(ctx, `SELECT confirmed_at IS NOT NULL FROM consumer_notifications
@@ -141,7 +141,7 @@ func (s *Store) ConsumerNotificationsConfirm(ctx context.Context, p *store.Consu
 	default:
 		err = store.ErrConfirmationExpired
 	}
-	return nil, fmt.Errorf("confirm notifications of consumer %s: %w", p.ConsumerID, err)
+	return nil, fmt.Errorf("confirm notice address of consumer %s: %w", p.ConsumerID, err)
 }
 
 // NoticeReserve moves the endpoint's last notice to Now (or the database

@@ -54,8 +54,8 @@ type Store struct {
 	taker store.TakerSlot
 
 	// endpoints are the endpoints this node read lately for ingests,
-	// which later ingests fan out from (ingestcache.go).
-	endpoints endpointMemory
+	// which later ingests fan out from (endpointcache.go).
+	endpoints endpointCache
 
 	// node names this store's rows of the activity series (activity.go).
 	node string

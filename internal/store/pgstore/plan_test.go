@@ -412,7 +412,7 @@ func TestGenericPlansStayInTheirStatements(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	require.NoError(t, s.Migrate(t.Context()))
-	s.endpoints.keepFor = time.Hour
+	s.endpoints.ttl = time.Hour
 	createEndpoint(t, s, "c1", func(e *herald.Endpoint) {
 		e.RateLimit = &herald.RateLimit{PerSecond: 100, Burst: 100}
 	})

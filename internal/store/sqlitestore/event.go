@@ -294,20 +294,20 @@ func fanOutTargets(ctx context.Context, fanOut *sql.Stmt, consumer string, l *gr
 }
 
 // leaseTargets lists the enabled endpoints of consumer whole, as kept
-// (endpointkeep.go) or through fanOut (fanOutWholeQuery bound to the
+// (endpointcache.go) or through fanOut (fanOutWholeQuery bound to the
 // group's transaction), each with what l knows of it at t.
 func leaseTargets(ctx context.Context, fanOut *sql.Stmt, consumer string, l *groupLeasing, t time.Time) ([]fanOutTarget, error) {
-	kept, ok := []keptEndpoint(nil), false
-	if l.keep != nil {
-		kept, ok = l.keep.get(consumer)
+	kept, ok := []cachedEndpoint(nil), false
+	if l.endpoints != nil {
+		kept, ok = l.endpoints.get(consumer)
 	}
 	if !ok {
 		var err error
 		if kept, err = readWhole(ctx, fanOut, consumer); err != nil {
 			return nil, err
 		}
-		if l.keep != nil {
-			l.keep.put(consumer, kept)
+		if l.endpoints != nil {
+			l.endpoints.put(consumer, kept)
 		}
 	}
 	out := make([]fanOutTarget, len(kept))
@@ -319,16 +319,16 @@ func leaseTargets(ctx context.Context, fanOut *sql.Stmt, consumer string, l *gro
 }
 
 // readWhole reads the rows of fanOutWholeQuery for consumer.
-func readWhole(ctx context.Context, fanOut *sql.Stmt, consumer string) ([]keptEndpoint, error) {
+func readWhole(ctx context.Context, fanOut *sql.Stmt, consumer string) ([]cachedEndpoint, error) {
 	rows, err := fanOut.QueryContext(ctx, consumer)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []keptEndpoint
+	var out []cachedEndpoint
 	for rows.Next() {
 		var (
-			k        keptEndpoint
+			k        cachedEndpoint
 			bucketAt sql.NullInt64
 		)
 		dest, finish := endpointDest(&k.ep, &k.sealed)

@@ -238,13 +238,13 @@ func (s *Store) writeCalls(ctx context.Context, st *statements, rides []*outcome
 		}
 		seq := newSeqCounter(ctx, tx, st)
 		if l != nil {
-			l.keep = nil
-			kept, err := s.keep.sync(ctx, tx.StmtContext(ctx, st.endpointsVersion))
+			l.endpoints = nil
+			kept, err := s.endpoints.sync(ctx, tx.StmtContext(ctx, st.endpointsVersion))
 			if err != nil {
 				return err
 			}
 			if kept {
-				l.keep = &s.keep
+				l.endpoints = &s.endpoints
 			}
 		}
 		for _, c := range calls {

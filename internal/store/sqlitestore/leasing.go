@@ -60,9 +60,9 @@ type groupLeasing struct {
 	// slots are those of r not yet leased in the group.
 	slots   int
 	targets map[string]*leaseTarget
-	// keep holds the endpoints read whole, when synced in the group's
-	// transaction (endpointkeep.go); nil otherwise.
-	keep *endpointKeep
+	// endpoints holds the endpoints read whole, when synced in the group's
+	// transaction (endpointcache.go); nil otherwise.
+	endpoints *endpointCache
 }
 
 // leaseTarget is what a group knows of an endpoint it ingests for.
@@ -168,7 +168,7 @@ func (l *groupLeasing) reset() {
 	}
 	l.slots = l.r.Slots
 	clear(l.targets)
-	l.keep = nil
+	l.endpoints = nil
 }
 
 // giveBack returns the slots and places of deliveries leased in a

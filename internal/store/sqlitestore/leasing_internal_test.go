@@ -205,12 +205,12 @@ func TestNotificationsKeepTheDeliveryCounter(t *testing.T) {
 	require.Equal(t, maxSeq, counter, "the counter is where the last delivery left it")
 }
 
-// TestKeptEndpointsFollowEveryChange: the endpoints a leasing ingest
-// keeps (endpointkeep.go) are dropped by every change of an endpoint's
+// TestCachedEndpointsFollowEveryChange: the endpoints a leasing ingest
+// keeps (endpointcache.go) are dropped by every change of an endpoint's
 // row: its settings through the store, its state written by another
 // process, its health moved by outcomes. Each ingest below would go to
 // the kept endpoint as it was.
-func TestKeptEndpointsFollowEveryChange(t *testing.T) {
+func TestCachedEndpointsFollowEveryChange(t *testing.T) {
 	t.Parallel()
 	s := openInternal(t)
 	ctx := t.Context()

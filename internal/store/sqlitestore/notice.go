@@ -10,11 +10,11 @@ import (
 	"github.com/heraldhooks/herald/internal/store"
 )
 
-// notificationColumns are the columns scanNotifications reads.
-const notificationColumns = `email, updated_at, confirmed_at, token_sent_at, token_expires_at`
+// noticeAddressColumns are the columns scanNoticeAddress reads.
+const noticeAddressColumns = `email, updated_at, confirmed_at, token_sent_at, token_expires_at`
 
-// scanNotifications reads a row of notificationColumns into out.
-func scanNotifications(row interface{ Scan(...any) error }, out *store.ConsumerNotifications) error {
+// scanNoticeAddress reads a row of noticeAddressColumns into out.
+func scanNoticeAddress(row interface{ Scan(...any) error }, out *store.NoticeAddress) error {
 	var updated int64
 	var confirmed, sent, expires sql.NullInt64
 	if err := row.Scan(&out.Email, &updated, &confirmed, &sent, &expires); err != nil {
@@ -35,25 +35,25 @@ func fromNull(v sql.NullInt64) time.Time {
 	return fromMicros(v.Int64)
 }
 
-// ConsumerNotificationsGet returns the consumer's notification settings,
+// NoticeAddressGet returns the consumer's notice address,
 // the zero settings when it has none.
-func (s *Store) ConsumerNotificationsGet(ctx context.Context, consumerID string) (*store.ConsumerNotifications, error) {
-	out := &store.ConsumerNotifications{ConsumerID: consumerID}
-	err := scanNotifications(s.reader.QueryRowContext(ctx, `SELECT `+notificationColumns+
+func (s *Store) NoticeAddressGet(ctx context.Context, consumerID string) (*store.NoticeAddress, error) {
+	out := &store.NoticeAddress{ConsumerID: consumerID}
+	err := scanNoticeAddress(s.reader.QueryRowContext(ctx, `SELECT `+noticeAddressColumns+
 		` FROM consumer_notifications WHERE consumer_id = ?`, consumerID), out)
 	if errors.Is(err, sql.ErrNoRows) {
 		return out, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("get notifications of consumer %s: %w", consumerID, err)
+		return nil, fmt.Errorf("get notice address of consumer %s: %w", consumerID, err)
 	}
 	return out, nil
 }
 
-// getNotifications reads the consumer's settings inside tx.
-func getNotifications(ctx context.Context, tx *sql.Tx, consumerID string) (*store.ConsumerNotifications, error) {
-	out := &store.ConsumerNotifications{ConsumerID: consumerID}
-	err := scanNotifications(tx.QueryRowContext(ctx, `SELECT `+notificationColumns+
+// getNoticeAddress reads the consumer's settings inside tx.
+func getNoticeAddress(ctx context.Context, tx *sql.Tx, consumerID string) (*store.NoticeAddress, error) {
+	out := &store.NoticeAddress{ConsumerID: consumerID}
+	err := scanNoticeAddress(tx.QueryRowContext(ctx, `SELECT `+noticeAddressColumns+
 		` FROM consumer_notifications WHERE consumer_id = ?`, consumerID), out)
 	if errors.Is(err, sql.ErrNoRows) {
 		return out, nil
@@ -61,11 +61,11 @@ func getNotifications(ctx context.Context, tx *sql.Tx, consumerID string) (*stor
 	return out, err
 }
 
-// ConsumerNotificationsSet stores (or clears) the consumer's address: a
+// NoticeAddressSet stores (or clears) the consumer's address: a
 // new one starts pending (or confirmed), the same one keeps its state.
-func (s *Store) ConsumerNotificationsSet(ctx context.Context, p *store.ConsumerNotificationsSetParams) (*store.ConsumerNotifications, error) {
+func (s *Store) NoticeAddressSet(ctx context.Context, p *store.NoticeAddressSetParams) (*store.NoticeAddress, error) {
 	t := now(p.Now)
-	var out *store.ConsumerNotifications
+	var out *store.NoticeAddress
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var confirmed any
 		if p.Confirmed && p.Email != "" {
@@ -85,20 +85,20 @@ func (s *Store) ConsumerNotificationsSet(ctx context.Context, p *store.ConsumerN
 		if err != nil {
 			return err
 		}
-		out, err = getNotifications(ctx, tx, p.ConsumerID)
+		out, err = getNoticeAddress(ctx, tx, p.ConsumerID)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("set notifications of consumer %s: %w", p.ConsumerID, err)
+		return nil, fmt.Errorf("set notice address of consumer %s: %w", p.ConsumerID, err)
 	}
 	return out, nil
 }
 
-// ConsumerNotificationsIssue records a confirmation token for a pending
+// NoticeAddressIssue records a confirmation token for a pending
 // address, at most once per p.Every.
-func (s *Store) ConsumerNotificationsIssue(ctx context.Context, p *store.ConsumerNotificationsIssueParams) (*store.ConsumerNotifications, bool, error) {
+func (s *Store) NoticeAddressIssue(ctx context.Context, p *store.NoticeAddressIssueParams) (*store.NoticeAddress, bool, error) {
 	t := now(p.Now)
-	var out *store.ConsumerNotifications
+	var out *store.NoticeAddress
 	ok := false
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE consumer_notifications
@@ -114,7 +114,7 @@ func (s *Store) ConsumerNotificationsIssue(ctx context.Context, p *store.Consume
 			return err
 		}
 		ok = n == 1
-		out, err = getNotifications(ctx, tx, p.ConsumerID)
+		out, err = getNoticeAddress(ctx, tx, p.ConsumerID)
 		return err
 	})
 	if err != nil {
@@ -123,9 +123,9 @@ func (s *Store) ConsumerNotificationsIssue(ctx context.Context, p *store.Consume
 	return out, ok, nil
 }
 
-// ConsumerNotificationsUnissue withdraws the token of p.TokenHash, if it
+// NoticeAddressUnissue withdraws the token of p.TokenHash, if it
 // is still the consumer's.
-func (s *Store) ConsumerNotificationsUnissue(ctx context.Context, p *store.ConsumerNotificationsUnissueParams) error {
+func (s *Store) NoticeAddressUnissue(ctx context.Context, p *store.NoticeAddressUnissueParams) error {
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `UPDATE consumer_notifications
 			SET token_hash = NULL, token_sent_at = NULL, token_expires_at = NULL
@@ -138,11 +138,11 @@ func (s *Store) ConsumerNotificationsUnissue(ctx context.Context, p *store.Consu
 	return nil
 }
 
-// ConsumerNotificationsConfirm confirms the address whose live token has
+// NoticeAddressConfirm confirms the address whose live token has
 // p.TokenHash.
-func (s *Store) ConsumerNotificationsConfirm(ctx context.Context, p *store.ConsumerNotificationsConfirmParams) (*store.ConsumerNotifications, error) {
+func (s *Store) NoticeAddressConfirm(ctx context.Context, p *store.NoticeAddressConfirmParams) (*store.NoticeAddress, error) {
 	t := now(p.Now)
-	var out *store.ConsumerNotifications
+	var out *store.NoticeAddress
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		var confirmed, expires sql.NullInt64
 		err := tx.QueryRowContext(ctx, `SELECT confirmed_at, token_expires_at FROM consumer_notifications
@@ -161,11 +161,11 @@ func (s *Store) ConsumerNotificationsConfirm(ctx context.Context, p *store.Consu
 			micros(t), p.ConsumerID); err != nil {
 			return err
 		}
-		out, err = getNotifications(ctx, tx, p.ConsumerID)
+		out, err = getNoticeAddress(ctx, tx, p.ConsumerID)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("confirm notifications of consumer %s: %w", p.ConsumerID, err)
+		return nil, fmt.Errorf("confirm notice address of consumer %s: %w", p.ConsumerID, err)
 	}
 	return out, nil
 }

@@ -53,8 +53,8 @@ type Store struct {
 	// taker is this node's dispatcher, which ingest groups lease to
 	// (leasing.go); none until SetTaker.
 	taker store.TakerSlot
-	// keep holds the endpoints leasing ingests read (endpointkeep.go).
-	keep endpointKeep
+	// endpoints holds the endpoints leasing ingests read (endpointcache.go).
+	endpoints endpointCache
 
 	mu     sync.Mutex
 	subs   map[chan struct{}]struct{}

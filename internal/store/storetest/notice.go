@@ -30,16 +30,16 @@ func noticeCases() []testCase {
 	}
 }
 
-func setAddress(t *testing.T, s store.Store, consumer, email string, now time.Time) *store.ConsumerNotifications {
+func setAddress(t *testing.T, s store.Store, consumer, email string, now time.Time) *store.NoticeAddress {
 	t.Helper()
-	got, err := s.ConsumerNotificationsSet(t.Context(), &store.ConsumerNotificationsSetParams{ConsumerID: consumer, Email: email, Now: now})
+	got, err := s.NoticeAddressSet(t.Context(), &store.NoticeAddressSetParams{ConsumerID: consumer, Email: email, Now: now})
 	require.NoError(t, err)
 	return got
 }
 
-func getAddress(t *testing.T, s store.Store, consumer string) *store.ConsumerNotifications {
+func getAddress(t *testing.T, s store.Store, consumer string) *store.NoticeAddress {
 	t.Helper()
-	got, err := s.ConsumerNotificationsGet(t.Context(), consumer)
+	got, err := s.NoticeAddressGet(t.Context(), consumer)
 	require.NoError(t, err)
 	return got
 }
@@ -47,7 +47,7 @@ func getAddress(t *testing.T, s store.Store, consumer string) *store.ConsumerNot
 func testNoticeAddress(t *testing.T, s store.Store) {
 	// A consumer never set has no address, and is no error.
 	got := getAddress(t, s, "c")
-	require.Equal(t, &store.ConsumerNotifications{ConsumerID: "c"}, got)
+	require.Equal(t, &store.NoticeAddress{ConsumerID: "c"}, got)
 
 	set := setAddress(t, s, "c", "ops@example.com", at(0))
 	require.Equal(t, "ops@example.com", set.Email)
@@ -77,9 +77,9 @@ func testNoticeAddress(t *testing.T, s store.Store) {
 
 // issue issues a confirmation token for email, valid 48 hours, at most
 // one per 5 minutes.
-func issue(t *testing.T, s store.Store, consumer, email, token string, now time.Time) (*store.ConsumerNotifications, bool) {
+func issue(t *testing.T, s store.Store, consumer, email, token string, now time.Time) (*store.NoticeAddress, bool) {
 	t.Helper()
-	got, ok, err := s.ConsumerNotificationsIssue(t.Context(), &store.ConsumerNotificationsIssueParams{
+	got, ok, err := s.NoticeAddressIssue(t.Context(), &store.NoticeAddressIssueParams{
 		ConsumerID: consumer, Email: email, TokenHash: sha256.Sum256([]byte(token)),
 		TTL: 48 * time.Hour, Every: 5 * time.Minute, Now: now,
 	})
@@ -87,9 +87,9 @@ func issue(t *testing.T, s store.Store, consumer, email, token string, now time.
 	return got, ok
 }
 
-func confirm(t *testing.T, s store.Store, consumer, token string, now time.Time) (*store.ConsumerNotifications, error) {
+func confirm(t *testing.T, s store.Store, consumer, token string, now time.Time) (*store.NoticeAddress, error) {
 	t.Helper()
-	return s.ConsumerNotificationsConfirm(t.Context(), &store.ConsumerNotificationsConfirmParams{
+	return s.NoticeAddressConfirm(t.Context(), &store.NoticeAddressConfirmParams{
 		ConsumerID: consumer, TokenHash: sha256.Sum256([]byte(token)), Now: now,
 	})
 }
@@ -176,7 +176,7 @@ func testNoticeConfirmRefused(t *testing.T, s store.Store) {
 	// and a resend may follow at once.
 	_, ok = issue(t, s, "d", "d@example.com", "tok-d2", at(time.Hour))
 	require.True(t, ok)
-	require.NoError(t, s.ConsumerNotificationsUnissue(t.Context(), &store.ConsumerNotificationsUnissueParams{
+	require.NoError(t, s.NoticeAddressUnissue(t.Context(), &store.NoticeAddressUnissueParams{
 		ConsumerID: "d", TokenHash: sha256.Sum256([]byte("tok-d2")),
 	}))
 	got := getAddress(t, s, "d")
@@ -186,7 +186,7 @@ func testNoticeConfirmRefused(t *testing.T, s store.Store) {
 	_, ok = issue(t, s, "d", "d@example.com", "tok-d3", at(time.Hour+time.Second))
 	require.True(t, ok)
 	// Withdrawing a token that was replaced changes nothing.
-	require.NoError(t, s.ConsumerNotificationsUnissue(t.Context(), &store.ConsumerNotificationsUnissueParams{
+	require.NoError(t, s.NoticeAddressUnissue(t.Context(), &store.NoticeAddressUnissueParams{
 		ConsumerID: "d", TokenHash: sha256.Sum256([]byte("tok-d2")),
 	}))
 	_, err = confirm(t, s, "d", "tok-d3", at(time.Hour+time.Minute))
@@ -224,7 +224,7 @@ func testNoticeIssueConcurrent(t *testing.T, s store.Store) {
 		go func() {
 			defer wg.Done()
 			token := fmt.Sprintf("tok-%d", i)
-			_, ok, err := s.ConsumerNotificationsIssue(t.Context(), &store.ConsumerNotificationsIssueParams{
+			_, ok, err := s.NoticeAddressIssue(t.Context(), &store.NoticeAddressIssueParams{
 				ConsumerID: "c", Email: "ops@example.com", TokenHash: sha256.Sum256([]byte(token)),
 				TTL: time.Hour, Every: 5 * time.Minute, Now: at(time.Second),
 			})
@@ -246,7 +246,7 @@ func testNoticeIssueConcurrent(t *testing.T, s store.Store) {
 }
 
 func testNoticeSetConfirmed(t *testing.T, s store.Store) {
-	got, err := s.ConsumerNotificationsSet(t.Context(), &store.ConsumerNotificationsSetParams{
+	got, err := s.NoticeAddressSet(t.Context(), &store.NoticeAddressSetParams{
 		ConsumerID: "c", Email: "ops@example.com", Confirmed: true, Now: at(0),
 	})
 	require.NoError(t, err)
@@ -259,7 +259,7 @@ func testNoticeSetConfirmed(t *testing.T, s store.Store) {
 	setAddress(t, s, "d", "d@example.com", at(0))
 	got = setAddress(t, s, "d", "d@example.com", at(time.Minute))
 	require.False(t, got.Confirmed())
-	got, err = s.ConsumerNotificationsSet(t.Context(), &store.ConsumerNotificationsSetParams{
+	got, err = s.NoticeAddressSet(t.Context(), &store.NoticeAddressSetParams{
 		ConsumerID: "d", Email: "d@example.com", Confirmed: true, Now: at(2 * time.Minute),
 	})
 	require.NoError(t, err)
@@ -270,7 +270,7 @@ func testNoticeSetConfirmed(t *testing.T, s store.Store) {
 	require.True(t, got.Confirmed())
 
 	// Confirmed: true with no address confirms nothing.
-	got, err = s.ConsumerNotificationsSet(t.Context(), &store.ConsumerNotificationsSetParams{
+	got, err = s.NoticeAddressSet(t.Context(), &store.NoticeAddressSetParams{
 		ConsumerID: "c", Email: "", Confirmed: true, Now: at(time.Hour),
 	})
 	require.NoError(t, err)

@@ -5,7 +5,7 @@
 -- (every open store) writes rows of its own, summed on read, so nodes
 -- writing at once never wait for one another's row.
 -- lat00..lat19 are the attempt latency histogram's buckets
--- (store.LatencyBounds). The purge (internal/retention) deletes minutes
+-- (store.LatencyBounds). The purge (internal/maintenance) deletes minutes
 -- older than a day and an hour, so the table stays at about 1,500 rows a
 -- node.
 CREATE TABLE activity_minutes (

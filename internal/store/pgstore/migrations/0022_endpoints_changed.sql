@@ -1,5 +1,5 @@
 -- An ingest may fan out from the endpoints a node read before, in one
--- round trip, instead of reading them first (ingestcache.go). Its
+-- round trip, instead of reading them first (endpointcache.go). Its
 -- statement compares each consumer's enabled endpoints, as ids and
 -- configuration versions, with what the node read, and calls
 -- herald_endpoints_changed for a consumer whose endpoints differ: the

@@ -3,7 +3,7 @@
 -- minute and node in its own transaction, so a row is written once per
 -- batch of outcomes, never by ingest. SQLite has one writer: node is ''.
 -- lat00..lat19 are the attempt latency histogram's buckets
--- (store.LatencyBounds). The purge (internal/retention) deletes minutes
+-- (store.LatencyBounds). The purge (internal/maintenance) deletes minutes
 -- older than a day and an hour, so the table stays at about 1,500 rows a
 -- node.
 CREATE TABLE activity_minutes (

@@ -1,5 +1,5 @@
-// Package depth samples the queue's depth into the database once a
-// minute (store.DepthStore), so the dashboard charts due now, the oldest
+// Depth sampling: a Sampler samples the queue's depth into the database
+// once a minute (store.DepthStore), so the dashboard charts due now, the oldest
 // due wait and the dead-letter depth over the last hour and day, the same
 // on every node.
 //
@@ -11,7 +11,8 @@
 // take turns being first rather than all measuring at the top of the
 // minute. The sample costs what GET /v1/stats?counts=false costs (the due
 // queue and the dead letters), never the history kept.
-package depth
+
+package maintenance
 
 import (
 	"context"
@@ -23,8 +24,8 @@ import (
 	"github.com/heraldhooks/herald/internal/store"
 )
 
-// Config sets up a Sampler.
-type Config struct {
+// SamplerConfig sets up a Sampler.
+type SamplerConfig struct {
 	Store store.DepthStore
 	// Clock times the samples and gives the store its Now (StoreNow).
 	// Default clock.Real.
@@ -34,11 +35,11 @@ type Config struct {
 
 // Sampler samples the queue's depth once a minute until stopped.
 type Sampler struct {
-	cfg Config
+	cfg SamplerConfig
 }
 
-// New returns a sampler; zero fields of cfg take their defaults.
-func New(cfg Config) *Sampler {
+// NewSampler returns a sampler; zero fields of cfg take their defaults.
+func NewSampler(cfg SamplerConfig) *Sampler {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
 	}
@@ -60,7 +61,7 @@ func (s *Sampler) Run(ctx context.Context) error {
 			s.cfg.Logger.Warn("sample queue depth", logkey.Error, err)
 		}
 		now := s.cfg.Clock.Now()
-		t := s.cfg.Clock.NewTimer(Next(now, phase).Sub(now))
+		t := s.cfg.Clock.NewTimer(NextSample(now, phase).Sub(now))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -76,10 +77,10 @@ func (s *Sampler) Sample(ctx context.Context) (bool, error) {
 	return s.cfg.Store.DepthSample(ctx, &store.DepthSampleParams{Now: s.cfg.Clock.StoreNow()})
 }
 
-// Next is the first time after now that lies phase into its minute: the
+// NextSample is the first time after now that lies phase into its minute: the
 // times are fixed to the minute, so a late timer does not push the ones
 // after it later.
-func Next(now time.Time, phase time.Duration) time.Time {
+func NextSample(now time.Time, phase time.Duration) time.Time {
 	next := now.Truncate(time.Minute).Add(phase)
 	if !next.After(now) {
 		next = next.Add(time.Minute)

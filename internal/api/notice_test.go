@@ -17,7 +17,7 @@ import (
 	"github.com/heraldhooks/herald/internal/wire"
 )
 
-type notificationsOut struct {
+type noticeAddressOut struct {
 	ConsumerID            string     `json:"consumer_id"`
 	Email                 *string    `json:"email"`
 	UpdatedAt             *time.Time `json:"updated_at"`
@@ -29,15 +29,15 @@ type notificationsOut struct {
 	Detail                string     `json:"detail"`
 }
 
-func TestConsumerNotifications(t *testing.T) {
+func TestNoticeAddress(t *testing.T) {
 	t.Parallel()
 
 	t.Run("SetReadAndClear", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t)
-		var got notificationsOut
+		var got noticeAddressOut
 		e.do("GET", "/v1/consumers/cust_42/notifications", nil).must(http.StatusOK, &got)
-		require.Equal(t, notificationsOut{ConsumerID: "cust_42", Detail: "No address is set: no notices are mailed."}, got,
+		require.Equal(t, noticeAddressOut{ConsumerID: "cust_42", Detail: "No address is set: no notices are mailed."}, got,
 			"never set: email and updated_at null")
 		r := e.do("GET", "/v1/consumers/cust_42/notifications", nil)
 		require.JSONEq(t, `{"consumer_id":"cust_42","email":null,"updated_at":null,"status":null,"confirmed_at":null,
@@ -47,18 +47,18 @@ func TestConsumerNotifications(t *testing.T) {
 		e.do("PUT", "/v1/consumers/cust_42/notifications", `{"email":"ops@example.com"}`).must(http.StatusOK, &got)
 		require.Equal(t, "ops@example.com", *got.Email)
 		require.True(t, got.UpdatedAt.Equal(e.clock.Now()), "updated_at %v", got.UpdatedAt)
-		got = notificationsOut{}
+		got = noticeAddressOut{}
 		e.do("GET", "/v1/consumers/cust_42/notifications", nil).must(http.StatusOK, &got)
 		require.Equal(t, "ops@example.com", *got.Email)
 
 		for _, clear := range []string{`{"email":null}`, `{"email":""}`} {
 			e.do("PUT", "/v1/consumers/cust_42/notifications", `{"email":"ops@example.com"}`).must(http.StatusOK, nil)
 			e.clock.Advance(time.Minute)
-			got = notificationsOut{}
+			got = noticeAddressOut{}
 			e.do("PUT", "/v1/consumers/cust_42/notifications", clear).must(http.StatusOK, &got)
 			require.Nil(t, got.Email, clear)
 			require.True(t, got.UpdatedAt.Equal(e.clock.Now()), "cleared at %v", got.UpdatedAt)
-			got = notificationsOut{}
+			got = noticeAddressOut{}
 			e.do("GET", "/v1/consumers/cust_42/notifications", nil).must(http.StatusOK, &got)
 			require.Nil(t, got.Email, clear)
 		}
@@ -79,7 +79,7 @@ func TestConsumerNotifications(t *testing.T) {
 		e.do("PUT", "/v1/consumers/cust_42/notifications", `{"email":1}`).apiErr(http.StatusBadRequest, "invalid_type")
 		e.do("PUT", "/v1/consumers/cust_42/notifications", `{"email":"ops@example.com","cc":"x@example.com"}`).
 			apiErr(http.StatusBadRequest, "unknown_field")
-		var got notificationsOut
+		var got noticeAddressOut
 		e.do("GET", "/v1/consumers/cust_42/notifications", nil).must(http.StatusOK, &got)
 		require.Equal(t, "ops@example.com", *got.Email, "nothing refused was stored")
 	})
@@ -89,7 +89,7 @@ func TestConsumerNotifications(t *testing.T) {
 		e := setup(t)
 		key := e.createKey("consumer", "cust_a")
 		e.do("PUT", "/v1/consumers/cust_b/notifications", `{"email":"b@example.com"}`).must(http.StatusOK, nil)
-		var got notificationsOut
+		var got noticeAddressOut
 		e.doKey(key.Key, "PUT", "/v1/consumers/cust_a/notifications", `{"email":"a@example.com"}`).must(http.StatusOK, &got)
 		require.Equal(t, "a@example.com", *got.Email)
 		e.doKey(key.Key, "GET", "/v1/consumers/cust_b/notifications", nil).apiErr(http.StatusNotFound, "not_found")
@@ -148,12 +148,12 @@ func mailedToken(t *testing.T, mail *smtptest.Server, n int, to, consumer string
 	return token
 }
 
-// TestNotificationConfirmation: a new address is pending and mailed a
+// TestNoticeAddressConfirmation: a new address is pending and mailed a
 // link with a single-use token valid 48 hours; the token confirms it
 // once, on its own consumer only; a resend waits 5 minutes; an operator
 // may vouch for an address, a consumer may not; without mail nothing is
 // sent and the answer says so.
-func TestNotificationConfirmation(t *testing.T) {
+func TestNoticeAddressConfirmation(t *testing.T) {
 	t.Parallel()
 	const path = "/v1/consumers/cust_42/notifications"
 	confirmBody := func(token string) string { return `{"token":"` + token + `"}` }
@@ -162,9 +162,9 @@ func TestNotificationConfirmation(t *testing.T) {
 		t.Parallel()
 		mail := smtptest.Start(t)
 		e := setup(t, func(o *options) { o.mail = mail })
-		var got notificationsOut
+		var got noticeAddressOut
 		e.do("PUT", path, `{"email":"ops@example.com"}`).must(http.StatusOK, &got)
-		require.Equal(t, wire.NotificationsPending, *got.Status)
+		require.Equal(t, wire.NoticeAddressPending, *got.Status)
 		require.True(t, got.MailEnabled)
 		require.Nil(t, got.ConfirmedAt)
 		require.True(t, got.ConfirmationSentAt.Equal(e.clock.Now()))
@@ -173,9 +173,9 @@ func TestNotificationConfirmation(t *testing.T) {
 		token := mailedToken(t, mail, 1, "ops@example.com", "cust_42")
 		require.Contains(t, mail.Mails()[0].Body, token)
 
-		got = notificationsOut{}
+		got = noticeAddressOut{}
 		e.do("GET", path, nil).must(http.StatusOK, &got)
-		require.Equal(t, wire.NotificationsPending, *got.Status)
+		require.Equal(t, wire.NoticeAddressPending, *got.Status)
 		require.Contains(t, got.Detail, "Waiting for confirmation")
 
 		// A wrong token confirms nothing: the mailed one with its first
@@ -188,12 +188,12 @@ func TestNotificationConfirmation(t *testing.T) {
 		e.do("POST", path+"/confirm", `{}`).apiErr(http.StatusBadRequest, "invalid_token")
 		e.do("POST", path+"/confirm", `{"token":"`+token+`","email":"x@example.com"}`).apiErr(http.StatusBadRequest, "unknown_field")
 		e.do("GET", path, nil).must(http.StatusOK, &got)
-		require.Equal(t, wire.NotificationsPending, *got.Status)
+		require.Equal(t, wire.NoticeAddressPending, *got.Status)
 
 		e.clock.Advance(time.Hour)
-		got = notificationsOut{}
+		got = noticeAddressOut{}
 		e.do("POST", path+"/confirm", confirmBody(token)).must(http.StatusOK, &got)
-		require.Equal(t, wire.NotificationsConfirmed, *got.Status)
+		require.Equal(t, wire.NoticeAddressConfirmed, *got.Status)
 		require.True(t, got.ConfirmedAt.Equal(e.clock.Now()))
 		require.Equal(t, "ops@example.com", *got.Email)
 		require.Contains(t, got.Detail, "notices are mailed to ops@example.com")
@@ -203,12 +203,12 @@ func TestNotificationConfirmation(t *testing.T) {
 
 		// The confirmed address set again stays confirmed, and is not
 		// mailed again; a new one is pending and mailed.
-		got = notificationsOut{}
+		got = noticeAddressOut{}
 		e.do("PUT", path, `{"email":"ops@example.com"}`).must(http.StatusOK, &got)
-		require.Equal(t, wire.NotificationsConfirmed, *got.Status)
-		got = notificationsOut{}
+		require.Equal(t, wire.NoticeAddressConfirmed, *got.Status)
+		got = noticeAddressOut{}
 		e.do("PUT", path, `{"email":"new@example.com"}`).must(http.StatusOK, &got)
-		require.Equal(t, wire.NotificationsPending, *got.Status)
+		require.Equal(t, wire.NoticeAddressPending, *got.Status)
 		require.Nil(t, got.ConfirmedAt)
 		mailedToken(t, mail, 2, "new@example.com", "cust_42")
 		e.do("POST", path+"/confirm", confirmBody(token)).apiErr(http.StatusBadRequest, "invalid_token")
@@ -222,12 +222,12 @@ func TestNotificationConfirmation(t *testing.T) {
 		e.do("PUT", path, `{"email":"ops@example.com"}`).must(http.StatusOK, nil)
 		token := mailedToken(t, mail, 1, "ops@example.com", "cust_42")
 		e.clock.Advance(48 * time.Hour)
-		var got notificationsOut
+		var got noticeAddressOut
 		e.do("GET", path, nil).must(http.StatusOK, &got)
 		require.Contains(t, got.Detail, "has expired")
 		e.do("POST", path+"/confirm", confirmBody(token)).apiErr(http.StatusGone, "token_expired")
 		e.do("GET", path, nil).must(http.StatusOK, &got)
-		require.Equal(t, wire.NotificationsPending, *got.Status)
+		require.Equal(t, wire.NoticeAddressPending, *got.Status)
 		// Set again, a new link works.
 		e.do("PUT", path, `{"email":"ops@example.com"}`).must(http.StatusOK, nil)
 		e.do("POST", path+"/confirm", confirmBody(mailedToken(t, mail, 2, "ops@example.com", "cust_42"))).must(http.StatusOK, nil)
@@ -240,9 +240,9 @@ func TestNotificationConfirmation(t *testing.T) {
 		e.do("PUT", path, `{"email":"ops@example.com"}`).must(http.StatusOK, nil)
 		first := mailedToken(t, mail, 1, "ops@example.com", "cust_42")
 		e.clock.Advance(5*time.Minute - time.Second)
-		var got notificationsOut
+		var got noticeAddressOut
 		e.do("PUT", path, `{"email":"ops@example.com"}`).must(http.StatusOK, &got)
-		require.Equal(t, wire.NotificationsPending, *got.Status)
+		require.Equal(t, wire.NoticeAddressPending, *got.Status)
 		require.True(t, got.ConfirmationSentAt.Equal(start), "the first link stands")
 		require.Contains(t, got.Detail, "another can be sent from 2024-05-01 12:05 UTC")
 		require.True(t, got.UpdatedAt.Equal(start), "the same address set again is no change")
@@ -262,9 +262,9 @@ func TestNotificationConfirmation(t *testing.T) {
 		mail := smtptest.Start(t)
 		e := setup(t, func(o *options) { o.mail = mail })
 		mail.FailNext(1)
-		var got notificationsOut
+		var got noticeAddressOut
 		e.do("PUT", path, `{"email":"ops@example.com"}`).must(http.StatusOK, &got)
-		require.Equal(t, wire.NotificationsPending, *got.Status)
+		require.Equal(t, wire.NoticeAddressPending, *got.Status)
 		require.Nil(t, got.ConfirmationSentAt)
 		require.Contains(t, got.Detail, "could not be sent")
 		require.Empty(t, mail.Mails())
@@ -276,14 +276,14 @@ func TestNotificationConfirmation(t *testing.T) {
 	t.Run("WithoutMailNothingIsSentAndNothingLost", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t)
-		var got notificationsOut
+		var got noticeAddressOut
 		e.do("PUT", path, `{"email":"ops@example.com"}`).must(http.StatusOK, &got)
 		require.Equal(t, "ops@example.com", *got.Email)
-		require.Equal(t, wire.NotificationsPending, *got.Status)
+		require.Equal(t, wire.NoticeAddressPending, *got.Status)
 		require.False(t, got.MailEnabled)
 		require.Nil(t, got.ConfirmationSentAt)
 		require.Contains(t, got.Detail, "Mail is not configured on this server")
-		got = notificationsOut{}
+		got = noticeAddressOut{}
 		e.do("GET", path, nil).must(http.StatusOK, &got)
 		require.Equal(t, "ops@example.com", *got.Email, "the address is kept")
 		require.Contains(t, got.Detail, "Mail is not configured on this server")
@@ -293,9 +293,9 @@ func TestNotificationConfirmation(t *testing.T) {
 		t.Parallel()
 		mail := smtptest.Start(t)
 		e := setup(t, func(o *options) { o.mail = mail })
-		var got notificationsOut
+		var got noticeAddressOut
 		e.do("PUT", path, `{"email":"ops@example.com","confirmed":true}`).must(http.StatusOK, &got)
-		require.Equal(t, wire.NotificationsConfirmed, *got.Status)
+		require.Equal(t, wire.NoticeAddressConfirmed, *got.Status)
 		require.True(t, got.ConfirmedAt.Equal(e.clock.Now()))
 		require.Empty(t, mail.Mails(), "an address the operator vouches for is mailed no link")
 
@@ -306,11 +306,11 @@ func TestNotificationConfirmation(t *testing.T) {
 		require.Equal(t, "ops@example.com", *got.Email, "a refused call changes nothing")
 		require.Empty(t, mail.Mails())
 		e.doKey(key.Key, "PUT", path, `{"email":"mine@example.com","confirmed":false}`).must(http.StatusOK, &got)
-		require.Equal(t, wire.NotificationsPending, *got.Status)
+		require.Equal(t, wire.NoticeAddressPending, *got.Status)
 		token := mailedToken(t, mail, 1, "mine@example.com", "cust_42")
 		// The consumer confirms with its own key, as the mail tells.
 		e.doKey(key.Key, "POST", path+"/confirm", confirmBody(token)).must(http.StatusOK, &got)
-		require.Equal(t, wire.NotificationsConfirmed, *got.Status)
+		require.Equal(t, wire.NoticeAddressConfirmed, *got.Status)
 	})
 
 	t.Run("ATokenConfirmsItsOwnConsumerOnly", func(t *testing.T) {
@@ -326,12 +326,12 @@ func TestNotificationConfirmation(t *testing.T) {
 		e.doKey(a.Key, "POST", "/v1/consumers/cust_b/notifications/confirm", confirmBody(bToken)).apiErr(http.StatusNotFound, "not_found")
 		e.doKey(a.Key, "POST", "/v1/consumers/cust_a/notifications/confirm", confirmBody(bToken)).apiErr(http.StatusBadRequest, "invalid_token")
 		e.do("POST", "/v1/consumers/cust_a/notifications/confirm", confirmBody(bToken)).apiErr(http.StatusBadRequest, "invalid_token")
-		var got notificationsOut
+		var got noticeAddressOut
 		for _, c := range []string{"cust_a", "cust_b"} {
 			e.do("GET", "/v1/consumers/"+c+"/notifications", nil).must(http.StatusOK, &got)
-			require.Equal(t, wire.NotificationsPending, *got.Status, c)
+			require.Equal(t, wire.NoticeAddressPending, *got.Status, c)
 		}
 		e.do("POST", "/v1/consumers/cust_b/notifications/confirm", confirmBody(bToken)).must(http.StatusOK, &got)
-		require.Equal(t, wire.NotificationsConfirmed, *got.Status)
+		require.Equal(t, wire.NoticeAddressConfirmed, *got.Status)
 	})
 }

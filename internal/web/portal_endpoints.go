@@ -20,29 +20,6 @@ import (
 // forms to create, edit and delete one. Each reads and acts by a /v1 call
 // as the consumer.
 
-// routes mounts the portal's signed-in pages.
-func (p *Portal) routes() {
-	p.mux.Handle("GET /portal/endpoints", p.signedIn(func(w http.ResponseWriter, r *http.Request, _ *auth.Session) {
-		http.Redirect(w, r, "/portal/", http.StatusSeeOther)
-	}))
-	p.mux.Handle("GET /portal/endpoints/new", p.signedIn(p.endpointNew))
-	p.mux.Handle("POST /portal/endpoints", p.signedIn(p.endpointCreate))
-	p.mux.Handle("GET /portal/endpoints/{id}", p.signedIn(p.endpoint))
-	p.mux.Handle("GET /portal/endpoints/{id}/edit", p.signedIn(p.endpointEdit))
-	p.mux.Handle("POST /portal/endpoints/{id}", p.signedIn(p.endpointUpdate))
-	p.mux.Handle("GET /portal/endpoints/{id}/delete", p.signedIn(p.endpointDeleteForm))
-	p.mux.Handle("POST /portal/endpoints/{id}/delete", p.signedIn(p.endpointDelete))
-	p.mux.Handle("POST /portal/endpoints/{id}/enable", p.signedIn(p.endpointAction("enable", "Enabled: new events reach it again. Deliveries that went dead meanwhile can be replayed from the message log.")))
-	p.mux.Handle("POST /portal/endpoints/{id}/disable", p.signedIn(p.endpointAction("disable", "Disabled: new events no longer reach it, and its pending deliveries went dead.")))
-	p.mux.Handle("POST /portal/endpoints/{id}/secret", p.signedIn(p.endpointSecret))
-	p.mux.Handle("POST /portal/endpoints/{id}/rotate-secret", p.signedIn(p.endpointRotate))
-	p.mux.Handle("POST /portal/endpoints/{id}/test", p.signedIn(p.endpointTest))
-	p.mux.Handle("GET /portal/deliveries", p.signedIn(p.deliveries))
-	p.mux.Handle("GET /portal/deliveries/{id}", p.signedIn(p.delivery))
-	p.mux.Handle("POST /portal/deliveries/{id}/replay", p.signedIn(p.deliveryReplay))
-	p.mux.Handle("GET /portal/events/{id}", p.signedIn(p.event))
-}
-
 // Notice says why an endpoint is not taking deliveries as it should.
 type Notice struct {
 	// Kind is "error" (disabled, or its breaker open) or "warn" (failing).

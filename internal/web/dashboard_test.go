@@ -25,7 +25,7 @@ import (
 
 const storedOperatorKey = "hk_stored_operator_key_0123456789"
 
-type uiEnv struct {
+type dashboardEnv struct {
 	srv   *httptest.Server
 	st    store.Store
 	clock *clock.Test
@@ -34,10 +34,10 @@ type uiEnv struct {
 // setupUI serves the API and the dashboard side by side on SQLite with a
 // test clock: the configured operator key, a stored operator key and a
 // consumer key.
-func setupUI(t *testing.T) *uiEnv { return setupUIOver(t, false) }
+func setupUI(t *testing.T) *dashboardEnv { return setupUIOver(t, false) }
 
 // setupUIOver is setupUI, over TLS when tls is set.
-func setupUIOver(t *testing.T, tls bool) *uiEnv {
+func setupUIOver(t *testing.T, tls bool) *dashboardEnv {
 	t.Helper()
 	st, err := sqlitestore.Open(t.Context(), sqlitetest.Path(t), nil)
 	require.NoError(t, err)
@@ -54,9 +54,9 @@ func setupUIOver(t *testing.T, tls bool) *uiEnv {
 		require.NoError(t, err)
 	}
 	apiHandler := api.New(api.Config{Store: st, Clock: clk, APIKeyHash: sha256.Sum256([]byte(operatorKey)), AllowPrivateNetworks: true})
-	ui := web.NewUI(web.UIConfig{API: apiHandler, Sessions: st, Clock: clk})
+	ui := web.NewDashboard(web.DashboardConfig{API: apiHandler, Sessions: st, Clock: clk})
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if web.IsUIPath(r.URL.Path) {
+		if web.IsDashboardPath(r.URL.Path) {
 			ui.ServeHTTP(w, r)
 			return
 		}
@@ -69,10 +69,10 @@ func setupUIOver(t *testing.T, tls bool) *uiEnv {
 		srv.Start()
 	}
 	t.Cleanup(srv.Close)
-	return &uiEnv{srv: srv, st: st, clock: clk}
+	return &dashboardEnv{srv: srv, st: st, clock: clk}
 }
 
-func (e *uiEnv) browser(t *testing.T) *http.Client {
+func (e *dashboardEnv) browser(t *testing.T) *http.Client {
 	t.Helper()
 	jar, err := cookiejar.New(nil)
 	require.NoError(t, err)
@@ -94,7 +94,7 @@ func form(t *testing.T, c *http.Client, u string, v url.Values, header map[strin
 var csrfRE = regexp.MustCompile(`name="csrf_token" value="([^"]+)"`)
 
 // signIn signs c in with key and returns the overview's CSRF token.
-func (e *uiEnv) signIn(t *testing.T, c *http.Client, key string) string {
+func (e *dashboardEnv) signIn(t *testing.T, c *http.Client, key string) string {
 	t.Helper()
 	a := form(t, c, e.srv.URL+"/ui/sign-in", url.Values{"api_key": {key}}, nil)
 	require.Equal(t, http.StatusSeeOther, a.status, a.body)
@@ -112,7 +112,7 @@ func (e *uiEnv) signIn(t *testing.T, c *http.Client, key string) string {
 	return m[1]
 }
 
-func TestUISignIn(t *testing.T) {
+func TestDashboardSignIn(t *testing.T) {
 	t.Parallel()
 
 	t.Run("NoSessionGoesToSignIn", func(t *testing.T) {
@@ -226,13 +226,13 @@ func TestUISignIn(t *testing.T) {
 		e := setupUI(t)
 		c := e.browser(t)
 		e.signIn(t, c, operatorKey)
-		e.clock.Advance(web.DefaultUISessionTTL)
+		e.clock.Advance(web.DefaultDashboardSessionTTL)
 		a := call(t, c, http.MethodGet, e.srv.URL+"/ui/", "", "", nil)
 		require.Equal(t, http.StatusSeeOther, a.status)
 	})
 }
 
-func TestUIPages(t *testing.T) {
+func TestDashboardPages(t *testing.T) {
 	t.Parallel()
 	e := setupUI(t)
 	c := e.browser(t)
@@ -292,7 +292,7 @@ func TestUIPages(t *testing.T) {
 	})
 }
 
-func TestUIEndpoints(t *testing.T) {
+func TestDashboardEndpoints(t *testing.T) {
 	t.Parallel()
 	e := setupUI(t)
 	c := e.browser(t)
@@ -363,7 +363,7 @@ func TestUIEndpoints(t *testing.T) {
 	})
 }
 
-func TestUIEvents(t *testing.T) {
+func TestDashboardEvents(t *testing.T) {
 	t.Parallel()
 	e := setupUI(t)
 	c := e.browser(t)
@@ -414,7 +414,7 @@ func TestUIEvents(t *testing.T) {
 	})
 }
 
-func TestUIDeliveryActions(t *testing.T) {
+func TestDashboardDeliveryActions(t *testing.T) {
 	t.Parallel()
 	e := setupUI(t)
 	c := e.browser(t)

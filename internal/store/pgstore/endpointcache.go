@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// Ingest from remembered endpoints. An ingest reads its consumers'
+// The endpoint cache: ingest from remembered endpoints. An ingest reads its consumers'
 // enabled endpoints before it can fan its events out, which costs it a
 // round trip of its own: the endpoints read and the events insert, then
 // the deliveries insert and the commit. Endpoints change rarely beside
@@ -40,14 +40,14 @@ import (
 // do not move config_version, and the lock that leases checks the health on
 // the row it locks, so a remembered health that has changed only makes an
 // ingest queue what it could have leased. A remembered read is used for
-// rememberFor at most, so that such a plan catches up.
+// cacheTTL at most, so that such a plan catches up.
 
-// rememberFor is how long a node fans out from endpoints it read.
-const rememberFor = time.Second
+// cacheTTL is how long a node fans out from endpoints it read.
+const cacheTTL = time.Second
 
-// maxRemembered bounds the consumers a node remembers the endpoints of;
+// maxCachedConsumers bounds the consumers a node remembers the endpoints of;
 // past it, it forgets them all and starts again.
-const maxRemembered = 10000
+const maxCachedConsumers = 10000
 
 // endpointsChanged is the SQLSTATE of herald_endpoints_changed.
 const endpointsChanged = "HE001"
@@ -57,36 +57,36 @@ const endpointsChanged = "HE001"
 // with its endpoints read.
 var errEndpointsChanged = errors.New("endpoints changed since they were read")
 
-// rememberedEndpoints are the enabled endpoints of one consumer as a node
+// cachedEndpoints are the enabled endpoints of one consumer as a node
 // read them, oldest first, read whole.
-type rememberedEndpoints struct {
+type cachedEndpoints struct {
 	matchers []matcher
 	// version is what endpointsVersionSQL gives for them.
 	version string
 	readAt  time.Time
 }
 
-// endpointMemory is what a node remembers of its consumers' endpoints.
+// endpointCache is what a node remembers of its consumers' endpoints.
 // Its zero value is ready for use.
-type endpointMemory struct {
+type endpointCache struct {
 	mu         sync.Mutex
-	byConsumer map[string]*rememberedEndpoints
-	// keepFor is how long a read is used: rememberFor if zero (tests set
+	byConsumer map[string]*cachedEndpoints
+	// ttl is how long a read is used: cacheTTL if zero (tests set
 	// it before any ingest).
-	keepFor time.Duration
+	ttl time.Duration
 }
 
 // recall returns the remembered endpoints of every consumer, with their
 // versions in the order of consumers, or ok false if it lacks one of them
-// or one was read more than rememberFor ago.
-func (m *endpointMemory) recall(consumers []string, now time.Time) (eps map[string][]matcher, versions []string, ok bool) {
+// or one was read more than cacheTTL ago.
+func (m *endpointCache) recall(consumers []string, now time.Time) (eps map[string][]matcher, versions []string, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	eps = make(map[string][]matcher, len(consumers))
 	versions = make([]string, len(consumers))
 	for i, c := range consumers {
 		r := m.byConsumer[c]
-		if r == nil || now.Sub(r.readAt) > cmp.Or(m.keepFor, rememberFor) {
+		if r == nil || now.Sub(r.readAt) > cmp.Or(m.ttl, cacheTTL) {
 			return nil, nil, false
 		}
 		eps[c], versions[i] = r.matchers, r.version
@@ -96,20 +96,20 @@ func (m *endpointMemory) recall(consumers []string, now time.Time) (eps map[stri
 
 // remember keeps the endpoints read whole for consumers (those without
 // one have none), read at readAt.
-func (m *endpointMemory) remember(consumers []string, eps map[string][]matcher, readAt time.Time) {
+func (m *endpointCache) remember(consumers []string, eps map[string][]matcher, readAt time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.byConsumer == nil || len(m.byConsumer)+len(consumers) > maxRemembered {
-		m.byConsumer = make(map[string]*rememberedEndpoints, len(consumers))
+	if m.byConsumer == nil || len(m.byConsumer)+len(consumers) > maxCachedConsumers {
+		m.byConsumer = make(map[string]*cachedEndpoints, len(consumers))
 	}
 	for _, c := range consumers {
 		ms := eps[c]
-		m.byConsumer[c] = &rememberedEndpoints{matchers: ms, version: endpointsVersion(ms), readAt: readAt}
+		m.byConsumer[c] = &cachedEndpoints{matchers: ms, version: endpointsVersion(ms), readAt: readAt}
 	}
 }
 
 // forget drops what is remembered of consumers.
-func (m *endpointMemory) forget(consumers []string) {
+func (m *endpointCache) forget(consumers []string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, c := range consumers {

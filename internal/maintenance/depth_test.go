@@ -1,4 +1,4 @@
-package depth_test
+package maintenance_test
 
 import (
 	"bytes"
@@ -13,16 +13,17 @@ import (
 
 	"github.com/heraldhooks/herald"
 	"github.com/heraldhooks/herald/internal/clock"
-	"github.com/heraldhooks/herald/internal/depth"
+	"github.com/heraldhooks/herald/internal/maintenance"
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
 )
 
-// start is 20 seconds into a minute: the sampler samples at :20 of each.
-var start = time.Date(2026, 5, 1, 10, 0, 20, 0, time.UTC)
+// sampleStart is 20 seconds into a minute: the sampler samples at :20 of
+// each.
+var sampleStart = time.Date(2026, 5, 1, 10, 0, 20, 0, time.UTC)
 
-func TestNext(t *testing.T) {
+func TestNextSample(t *testing.T) {
 	t.Parallel()
 	at := func(s string) time.Time {
 		v, err := time.Parse("15:04:05.000", s)
@@ -43,12 +44,13 @@ func TestNext(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			require.Equal(t, at(tc.want), depth.Next(at(tc.now), tc.phase))
+			require.Equal(t, at(tc.want), maintenance.NextSample(at(tc.now), tc.phase))
 		})
 	}
 }
 
-// syncBuffer is a log destination safe for the sampler's goroutine.
+// syncBuffer is a log destination safe for the sampler's and the purger's
+// goroutines.
 type syncBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
@@ -66,8 +68,8 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// setup opens a migrated SQLite store.
-func setup(t *testing.T) *sqlitestore.Store {
+// openStore opens a migrated SQLite store.
+func openStore(t *testing.T) *sqlitestore.Store {
 	t.Helper()
 	st, err := sqlitestore.Open(t.Context(), sqlitetest.Path(t), nil)
 	require.NoError(t, err)
@@ -77,7 +79,7 @@ func setup(t *testing.T) *sqlitestore.Store {
 }
 
 // run runs s until the test ends, and waits for its first sample.
-func run(t *testing.T, s *depth.Sampler, c *clock.Test, waiters int) {
+func run(t *testing.T, s *maintenance.Sampler, c *clock.Test, waiters int) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -131,15 +133,15 @@ func dueDelivery(t *testing.T, st store.Store, now time.Time) {
 // sample the queue of its time.
 func TestRunSamplesEveryMinuteOnTheClock(t *testing.T) {
 	t.Parallel()
-	st := setup(t)
-	c := clock.NewTest(start)
-	run(t, depth.New(depth.Config{Store: st, Clock: c}), c, 1)
-	minute := start.Truncate(time.Minute)
+	st := openStore(t)
+	c := clock.NewTest(sampleStart)
+	run(t, maintenance.NewSampler(maintenance.SamplerConfig{Store: st, Clock: c}), c, 1)
+	minute := sampleStart.Truncate(time.Minute)
 	got := points(t, st, minute.Add(time.Minute))
 	require.True(t, got[59].Sampled, "the first sample, when it starts")
 	require.Equal(t, store.Depth{}, got[59].Depth, "nothing queued yet")
 
-	dueDelivery(t, st, start)
+	dueDelivery(t, st, sampleStart)
 	c.Advance(30 * time.Second) // 10:00:50: not yet the next minute's :20
 	waitWaiters(t, c, 1)
 	c.Advance(30 * time.Second) // 10:01:20
@@ -161,20 +163,20 @@ func TestRunSamplesEveryMinuteOnTheClock(t *testing.T) {
 // finds it sampled and writes nothing.
 func TestNodesSampleAMinuteOnce(t *testing.T) {
 	t.Parallel()
-	st := setup(t)
-	c := clock.NewTest(start)
-	first := depth.New(depth.Config{Store: st, Clock: c})
+	st := openStore(t)
+	c := clock.NewTest(sampleStart)
+	first := maintenance.NewSampler(maintenance.SamplerConfig{Store: st, Clock: c})
 	wrote, err := first.Sample(t.Context())
 	require.NoError(t, err)
 	require.True(t, wrote)
 
-	second := depth.New(depth.Config{Store: st, Clock: c})
+	second := maintenance.NewSampler(maintenance.SamplerConfig{Store: st, Clock: c})
 	c.Advance(15 * time.Second)
 	dueDelivery(t, st, c.Now())
 	wrote, err = second.Sample(t.Context())
 	require.NoError(t, err)
 	require.False(t, wrote, "the minute has its sample")
-	got := points(t, st, start.Truncate(time.Minute).Add(time.Minute))
+	got := points(t, st, sampleStart.Truncate(time.Minute).Add(time.Minute))
 	require.Equal(t, store.Depth{}, got[59].Depth, "the first node's")
 }
 
@@ -182,11 +184,11 @@ func TestNodesSampleAMinuteOnce(t *testing.T) {
 // is logged, and the sampler still sleeps until its next minute.
 func TestAFailedSampleIsLoggedAndTheNextOneComes(t *testing.T) {
 	t.Parallel()
-	st := setup(t)
+	st := openStore(t)
 	require.NoError(t, st.Close()) // every call now fails
-	c := clock.NewTest(start)
+	c := clock.NewTest(sampleStart)
 	log := &syncBuffer{}
-	run(t, depth.New(depth.Config{Store: st, Clock: c, Logger: slog.New(slog.NewTextHandler(log, nil))}), c, 1)
+	run(t, maintenance.NewSampler(maintenance.SamplerConfig{Store: st, Clock: c, Logger: slog.New(slog.NewTextHandler(log, nil))}), c, 1)
 	require.Contains(t, log.String(), `msg="sample queue depth"`)
 	c.Advance(time.Minute)
 	waitWaiters(t, c, 1)

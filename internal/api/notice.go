@@ -25,7 +25,7 @@ const (
 	ConfirmationEvery = 5 * time.Minute
 )
 
-// ConfirmationMailer mails a pending notification address the link that
+// ConfirmationMailer mails a pending notice address the link that
 // confirms it (notice.Confirmer), and returns once the mail server took
 // the mail or refused it.
 type ConfirmationMailer interface {
@@ -43,24 +43,24 @@ const (
 	confirmationFailed                             // the mail server refused it
 )
 
-// consumerNotificationsGet serves GET
+// noticeAddressGet serves GET
 // /v1/consumers/{consumer_id}/notifications: the address Herald mails the
 // consumer's notices to (email null when none is set) and where its
 // confirmation stands.
-func (s *Server) consumerNotificationsGet(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) noticeAddressGet(w http.ResponseWriter, r *http.Request) error {
 	consumer := r.PathValue("consumer_id")
 	if err := validateConsumerID(consumer); err != nil {
 		return err
 	}
-	cn, err := s.store.ConsumerNotificationsGet(r.Context(), consumer)
+	cn, err := s.store.NoticeAddressGet(r.Context(), consumer)
 	if err != nil {
-		return fmt.Errorf("get consumer notifications: %w", err)
+		return fmt.Errorf("get notice address: %w", err)
 	}
-	writeJSON(w, http.StatusOK, s.notificationsAnswer(cn, confirmationNone))
+	writeJSON(w, http.StatusOK, s.noticeAddressAnswer(cn, confirmationNone))
 	return nil
 }
 
-// consumerNotificationsPut serves PUT
+// noticeAddressPut serves PUT
 // /v1/consumers/{consumer_id}/notifications {"email": "ops@example.com"}:
 // sets the address (null or "" clears it). The address is one bare
 // mailbox (herald.ValidateEmail), else 400 invalid_email; email is
@@ -73,12 +73,12 @@ func (s *Server) consumerNotificationsGet(w http.ResponseWriter, r *http.Request
 // once (the operator vouches for it); a consumer key may not (403
 // forbidden), since confirming is what keeps a consumer from pointing
 // Herald's mail at a stranger.
-func (s *Server) consumerNotificationsPut(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) noticeAddressPut(w http.ResponseWriter, r *http.Request) error {
 	consumer := r.PathValue("consumer_id")
 	if err := validateConsumerID(consumer); err != nil {
 		return err
 	}
-	var req wire.ConsumerNotificationsRequest
+	var req wire.NoticeAddressRequest
 	body, err := decodeBody(w, r, maxSmallBody, false, &req)
 	if err != nil {
 		return err
@@ -104,11 +104,11 @@ func (s *Server) consumerNotificationsPut(w http.ResponseWriter, r *http.Request
 		return forbidden("confirmed: only an operator key may set an address confirmed; " +
 			"the address is confirmed by opening the link Herald mails to it")
 	}
-	cn, err := s.store.ConsumerNotificationsSet(r.Context(), &store.ConsumerNotificationsSetParams{
+	cn, err := s.store.NoticeAddressSet(r.Context(), &store.NoticeAddressSetParams{
 		ConsumerID: consumer, Email: email, Confirmed: confirmed, Now: s.storeNow(),
 	})
 	if err != nil {
-		return fmt.Errorf("set consumer notifications: %w", err)
+		return fmt.Errorf("set notice address: %w", err)
 	}
 	outcome := confirmationNone
 	if cn.Email != "" && !cn.Confirmed() && s.confirm != nil {
@@ -117,7 +117,7 @@ func (s *Server) consumerNotificationsPut(w http.ResponseWriter, r *http.Request
 			return err
 		}
 	}
-	writeJSON(w, http.StatusOK, s.notificationsAnswer(cn, outcome))
+	writeJSON(w, http.StatusOK, s.noticeAddressAnswer(cn, outcome))
 	return nil
 }
 
@@ -126,13 +126,13 @@ func (s *Server) consumerNotificationsPut(w http.ResponseWriter, r *http.Request
 // ago (or another node is issuing one now). A mail the server refused
 // withdraws its token, so a retry may follow at once; the address stays
 // as it is.
-func (s *Server) sendConfirmation(ctx context.Context, cn *store.ConsumerNotifications) (*store.ConsumerNotifications, confirmationOutcome, error) {
+func (s *Server) sendConfirmation(ctx context.Context, cn *store.NoticeAddress) (*store.NoticeAddress, confirmationOutcome, error) {
 	token, err := auth.NewPortalToken()
 	if err != nil {
 		return nil, confirmationNone, err
 	}
 	hash := auth.Hash(token)
-	issued, ok, err := s.store.ConsumerNotificationsIssue(ctx, &store.ConsumerNotificationsIssueParams{
+	issued, ok, err := s.store.NoticeAddressIssue(ctx, &store.NoticeAddressIssueParams{
 		ConsumerID: cn.ConsumerID, Email: cn.Email, TokenHash: hash,
 		TTL: ConfirmationTTL, Every: ConfirmationEvery, Now: s.storeNow(),
 	})
@@ -155,19 +155,19 @@ func (s *Server) sendConfirmation(ctx context.Context, cn *store.ConsumerNotific
 	// Not sent: withdraw the token, even if the caller went away.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := s.store.ConsumerNotificationsUnissue(wctx, &store.ConsumerNotificationsUnissueParams{
+	if err := s.store.NoticeAddressUnissue(wctx, &store.NoticeAddressUnissueParams{
 		ConsumerID: cn.ConsumerID, TokenHash: hash,
 	}); err != nil {
 		return nil, confirmationNone, fmt.Errorf("withdraw confirmation: %w", err)
 	}
-	now, err := s.store.ConsumerNotificationsGet(wctx, cn.ConsumerID)
+	now, err := s.store.NoticeAddressGet(wctx, cn.ConsumerID)
 	if err != nil {
-		return nil, confirmationNone, fmt.Errorf("get consumer notifications: %w", err)
+		return nil, confirmationNone, fmt.Errorf("get notice address: %w", err)
 	}
 	return now, confirmationFailed, nil
 }
 
-// consumerNotificationsConfirm serves POST
+// noticeAddressConfirm serves POST
 // /v1/consumers/{consumer_id}/notifications/confirm {"token": "…"}: the
 // token of the link mailed to the pending address confirms it, once. A
 // token that is not the consumer's live one (wrong, another consumer's,
@@ -175,19 +175,19 @@ func (s *Server) sendConfirmation(ctx context.Context, cn *store.ConsumerNotific
 // invalid_token, an expired one 410 token_expired, one used already 409
 // token_used. The token is 32 random bytes, so guessing is hopeless and
 // no attempt limit is needed; only its SHA-256 is stored.
-func (s *Server) consumerNotificationsConfirm(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) noticeAddressConfirm(w http.ResponseWriter, r *http.Request) error {
 	consumer := r.PathValue("consumer_id")
 	if err := validateConsumerID(consumer); err != nil {
 		return err
 	}
-	var req wire.ConfirmNotificationsRequest
+	var req wire.NoticeAddressConfirmRequest
 	if _, err := decodeBody(w, r, maxSmallBody, false, &req); err != nil {
 		return err
 	}
 	if req.Token == "" {
 		return badRequest("invalid_token", "token is required: the token of the confirmation link mailed to the address")
 	}
-	cn, err := s.store.ConsumerNotificationsConfirm(r.Context(), &store.ConsumerNotificationsConfirmParams{
+	cn, err := s.store.NoticeAddressConfirm(r.Context(), &store.NoticeAddressConfirmParams{
 		ConsumerID: consumer, TokenHash: auth.Hash(req.Token), Now: s.storeNow(),
 	})
 	switch {
@@ -200,30 +200,30 @@ func (s *Server) consumerNotificationsConfirm(w http.ResponseWriter, r *http.Req
 	case errors.Is(err, store.ErrConfirmationUsed):
 		return &apiError{http.StatusConflict, "token_used", "token: this confirmation link was used already; the address is confirmed"}
 	case err != nil:
-		return fmt.Errorf("confirm consumer notifications: %w", err)
+		return fmt.Errorf("confirm notice address: %w", err)
 	}
-	writeJSON(w, http.StatusOK, s.notificationsAnswer(cn, confirmationNone))
+	writeJSON(w, http.StatusOK, s.noticeAddressAnswer(cn, confirmationNone))
 	return nil
 }
 
-// notificationsAnswer is the wire form of a consumer's settings, with a
+// noticeAddressAnswer is the wire form of a consumer's settings, with a
 // sentence on where the address stands after outcome.
-func (s *Server) notificationsAnswer(cn *store.ConsumerNotifications, outcome confirmationOutcome) wire.ConsumerNotifications {
-	out := wire.ConsumerNotifications{ConsumerID: cn.ConsumerID, MailEnabled: s.confirm != nil}
+func (s *Server) noticeAddressAnswer(cn *store.NoticeAddress, outcome confirmationOutcome) wire.NoticeAddress {
+	out := wire.NoticeAddress{ConsumerID: cn.ConsumerID, MailEnabled: s.confirm != nil}
 	out.UpdatedAt = timeOrNull(cn.UpdatedAt)
 	if cn.Email != "" {
 		email := cn.Email
 		out.Email = &email
-		status := wire.NotificationsPending
+		status := wire.NoticeAddressPending
 		if cn.Confirmed() {
-			status = wire.NotificationsConfirmed
+			status = wire.NoticeAddressConfirmed
 			out.ConfirmedAt = timeOrNull(cn.ConfirmedAt)
 		}
 		out.Status = &status
 		out.ConfirmationSentAt = timeOrNull(cn.ConfirmationSentAt)
 		out.ConfirmationExpiresAt = timeOrNull(cn.ConfirmationExpiresAt)
 	}
-	out.Detail = s.notificationsDetail(cn, outcome)
+	out.Detail = s.noticeAddressDetail(cn, outcome)
 	return out
 }
 
@@ -236,8 +236,8 @@ func timeOrNull(t time.Time) *time.Time {
 	return &u
 }
 
-// notificationsDetail says in a sentence where cn's address stands.
-func (s *Server) notificationsDetail(cn *store.ConsumerNotifications, outcome confirmationOutcome) string {
+// noticeAddressDetail says in a sentence where cn's address stands.
+func (s *Server) noticeAddressDetail(cn *store.NoticeAddress, outcome confirmationOutcome) string {
 	const layout = "2006-01-02 15:04 UTC"
 	switch {
 	case cn.Email == "":

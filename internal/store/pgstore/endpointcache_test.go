@@ -11,7 +11,7 @@ import (
 	"github.com/heraldhooks/herald/internal/store"
 )
 
-// TestRememberedEndpointsFollowChanges: a node fans out from the endpoints
+// TestCachedEndpointsFollowChanges: a node fans out from the endpoints
 // it read, kept here for an hour, yet every ingest sees the endpoint
 // changes another node committed before it began (on the test clock,
 // which gives every change the same updated_at): an endpoint created,
@@ -19,11 +19,11 @@ import (
 // (which a delivery leased at ingest carries), deleted. The ingest that
 // meets a change is written again, reading the endpoints, and answers as
 // if it had read them first.
-func TestRememberedEndpointsFollowChanges(t *testing.T) {
+func TestCachedEndpointsFollowChanges(t *testing.T) {
 	t.Parallel()
 	nodes := openNodes(t, 2)
 	a, b := nodes[0], nodes[1]
-	a.endpoints.keepFor = time.Hour
+	a.endpoints.ttl = time.Hour
 	ctx := t.Context()
 	first := createEndpoint(t, b, "c")
 
@@ -83,14 +83,14 @@ func TestRememberedEndpointsFollowChanges(t *testing.T) {
 	require.Empty(t, fanOut(), "deleted")
 }
 
-// TestRememberedEndpointsKeepDuplicatesApart: from remembered endpoints, an
+// TestCachedEndpointsKeepDuplicatesApart: from remembered endpoints, an
 // event whose idempotency key was taken gets no delivery, beside one new
 // event in the same call that gets its own; both answers are as when the
 // endpoints are read.
-func TestRememberedEndpointsKeepDuplicatesApart(t *testing.T) {
+func TestCachedEndpointsKeepDuplicatesApart(t *testing.T) {
 	t.Parallel()
 	s := openNodes(t, 1)[0]
-	s.endpoints.keepFor = time.Hour
+	s.endpoints.ttl = time.Hour
 	ctx := t.Context()
 	ep := createEndpoint(t, s, "c")
 	old, err := s.EventIngest(ctx, &store.EventIngestParams{Events: []store.EventIngestItem{event("old")}})

@@ -11,10 +11,10 @@ import (
 	"github.com/heraldhooks/herald/internal/testdb"
 )
 
-// BenchmarkUIPagesPostgres is BenchmarkUIPages on PostgreSQL: the same
+// BenchmarkDashboardPagesPostgres is BenchmarkDashboardPages on PostgreSQL: the same
 // rows, filled the same way (pgFill), then vacuumed and analyzed as
 // autovacuum would have done.
-func BenchmarkUIPagesPostgres(b *testing.B) {
+func BenchmarkDashboardPagesPostgres(b *testing.B) {
 	ctx := b.Context()
 	deliveries := benchSize(b)
 	url := testdb.PostgresURL(b)

@@ -24,7 +24,7 @@ const timeField = "2006-01-02T15:04"
 
 // events serves GET /ui/events?id=&event_type=&consumer_id=&since=&until=:
 // an id goes straight to its event; the rest is GET /v1/events, 50 a page.
-func (u *UI) events(w http.ResponseWriter, r *http.Request, s *uiSession) {
+func (u *Dashboard) events(w http.ResponseWriter, r *http.Request, s *dashboardSession) {
 	q := r.URL.Query()
 	d := eventsData{
 		ID: strings.TrimSpace(q.Get("id")), Type: strings.TrimSpace(q.Get("event_type")),
@@ -71,7 +71,7 @@ func (u *UI) events(w http.ResponseWriter, r *http.Request, s *uiSession) {
 
 // event serves GET /ui/events/{id}: GET /v1/events/{id}, payload and
 // deliveries.
-func (u *UI) event(w http.ResponseWriter, r *http.Request, s *uiSession) {
+func (u *Dashboard) event(w http.ResponseWriter, r *http.Request, s *dashboardSession) {
 	var ev wire.Event
 	if err := u.call(r.Context(), s, http.MethodGet, "/v1/events/"+url.PathEscape(r.PathValue("id")), nil, &ev); err != nil {
 		u.callFailed(w, r, s, err)

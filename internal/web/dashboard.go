@@ -22,17 +22,17 @@ import (
 // the key ends the session at once on every node. Every page reads and
 // acts through /v1 calls made as the operator (api.Server.Call).
 
-// UISessionCookie names the cookie that carries a dashboard session's token.
-const UISessionCookie = "herald_ui"
+// DashboardSessionCookie names the cookie that carries a dashboard session's token.
+const DashboardSessionCookie = "herald_ui"
 
-// UIPath is the dashboard's root and its cookies' path.
-const UIPath = "/ui"
+// DashboardPath is the dashboard's root and its cookies' path.
+const DashboardPath = "/ui"
 
-// DefaultUISessionTTL is how long a dashboard session lasts.
-const DefaultUISessionTTL = 12 * time.Hour
+// DefaultDashboardSessionTTL is how long a dashboard session lasts.
+const DefaultDashboardSessionTTL = 12 * time.Hour
 
-// UIConfig wires the dashboard.
-type UIConfig struct {
+// DashboardConfig wires the dashboard.
+type DashboardConfig struct {
 	// API answers the /v1 calls the pages make; required.
 	API *api.Server
 	// Sessions keeps the dashboard's sessions; required.
@@ -42,14 +42,14 @@ type UIConfig struct {
 	Layout *Layout
 	// Clock gives the time handed to the store. Default clock.Real.
 	Clock clock.Clock
-	// SessionTTL is how long a session lasts. Default DefaultUISessionTTL.
+	// SessionTTL is how long a session lasts. Default DefaultDashboardSessionTTL.
 	SessionTTL time.Duration
 	// Logger hears of failures. Default: discard.
 	Logger *slog.Logger
 }
 
-// UI is the /ui/ handler. Safe for concurrent use.
-type UI struct {
+// Dashboard is the /ui/ handler. Safe for concurrent use.
+type Dashboard struct {
 	api      *api.Server
 	sessions store.OperatorSessionStore
 	assets   *Assets
@@ -60,9 +60,9 @@ type UI struct {
 	mux      *http.ServeMux
 }
 
-// NewUI returns the dashboard.
-func NewUI(cfg UIConfig) *UI {
-	u := &UI{api: cfg.API, sessions: cfg.Sessions, assets: cfg.Assets, layout: cfg.Layout,
+// NewDashboard returns the dashboard.
+func NewDashboard(cfg DashboardConfig) *Dashboard {
+	u := &Dashboard{api: cfg.API, sessions: cfg.Sessions, assets: cfg.Assets, layout: cfg.Layout,
 		clock: cfg.Clock, ttl: cfg.SessionTTL, log: cfg.Logger, mux: http.NewServeMux()}
 	if u.log == nil {
 		u.log = slog.New(slog.DiscardHandler)
@@ -71,7 +71,7 @@ func NewUI(cfg UIConfig) *UI {
 		u.clock = clock.Real{}
 	}
 	if u.ttl <= 0 {
-		u.ttl = DefaultUISessionTTL
+		u.ttl = DefaultDashboardSessionTTL
 	}
 	if u.assets == nil {
 		u.assets = NewAssets()
@@ -79,41 +79,68 @@ func NewUI(cfg UIConfig) *UI {
 	if u.layout == nil {
 		u.layout = NewLayout(u.assets, u.log)
 	}
+	u.routes()
+	return u
+}
+
+// routes is the dashboard's route table: every path it serves, mounted on
+// its mux. Signing in needs no session; every other page needs one and
+// reads and acts through /v1 calls made as the operator.
+func (u *Dashboard) routes() {
 	u.mux.Handle(StaticPrefix, u.assets)
 	u.mux.HandleFunc("GET /ui/sign-in", u.signInForm)
 	u.mux.HandleFunc("POST /ui/sign-in", u.signIn)
 	u.mux.Handle("POST /ui/sign-out", u.signedIn(u.signOut))
 	u.mux.Handle("GET /ui/{$}", u.signedIn(u.overview))
-	u.routes()
+	u.mux.Handle("GET /ui/endpoints", u.signedIn(u.endpoints))
+	u.mux.Handle("GET /ui/endpoints/{id}", u.signedIn(u.endpoint))
+	u.mux.Handle("POST /ui/endpoints/{id}/enable", u.signedIn(u.endpointAction("enable", "Enabled.")))
+	u.mux.Handle("POST /ui/endpoints/{id}/disable", u.signedIn(u.endpointAction("disable", "Disabled: its live deliveries are dead and can be replayed once it is enabled.")))
+	u.mux.Handle("POST /ui/endpoints/{id}/rotate-secret", u.signedIn(u.endpointRotate))
+	u.mux.Handle("GET /ui/events", u.signedIn(u.events))
+	u.mux.Handle("GET /ui/events/{id}", u.signedIn(u.event))
+	u.mux.Handle("GET /ui/event-types", u.signedIn(u.eventTypes))
+	u.mux.Handle("POST /ui/event-types", u.signedIn(u.eventTypeCreate))
+	u.mux.Handle("GET /ui/event-types/{name}", u.signedIn(u.eventType))
+	u.mux.Handle("POST /ui/event-types/{name}", u.signedIn(u.eventTypeUpdate))
+	u.mux.Handle("GET /ui/event-types/{name}/delete", u.signedIn(u.eventTypeDeleteForm))
+	u.mux.Handle("POST /ui/event-types/{name}/delete", u.signedIn(u.eventTypeDelete))
+	u.mux.Handle("GET /ui/dead", u.signedIn(u.dead))
+	u.mux.Handle("POST /ui/dead/replay", u.signedIn(u.deadReplaySelected))
+	u.mux.Handle("POST /ui/endpoints/{id}/replay", u.signedIn(u.endpointReplay))
+	u.mux.Handle("GET /ui/deliveries/{id}", u.signedIn(u.delivery))
+	u.mux.Handle("POST /ui/deliveries/{id}/replay", u.signedIn(u.deliveryAction("replay", "Replayed: the delivery is due now.")))
+	u.mux.Handle("POST /ui/deliveries/{id}/cancel", u.signedIn(u.deliveryAction("cancel", "Cancelled.")))
 	u.mux.HandleFunc("/ui", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/ui/", http.StatusSeeOther)
 	})
-	u.mux.Handle("/ui/", u.signedIn(func(w http.ResponseWriter, r *http.Request, s *uiSession) {
+	u.mux.Handle("/ui/", u.signedIn(func(w http.ResponseWriter, r *http.Request, s *dashboardSession) {
 		u.message(w, r, s, http.StatusNotFound, "Not found", "There is no such page in the dashboard.")
 	}))
-	return u
 }
 
 // ServeHTTP serves /ui and everything under it.
-func (u *UI) ServeHTTP(w http.ResponseWriter, r *http.Request) { u.mux.ServeHTTP(w, r) }
+func (u *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) { u.mux.ServeHTTP(w, r) }
 
-// IsUIPath reports whether the dashboard serves path.
-func IsUIPath(path string) bool { return path == UIPath || strings.HasPrefix(path, UIPath+"/") }
+// IsDashboardPath reports whether the dashboard serves path.
+func IsDashboardPath(path string) bool {
+	return path == DashboardPath || strings.HasPrefix(path, DashboardPath+"/")
+}
 
-// uiSession is a signed-in operator.
-type uiSession struct {
+// dashboardSession is a signed-in operator.
+type dashboardSession struct {
 	id        string
 	csrf      string
 	principal auth.Principal
 }
 
-// uiHandler serves a signed-in request.
-type uiHandler func(w http.ResponseWriter, r *http.Request, s *uiSession)
+// dashboardHandler serves a signed-in request.
+type dashboardHandler func(w http.ResponseWriter, r *http.Request, s *dashboardSession)
 
 // signedIn serves h only with a live session whose key still
 // authenticates as an operator; a state-changing request must also pass
 // auth.CheckCSRF. Without a session a GET goes to the sign-in form.
-func (u *UI) signedIn(h uiHandler) http.Handler {
+func (u *Dashboard) signedIn(h dashboardHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s, err := u.session(r)
 		if errors.Is(err, auth.ErrNoSession) {
@@ -141,8 +168,8 @@ func (u *UI) signedIn(h uiHandler) http.Handler {
 
 // session reads r's session: auth.ErrNoSession when there is none, it
 // ended, or its key no longer authenticates as an operator.
-func (u *UI) session(r *http.Request) (*uiSession, error) {
-	c, err := r.Cookie(UISessionCookie)
+func (u *Dashboard) session(r *http.Request) (*dashboardSession, error) {
+	c, err := r.Cookie(DashboardSessionCookie)
 	if err != nil || c.Value == "" {
 		return nil, auth.ErrNoSession
 	}
@@ -162,11 +189,11 @@ func (u *UI) session(r *http.Request) (*uiSession, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &uiSession{id: os.ID, csrf: auth.CSRFToken(c.Value), principal: p}, nil
+	return &dashboardSession{id: os.ID, csrf: auth.CSRFToken(c.Value), principal: p}, nil
 }
 
 // signInForm serves GET /ui/sign-in.
-func (u *UI) signInForm(w http.ResponseWriter, r *http.Request) {
+func (u *Dashboard) signInForm(w http.ResponseWriter, r *http.Request) {
 	u.render(w, r, nil, http.StatusOK, "signin", "Sign in", "", signInData{})
 }
 
@@ -176,7 +203,7 @@ type signInData struct{ Error string }
 // session exists yet to carry a CSRF token, so the request must come from
 // this site (Sec-Fetch-Site and Origin, when sent): another site cannot
 // sign a browser in to its own session.
-func (u *UI) signIn(w http.ResponseWriter, r *http.Request) {
+func (u *Dashboard) signIn(w http.ResponseWriter, r *http.Request) {
 	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {
 		u.message(w, r, nil, http.StatusForbidden, "Not allowed", "This request came from another site and was refused.")
 		return
@@ -211,7 +238,7 @@ func (u *UI) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.SetCookie(w, &http.Cookie{
-		Name: UISessionCookie, Value: token, Path: UIPath, MaxAge: int(u.ttl / time.Second),
+		Name: DashboardSessionCookie, Value: token, Path: DashboardPath, MaxAge: int(u.ttl / time.Second),
 		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode,
 	})
 	http.Redirect(w, r, "/ui/", http.StatusSeeOther)
@@ -228,7 +255,7 @@ func sameOriginUI(r *http.Request, origin string) bool {
 
 // signOut serves POST /ui/sign-out: the session's row is deleted, which
 // ends it on every node, and its cookie is cleared.
-func (u *UI) signOut(w http.ResponseWriter, r *http.Request, s *uiSession) {
+func (u *Dashboard) signOut(w http.ResponseWriter, r *http.Request, s *dashboardSession) {
 	err := u.sessions.OperatorSessionEnd(r.Context(), &store.OperatorSessionEndParams{ID: s.id})
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		u.log.Error("could not end a dashboard session", logkey.Error, err)
@@ -236,15 +263,15 @@ func (u *UI) signOut(w http.ResponseWriter, r *http.Request, s *uiSession) {
 		return
 	}
 	http.SetCookie(w, &http.Cookie{
-		Name: UISessionCookie, Value: "", Path: UIPath, MaxAge: -1,
+		Name: DashboardSessionCookie, Value: "", Path: DashboardPath, MaxAge: -1,
 		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode,
 	})
-	SetFlash(w, r, UIPath, Flash{Kind: "info", Text: "You are signed out."})
+	SetFlash(w, r, DashboardPath, Flash{Kind: "info", Text: "You are signed out."})
 	http.Redirect(w, r, "/ui/sign-in", http.StatusSeeOther)
 }
 
-// uiNav is the dashboard's navigation.
-var uiNav = []NavItem{
+// dashboardNav is the dashboard's navigation.
+var dashboardNav = []NavItem{
 	{Key: "overview", Label: "Overview", Href: "/ui/"},
 	{Key: "endpoints", Label: "Endpoints", Href: "/ui/endpoints"},
 	{Key: "events", Label: "Events", Href: "/ui/events"},
@@ -253,11 +280,11 @@ var uiNav = []NavItem{
 }
 
 // render answers a dashboard page; s is nil when no one is signed in.
-func (u *UI) render(w http.ResponseWriter, r *http.Request, s *uiSession, status int, page, title, current string, data any) {
+func (u *Dashboard) render(w http.ResponseWriter, r *http.Request, s *dashboardSession, status int, page, title, current string, data any) {
 	p := &Page{Site: "Herald", Home: "/ui/", Title: title, Current: current, Data: data,
-		Flash: TakeFlash(w, r, UIPath)}
+		Flash: TakeFlash(w, r, DashboardPath)}
 	if s != nil {
-		p.Nav = uiNav
+		p.Nav = dashboardNav
 		p.SignedInAs = "operator"
 		if s.principal.KeyID != "" {
 			p.SignedInAs = "operator key " + s.principal.KeyID
@@ -269,18 +296,18 @@ func (u *UI) render(w http.ResponseWriter, r *http.Request, s *uiSession, status
 }
 
 // message answers a page with a title and a sentence.
-func (u *UI) message(w http.ResponseWriter, r *http.Request, s *uiSession, status int, title, text string) {
+func (u *Dashboard) message(w http.ResponseWriter, r *http.Request, s *dashboardSession, status int, title, text string) {
 	u.render(w, r, s, status, "message", title, "", text)
 }
 
 // call makes a /v1 call as the signed-in operator.
-func (u *UI) call(ctx context.Context, s *uiSession, method, path string, body, out any) error {
+func (u *Dashboard) call(ctx context.Context, s *dashboardSession, method, path string, body, out any) error {
 	return u.api.Call(ctx, s.principal, method, path, body, out)
 }
 
 // callFailed answers a page whose /v1 call failed: the API's own status
 // and message for its error answers, a 500 for anything else.
-func (u *UI) callFailed(w http.ResponseWriter, r *http.Request, s *uiSession, err error) {
+func (u *Dashboard) callFailed(w http.ResponseWriter, r *http.Request, s *dashboardSession, err error) {
 	var ce *api.CallError
 	if errors.As(err, &ce) && ce.Status < 500 {
 		title := "Not possible"

@@ -13,14 +13,14 @@ import (
 	"github.com/heraldhooks/herald/internal/store"
 )
 
-// TestUIOverviewCharts: the overview draws the activity and the queue's
+// TestDashboardOverviewCharts: the overview draws the activity and the queue's
 // depth of the last hour and day as inline SVG charts with a title and a
 // description, gives the same numbers as a table, and sums the last
 // minutes into the figures of now; a minute without attempts has no
 // success rate, and a minute without a depth sample no depth, so their
 // lines break there. Nothing on the page is styled inline (the CSP
 // forbids it).
-func TestUIOverviewCharts(t *testing.T) {
+func TestDashboardOverviewCharts(t *testing.T) {
 	t.Parallel()
 	e := setupUI(t)
 	c := e.browser(t)

@@ -47,7 +47,7 @@ func tableRows(t *testing.T, page string) ([]string, map[string]map[string]strin
 
 // createEndpointAt makes an endpoint through the store at the test clock's
 // time and returns it.
-func (e *uiEnv) createEndpointAt(t *testing.T, consumer, u string) *herald.Endpoint {
+func (e *dashboardEnv) createEndpointAt(t *testing.T, consumer, u string) *herald.Endpoint {
 	t.Helper()
 	ep, err := e.st.EndpointCreate(t.Context(), &store.EndpointCreateParams{Endpoint: &herald.Endpoint{
 		ConsumerID: consumer, URL: u, EventTypes: []string{"*"}, Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
@@ -59,7 +59,7 @@ func (e *uiEnv) createEndpointAt(t *testing.T, consumer, u string) *herald.Endpo
 }
 
 // ingestTo ingests n events for consumer.
-func (e *uiEnv) ingestTo(t *testing.T, consumer string, n int) {
+func (e *dashboardEnv) ingestTo(t *testing.T, consumer string, n int) {
 	t.Helper()
 	items := make([]store.EventIngestItem, n)
 	for i := range items {
@@ -88,7 +88,7 @@ func outcomeOf(c *store.ClaimedDelivery, status herald.Status, at time.Time) sto
 	return o
 }
 
-func TestUIEndpointsTable(t *testing.T) {
+func TestDashboardEndpointsTable(t *testing.T) {
 	t.Parallel()
 	e := setupUI(t)
 	c := e.browser(t)
@@ -224,7 +224,7 @@ func TestUIEndpointsTable(t *testing.T) {
 	})
 }
 
-func TestUIEndpointsSortAndPages(t *testing.T) {
+func TestDashboardEndpointsSortAndPages(t *testing.T) {
 	t.Parallel()
 	e := setupUI(t)
 	c := e.browser(t)

@@ -36,7 +36,7 @@ const (
 	benchAttempts = 1_200
 )
 
-// BenchmarkUIPages renders each dashboard page, server side, as a signed-in
+// BenchmarkDashboardPages renders each dashboard page, server side, as a signed-in
 // operator, and each page of the consumer portal as consumer c0 (whose 100
 // endpoints' deliveries are as many as any other's), on SQLite with 100,000 endpoints and benchDeliveries
 // deliveries (or HERALD_BENCH_DELIVERIES), and a day of activity and of
@@ -51,7 +51,7 @@ const (
 // endpoint in the last hour. Of the endpoints, 1 % (and the first page's)
 // failed an attempt in the last hour, 0.1 % have an open breaker and
 // 0.1 % are disabled (benchUnwell): what the order by health ranks.
-func BenchmarkUIPages(b *testing.B) {
+func BenchmarkDashboardPages(b *testing.B) {
 	ctx := b.Context()
 	deliveries := benchSize(b)
 	path := testdb.SQLitePath(b)
@@ -118,7 +118,7 @@ func seedTemplates(b *testing.B, st store.Store) (endpoint, event, delivery stri
 func benchPages(b *testing.B, st store.Store, someEndpoint, someEvent, someDelivery string) {
 	b.Helper()
 	srv := api.New(api.Config{Store: st, APIKeyHash: sha256.Sum256([]byte(operatorKey)), AllowPrivateNetworks: true})
-	ui := web.NewUI(web.UIConfig{API: srv, Sessions: st})
+	ui := web.NewDashboard(web.DashboardConfig{API: srv, Sessions: st})
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest(http.MethodPost, "/ui/sign-in", strings.NewReader(url.Values{"api_key": {operatorKey}}.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")

@@ -10,32 +10,14 @@ import (
 	"strings"
 
 	"github.com/heraldhooks/herald/internal/api"
-	"github.com/heraldhooks/herald/internal/auth"
 	"github.com/heraldhooks/herald/internal/wire"
 )
 
-// The event type catalog's pages: the dashboard's list with a form to add
-// an entry, an entry's page with its schema and example and the forms to
-// edit or delete it (Herald's own herald.* types are shown read-only), and
-// the portal's read-only list, which tells a consumer what each type
-// carries. Every read and write is a /v1/event-types call.
-
-// eventTypeRow is a catalog entry as the pages show it.
-type eventTypeRow struct {
-	wire.EventType
-	// HasSchema and HasExample: the entry has one (an answer's null is none).
-	HasSchema, HasExample bool
-}
-
-func newEventTypeRow(t wire.EventType) eventTypeRow {
-	return eventTypeRow{EventType: t, HasSchema: hasJSON(t.Schema), HasExample: hasJSON(t.Example)}
-}
-
-// hasJSON reports whether raw holds a value other than null.
-func hasJSON(raw json.RawMessage) bool {
-	t := bytes.TrimSpace(raw)
-	return len(t) > 0 && !bytes.Equal(t, []byte("null"))
-}
+// The dashboard's event type catalog pages: the list with a form to add an
+// entry, an entry's page with its schema and example and the forms to
+// edit or delete it (Herald's own herald.* types are shown read-only).
+// Every read and write is a /v1/event-types call; the list itself
+// (listEventTypes) is the portal's too.
 
 // eventTypeForm is the create and edit form, as typed: a refused form is
 // shown again with its input kept and the reason.
@@ -84,38 +66,14 @@ type eventTypePatch struct {
 	Example     json.RawMessage `json:"example"`
 }
 
-type eventTypesData struct {
-	Types []eventTypeRow
-	Pager Pager
-	// Form is the form to add an entry (dashboard only).
-	Form eventTypeForm
-}
-
-// listEventTypes reads a page of the catalog, 100 entries from r's cursor.
-func listEventTypes(r *http.Request, call func(path string, out any) error) (eventTypesData, error) {
-	v := url.Values{"limit": {"100"}}
-	if c := r.URL.Query().Get("cursor"); c != "" {
-		v.Set("cursor", c)
-	}
-	var list wire.List[wire.EventType]
-	if err := call("/v1/event-types?"+v.Encode(), &list); err != nil {
-		return eventTypesData{}, err
-	}
-	d := eventTypesData{Pager: NewPager(r.URL, list.NextCursor)}
-	for _, t := range list.Data {
-		d.Types = append(d.Types, newEventTypeRow(t))
-	}
-	return d, nil
-}
-
 // eventTypes serves GET /ui/event-types?cursor=: the catalog, 100 a page
 // in name order, and the form to add an entry.
-func (u *UI) eventTypes(w http.ResponseWriter, r *http.Request, s *uiSession) {
+func (u *Dashboard) eventTypes(w http.ResponseWriter, r *http.Request, s *dashboardSession) {
 	u.eventTypesPage(w, r, s, http.StatusOK, eventTypeForm{})
 }
 
 // eventTypesPage answers the list with form f (a refused one, or empty).
-func (u *UI) eventTypesPage(w http.ResponseWriter, r *http.Request, s *uiSession, status int, f eventTypeForm) {
+func (u *Dashboard) eventTypesPage(w http.ResponseWriter, r *http.Request, s *dashboardSession, status int, f eventTypeForm) {
 	d, err := listEventTypes(r, func(path string, out any) error {
 		return u.call(r.Context(), s, http.MethodGet, path, nil, out)
 	})
@@ -129,7 +87,7 @@ func (u *UI) eventTypesPage(w http.ResponseWriter, r *http.Request, s *uiSession
 
 // eventTypeCreate serves POST /ui/event-types by POST /v1/event-types; a
 // refusal shows the list again with the form as typed and the API's reason.
-func (u *UI) eventTypeCreate(w http.ResponseWriter, r *http.Request, s *uiSession) {
+func (u *Dashboard) eventTypeCreate(w http.ResponseWriter, r *http.Request, s *dashboardSession) {
 	f, schema, example, err := readEventTypeForm(r)
 	if err != nil {
 		f.Error = err.Error()
@@ -147,7 +105,7 @@ func (u *UI) eventTypeCreate(w http.ResponseWriter, r *http.Request, s *uiSessio
 		u.callFailed(w, r, s, err)
 		return
 	}
-	SetFlash(w, r, UIPath, Flash{Kind: "ok", Text: "Added " + created.Name + " to the catalog."})
+	SetFlash(w, r, DashboardPath, Flash{Kind: "ok", Text: "Added " + created.Name + " to the catalog."})
 	http.Redirect(w, r, "/ui/event-types/"+url.PathEscape(created.Name), http.StatusSeeOther)
 }
 
@@ -170,12 +128,12 @@ type eventTypeData struct {
 // eventType serves GET /ui/event-types/{name}: the entry's description,
 // schema and example, and (unless it is built in) the forms to edit it
 // and to delete it.
-func (u *UI) eventType(w http.ResponseWriter, r *http.Request, s *uiSession) {
+func (u *Dashboard) eventType(w http.ResponseWriter, r *http.Request, s *dashboardSession) {
 	u.eventTypePage(w, r, s, http.StatusOK, nil)
 }
 
 // eventTypePage answers an entry's page; f, when not nil, is a refused edit.
-func (u *UI) eventTypePage(w http.ResponseWriter, r *http.Request, s *uiSession, status int, f *eventTypeForm) {
+func (u *Dashboard) eventTypePage(w http.ResponseWriter, r *http.Request, s *dashboardSession, status int, f *eventTypeForm) {
 	name := r.PathValue("name")
 	var t wire.EventType
 	if err := u.call(r.Context(), s, http.MethodGet, "/v1/event-types/"+url.PathEscape(name), nil, &t); err != nil {
@@ -210,7 +168,7 @@ func indentJSON(raw json.RawMessage) string {
 // /v1/event-types/{name} with every field of the form (an empty schema or
 // example removes it); a refusal shows the page again with the edit as
 // typed and the API's reason.
-func (u *UI) eventTypeUpdate(w http.ResponseWriter, r *http.Request, s *uiSession) {
+func (u *Dashboard) eventTypeUpdate(w http.ResponseWriter, r *http.Request, s *dashboardSession) {
 	name := r.PathValue("name")
 	f, schema, example, err := readEventTypeForm(r)
 	f.Name = name
@@ -229,13 +187,13 @@ func (u *UI) eventTypeUpdate(w http.ResponseWriter, r *http.Request, s *uiSessio
 		u.callFailed(w, r, s, err)
 		return
 	}
-	SetFlash(w, r, UIPath, Flash{Kind: "ok", Text: "Saved."})
+	SetFlash(w, r, DashboardPath, Flash{Kind: "ok", Text: "Saved."})
 	http.Redirect(w, r, "/ui/event-types/"+url.PathEscape(name), http.StatusSeeOther)
 }
 
 // eventTypeDeleteForm serves GET /ui/event-types/{name}/delete: the
 // question, with the button that deletes.
-func (u *UI) eventTypeDeleteForm(w http.ResponseWriter, r *http.Request, s *uiSession) {
+func (u *Dashboard) eventTypeDeleteForm(w http.ResponseWriter, r *http.Request, s *dashboardSession) {
 	var t wire.EventType
 	if err := u.call(r.Context(), s, http.MethodGet, "/v1/event-types/"+url.PathEscape(r.PathValue("name")), nil, &t); err != nil {
 		u.callFailed(w, r, s, err)
@@ -250,27 +208,13 @@ func (u *UI) eventTypeDeleteForm(w http.ResponseWriter, r *http.Request, s *uiSe
 
 // eventTypeDelete serves POST /ui/event-types/{name}/delete by DELETE
 // /v1/event-types/{name}.
-func (u *UI) eventTypeDelete(w http.ResponseWriter, r *http.Request, s *uiSession) {
+func (u *Dashboard) eventTypeDelete(w http.ResponseWriter, r *http.Request, s *dashboardSession) {
 	name := r.PathValue("name")
 	if err := u.call(r.Context(), s, http.MethodDelete, "/v1/event-types/"+url.PathEscape(name), nil, nil); err != nil {
-		SetFlash(w, r, UIPath, Flash{Kind: "error", Text: "Not deleted: " + callMessage(err)})
+		SetFlash(w, r, DashboardPath, Flash{Kind: "error", Text: "Not deleted: " + callMessage(err)})
 		http.Redirect(w, r, "/ui/event-types/"+url.PathEscape(name), http.StatusSeeOther)
 		return
 	}
-	SetFlash(w, r, UIPath, Flash{Kind: "ok", Text: "Deleted " + name + ": events of this type are accepted unchecked from now on."})
+	SetFlash(w, r, DashboardPath, Flash{Kind: "ok", Text: "Deleted " + name + ": events of this type are accepted unchecked from now on."})
 	http.Redirect(w, r, "/ui/event-types", http.StatusSeeOther)
-}
-
-// eventTypes serves GET /portal/event-types?cursor=: the catalog,
-// read-only, 100 a page, each type with its description, example and
-// schema: what a receiver of it is sent.
-func (p *Portal) eventTypes(w http.ResponseWriter, r *http.Request, s *auth.Session) {
-	d, err := listEventTypes(r, func(path string, out any) error {
-		return p.call(r.Context(), s, http.MethodGet, path, nil, out)
-	})
-	if err != nil {
-		p.callFailed(w, r, s, err)
-		return
-	}
-	p.render(w, r, s, http.StatusOK, "portal-eventtypes", "Event types", "eventtypes", d)
 }

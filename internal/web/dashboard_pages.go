@@ -1,7 +1,6 @@
 package web
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -9,32 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/heraldhooks/herald/internal/api"
 	"github.com/heraldhooks/herald/internal/wire"
 )
-
-// routes mounts the dashboard's pages; each reads and acts through /v1.
-func (u *UI) routes() {
-	u.mux.Handle("GET /ui/endpoints", u.signedIn(u.endpoints))
-	u.mux.Handle("GET /ui/endpoints/{id}", u.signedIn(u.endpoint))
-	u.mux.Handle("POST /ui/endpoints/{id}/enable", u.signedIn(u.endpointAction("enable", "Enabled.")))
-	u.mux.Handle("POST /ui/endpoints/{id}/disable", u.signedIn(u.endpointAction("disable", "Disabled: its live deliveries are dead and can be replayed once it is enabled.")))
-	u.mux.Handle("POST /ui/endpoints/{id}/rotate-secret", u.signedIn(u.endpointRotate))
-	u.mux.Handle("GET /ui/events", u.signedIn(u.events))
-	u.mux.Handle("GET /ui/events/{id}", u.signedIn(u.event))
-	u.mux.Handle("GET /ui/event-types", u.signedIn(u.eventTypes))
-	u.mux.Handle("POST /ui/event-types", u.signedIn(u.eventTypeCreate))
-	u.mux.Handle("GET /ui/event-types/{name}", u.signedIn(u.eventType))
-	u.mux.Handle("POST /ui/event-types/{name}", u.signedIn(u.eventTypeUpdate))
-	u.mux.Handle("GET /ui/event-types/{name}/delete", u.signedIn(u.eventTypeDeleteForm))
-	u.mux.Handle("POST /ui/event-types/{name}/delete", u.signedIn(u.eventTypeDelete))
-	u.mux.Handle("GET /ui/dead", u.signedIn(u.dead))
-	u.mux.Handle("POST /ui/dead/replay", u.signedIn(u.deadReplaySelected))
-	u.mux.Handle("POST /ui/endpoints/{id}/replay", u.signedIn(u.endpointReplay))
-	u.mux.Handle("GET /ui/deliveries/{id}", u.signedIn(u.delivery))
-	u.mux.Handle("POST /ui/deliveries/{id}/replay", u.signedIn(u.deliveryAction("replay", "Replayed: the delivery is due now.")))
-	u.mux.Handle("POST /ui/deliveries/{id}/cancel", u.signedIn(u.deliveryAction("cancel", "Cancelled.")))
-}
 
 // overviewData is the overview page's.
 type overviewData struct {
@@ -64,7 +39,7 @@ const recentMinutes = 5
 // /v1/stats?counts=false and GET /v1/stats/series), so every node shows
 // the same. Its cost is the due queue, the dead letters and a day of
 // minutes, never the history kept.
-func (u *UI) overview(w http.ResponseWriter, r *http.Request, s *uiSession) {
+func (u *Dashboard) overview(w http.ResponseWriter, r *http.Request, s *dashboardSession) {
 	var (
 		d         overviewData
 		hour, day wire.StatsSeries
@@ -105,7 +80,7 @@ type deadData struct {
 
 // dead serves GET /ui/dead?consumer_id=&endpoint_id=: the dead-letter
 // queue, newest first, grouped by endpoint, a page at a time.
-func (u *UI) dead(w http.ResponseWriter, r *http.Request, s *uiSession) {
+func (u *Dashboard) dead(w http.ResponseWriter, r *http.Request, s *dashboardSession) {
 	q := r.URL.Query()
 	d := deadData{Consumer: strings.TrimSpace(q.Get("consumer_id")), Endpoint: strings.TrimSpace(q.Get("endpoint_id"))}
 	v := url.Values{"status": {"dead"}, "limit": {"100"}}
@@ -139,11 +114,11 @@ func (u *UI) dead(w http.ResponseWriter, r *http.Request, s *uiSession) {
 
 // deadReplaySelected serves POST /ui/dead/replay: each ticked delivery is
 // replayed by POST /v1/deliveries/{id}/replay.
-func (u *UI) deadReplaySelected(w http.ResponseWriter, r *http.Request, s *uiSession) {
+func (u *Dashboard) deadReplaySelected(w http.ResponseWriter, r *http.Request, s *dashboardSession) {
 	ids := r.PostForm["delivery_id"]
 	back := safeBack(r.PostFormValue("back"), "/ui/dead")
 	if len(ids) == 0 {
-		SetFlash(w, r, UIPath, Flash{Kind: "error", Text: "Tick the deliveries to replay first."})
+		SetFlash(w, r, DashboardPath, Flash{Kind: "error", Text: "Tick the deliveries to replay first."})
 		http.Redirect(w, r, back, http.StatusSeeOther)
 		return
 	}
@@ -160,14 +135,14 @@ func (u *UI) deadReplaySelected(w http.ResponseWriter, r *http.Request, s *uiSes
 	if len(failed) > 0 {
 		f = Flash{Kind: "error", Text: f.Text + " Not replayed: " + strings.Join(failed, "; ")}
 	}
-	SetFlash(w, r, UIPath, f)
+	SetFlash(w, r, DashboardPath, f)
 	http.Redirect(w, r, back, http.StatusSeeOther)
 }
 
 // endpointReplay serves POST /ui/endpoints/{id}/replay: the endpoint's
 // dead deliveries go back by POST /v1/endpoints/{id}/replay, or with
 // dry_run only counted; rate (per second, optional) paces them.
-func (u *UI) endpointReplay(w http.ResponseWriter, r *http.Request, s *uiSession) {
+func (u *Dashboard) endpointReplay(w http.ResponseWriter, r *http.Request, s *dashboardSession) {
 	id := r.PathValue("id")
 	back := safeBack(r.PostFormValue("back"), "/ui/dead?endpoint_id="+url.QueryEscape(id))
 	dry := r.PostFormValue("dry_run") != ""
@@ -177,7 +152,7 @@ func (u *UI) endpointReplay(w http.ResponseWriter, r *http.Request, s *uiSession
 	if v := strings.TrimSpace(r.PostFormValue("rate")); v != "" {
 		rate, err := strconv.ParseFloat(v, 64)
 		if err != nil || rate <= 0 {
-			SetFlash(w, r, UIPath, Flash{Kind: "error", Text: "The rate must be a number of deliveries per second above 0."})
+			SetFlash(w, r, DashboardPath, Flash{Kind: "error", Text: "The rate must be a number of deliveries per second above 0."})
 			http.Redirect(w, r, back, http.StatusSeeOther)
 			return
 		}
@@ -185,7 +160,7 @@ func (u *UI) endpointReplay(w http.ResponseWriter, r *http.Request, s *uiSession
 	}
 	var res wire.ReplayResult
 	if err := u.call(r.Context(), s, http.MethodPost, "/v1/endpoints/"+url.PathEscape(id)+"/replay", body, &res); err != nil {
-		SetFlash(w, r, UIPath, Flash{Kind: "error", Text: "Not replayed: " + callMessage(err)})
+		SetFlash(w, r, DashboardPath, Flash{Kind: "error", Text: "Not replayed: " + callMessage(err)})
 		http.Redirect(w, r, back, http.StatusSeeOther)
 		return
 	}
@@ -193,7 +168,7 @@ func (u *UI) endpointReplay(w http.ResponseWriter, r *http.Request, s *uiSession
 	if dry {
 		text = fmt.Sprintf("Dry run: %d dead deliveries of endpoint %s would be replayed.", res.Replayed, id)
 	}
-	SetFlash(w, r, UIPath, Flash{Kind: "ok", Text: text})
+	SetFlash(w, r, DashboardPath, Flash{Kind: "ok", Text: text})
 	http.Redirect(w, r, back, http.StatusSeeOther)
 }
 
@@ -205,7 +180,7 @@ type deliveryData struct {
 
 // delivery serves GET /ui/deliveries/{id}: the delivery and its attempt
 // log (the first 100 attempts).
-func (u *UI) delivery(w http.ResponseWriter, r *http.Request, s *uiSession) {
+func (u *Dashboard) delivery(w http.ResponseWriter, r *http.Request, s *dashboardSession) {
 	id := url.PathEscape(r.PathValue("id"))
 	var d deliveryData
 	if err := u.call(r.Context(), s, http.MethodGet, "/v1/deliveries/"+id, nil, &d.Delivery); err != nil {
@@ -223,27 +198,17 @@ func (u *UI) delivery(w http.ResponseWriter, r *http.Request, s *uiSession) {
 
 // deliveryAction serves POST /ui/deliveries/{id}/<action> by POST
 // /v1/deliveries/{id}/<action>, then shows the delivery again.
-func (u *UI) deliveryAction(action, done string) uiHandler {
-	return func(w http.ResponseWriter, r *http.Request, s *uiSession) {
+func (u *Dashboard) deliveryAction(action, done string) dashboardHandler {
+	return func(w http.ResponseWriter, r *http.Request, s *dashboardSession) {
 		id := r.PathValue("id")
 		page := "/ui/deliveries/" + url.PathEscape(id)
 		f := Flash{Kind: "ok", Text: done}
 		if err := u.call(r.Context(), s, http.MethodPost, "/v1/deliveries/"+url.PathEscape(id)+"/"+action, struct{}{}, nil); err != nil {
 			f = Flash{Kind: "error", Text: "Not done: " + callMessage(err)}
 		}
-		SetFlash(w, r, UIPath, f)
+		SetFlash(w, r, DashboardPath, f)
 		http.Redirect(w, r, page, http.StatusSeeOther)
 	}
-}
-
-// callMessage is what a page says of a failed call: the API's message
-// for its error answers, a pointer to the log for anything else.
-func callMessage(err error) string {
-	var ce *api.CallError
-	if errors.As(err, &ce) && ce.Status < 500 {
-		return ce.Message
-	}
-	return "the call failed; see the server log"
 }
 
 // safeBack returns back when it is a dashboard path, or def: a form's

@@ -18,7 +18,7 @@ const (
 )
 
 // catalogEntry puts an entry in the catalog through the API.
-func (e *uiEnv) catalogEntry(t *testing.T, body string) {
+func (e *dashboardEnv) catalogEntry(t *testing.T, body string) {
 	t.Helper()
 	a := call(t, e.srv.Client(), http.MethodPost, e.srv.URL+"/v1/event-types", operatorKey, body, nil)
 	require.Equal(t, http.StatusCreated, a.status, a.body)
@@ -26,7 +26,7 @@ func (e *uiEnv) catalogEntry(t *testing.T, body string) {
 
 // catalogStatus is the status of GET /v1/event-types/{name} with the
 // operator key, and its body.
-func (e *uiEnv) catalogGet(t *testing.T, name string) answer {
+func (e *dashboardEnv) catalogGet(t *testing.T, name string) answer {
 	t.Helper()
 	return call(t, e.srv.Client(), http.MethodGet, e.srv.URL+"/v1/event-types/"+url.PathEscape(name), operatorKey, "", nil)
 }
@@ -34,12 +34,12 @@ func (e *uiEnv) catalogGet(t *testing.T, name string) answer {
 // operatorPage is a dashboard browser signed in with the operator key.
 type operatorPage struct {
 	t    *testing.T
-	e    *uiEnv
+	e    *dashboardEnv
 	b    *http.Client
 	csrf string
 }
 
-func (e *uiEnv) operatorBrowser(t *testing.T) *operatorPage {
+func (e *dashboardEnv) operatorBrowser(t *testing.T) *operatorPage {
 	t.Helper()
 	b := e.browser(t)
 	return &operatorPage{t: t, e: e, b: b, csrf: e.signIn(t, b, operatorKey)}
@@ -56,7 +56,7 @@ func (o *operatorPage) post(path string, v url.Values) answer {
 	return form(o.t, o.b, o.e.srv.URL+path, v, map[string]string{"Origin": o.e.srv.URL, "Sec-Fetch-Site": "same-origin"})
 }
 
-func TestUIEventTypes(t *testing.T) {
+func TestDashboardEventTypes(t *testing.T) {
 	t.Parallel()
 	builtIn := herald.NotificationTypes()[0].Name
 

@@ -1,4 +1,4 @@
-// Package catalog checks event payloads against the JSON Schemas of the
+// Package schema checks event payloads against the JSON Schemas of the
 // event type catalog (API.md, "Event types"). Compile turns a schema into
 // a Schema, refusing one that does not compile or that reaches outside
 // itself; Schema.Check names the first violation of a payload by its JSON
@@ -10,7 +10,7 @@
 // the library knows in $schema), compiled by
 // github.com/santhosh-tekuri/jsonschema/v6. Formats are annotations only,
 // as the draft says by default.
-package catalog
+package schema
 
 import (
 	"bytes"

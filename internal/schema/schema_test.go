@@ -1,4 +1,4 @@
-package catalog_test
+package schema_test
 
 import (
 	"net/http"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/heraldhooks/herald/internal/catalog"
+	"github.com/heraldhooks/herald/internal/schema"
 )
 
 const orderSchema = `{
@@ -26,7 +26,7 @@ const orderSchema = `{
 
 func TestCheck(t *testing.T) {
 	t.Parallel()
-	s, err := catalog.Compile("order.created", []byte(orderSchema))
+	s, err := schema.Compile("order.created", []byte(orderSchema))
 	require.NoError(t, err)
 	cases := []struct {
 		name, payload, pointer, message string
@@ -50,7 +50,7 @@ func TestCheck(t *testing.T) {
 					require.NoError(t, err)
 					return
 				}
-				var v *catalog.Violation
+				var v *schema.Violation
 				require.ErrorAs(t, err, &v)
 				require.Equal(t, c.pointer, v.Pointer)
 				require.Contains(t, v.Message, c.message)
@@ -87,8 +87,8 @@ func TestCompileRefuses(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := catalog.Compile("t", []byte(c.schema))
-			var se *catalog.SchemaError
+			_, err := schema.Compile("t", []byte(c.schema))
+			var se *schema.SchemaError
 			require.ErrorAs(t, err, &se)
 			require.Contains(t, se.Reason, c.reason)
 			require.LessOrEqual(t, len(se.Reason), 404)
@@ -101,7 +101,7 @@ func TestCompileKnownDrafts(t *testing.T) {
 	t.Parallel()
 	// The drafts' metaschemas are built in: naming one fetches nothing.
 	for _, d := range []string{"https://json-schema.org/draft/2020-12/schema", "http://json-schema.org/draft-07/schema#"} {
-		s, err := catalog.Compile("t", []byte(`{"$schema":"`+d+`","type":"string"}`))
+		s, err := schema.Compile("t", []byte(`{"$schema":"`+d+`","type":"string"}`))
 		require.NoError(t, err, d)
 		require.Error(t, s.Check([]byte(`1`)))
 	}

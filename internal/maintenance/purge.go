@@ -1,5 +1,5 @@
-// Package retention bounds the history Herald keeps (--retention): a
-// purger deletes the events whose deliveries all ended longer ago than the
+// Purges: the history Herald keeps is bounded (--retention): a Purger
+// deletes the events whose deliveries all ended longer ago than the
 // retention, with their deliveries and attempts, through the store's
 // EventPurge. Each node runs one; on PostgreSQL one purges at a time (the
 // store's advisory lock), the others find it Busy and wait for their next
@@ -15,7 +15,8 @@
 // store.DepthPurge), a batch at a time with the same pauses, so the
 // charts' tables stay small; this runs with a retention of 0 (keep
 // everything) too, which keeps every event but no old minute.
-package retention
+
+package maintenance
 
 import (
 	"context"
@@ -27,18 +28,18 @@ import (
 	"github.com/heraldhooks/herald/internal/store"
 )
 
-// Defaults of Config.
+// Defaults of PurgerConfig.
 const (
-	// DefaultInterval is how long a purger waits between passes: history
+	// DefaultPurgeInterval is how long a purger waits between passes: history
 	// that ends now is kept for the retention anyway, so a minute late
 	// costs nothing, and an idle pass is one index probe.
-	DefaultInterval = time.Minute
-	// DefaultPause is the least time between two batches of a pass.
-	DefaultPause = 100 * time.Millisecond
+	DefaultPurgeInterval = time.Minute
+	// DefaultPurgePause is the least time between two batches of a pass.
+	DefaultPurgePause = 100 * time.Millisecond
 )
 
-// Config sets up a Purger.
-type Config struct {
+// PurgerConfig sets up a Purger.
+type PurgerConfig struct {
 	Store store.Store
 	// Clock times the passes, and gives the store its Now (StoreNow).
 	// Default clock.Real.
@@ -67,11 +68,11 @@ type Config struct {
 
 // Purger runs purge passes until stopped.
 type Purger struct {
-	cfg Config
+	cfg PurgerConfig
 }
 
-// New returns a purger; zero fields of cfg take their defaults.
-func New(cfg Config) *Purger {
+// NewPurger returns a purger; zero fields of cfg take their defaults.
+func NewPurger(cfg PurgerConfig) *Purger {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
 	}
@@ -79,10 +80,10 @@ func New(cfg Config) *Purger {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Interval <= 0 {
-		cfg.Interval = DefaultInterval
+		cfg.Interval = DefaultPurgeInterval
 	}
 	if cfg.Pause <= 0 {
-		cfg.Pause = DefaultPause
+		cfg.Pause = DefaultPurgePause
 	}
 	cfg.Limit = store.PurgeLimit(cfg.Limit)
 	cfg.ActivityKeep = max(cfg.ActivityKeep, store.MinActivityKeep)

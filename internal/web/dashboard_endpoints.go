@@ -18,14 +18,14 @@ import (
 type endpointsData struct {
 	Consumer  string
 	Sort      store.EndpointSort
-	Endpoints []uiEndpointRow
+	Endpoints []dashboardEndpointRow
 	// Columns are the sortable columns' headers, by key.
 	Columns map[string]sortColumn
 	Pager   Pager
 }
 
-// uiEndpointRow is an endpoint with its figures as the pages show them.
-type uiEndpointRow struct {
+// dashboardEndpointRow is an endpoint with its figures as the pages show them.
+type dashboardEndpointRow struct {
 	wire.Endpoint
 	// Score is the health score ("—" without one) and ScoreClass its
 	// colour: ok, warn, bad or muted (herald.HealthScore says what the
@@ -47,10 +47,10 @@ const (
 	scoreFair = 80
 )
 
-// newUIEndpointRow shows ep's health figures, which its answer carries when
+// newDashboardEndpointRow shows ep's health figures, which its answer carries when
 // it comes from GET /v1/endpoints/{id} or a list with include=health.
-func newUIEndpointRow(ep wire.Endpoint) uiEndpointRow {
-	row := uiEndpointRow{Endpoint: ep, Score: "—", ScoreClass: "muted", Rate: "—"}
+func newDashboardEndpointRow(ep wire.Endpoint) dashboardEndpointRow {
+	row := dashboardEndpointRow{Endpoint: ep, Score: "—", ScoreClass: "muted", Rate: "—"}
 	h := ep.Health
 	if h.Score != nil {
 		row.Score = strconv.Itoa(*h.Score)
@@ -154,7 +154,7 @@ func sortColumns(consumer string, cur store.EndpointSort) map[string]sortColumn 
 // endpoints on it, a bounded look at each one's attempts and queue
 // (store.EndpointFigures): the same with 10 or 100,000 endpoints, and
 // whatever the history kept.
-func (u *UI) endpoints(w http.ResponseWriter, r *http.Request, s *uiSession) {
+func (u *Dashboard) endpoints(w http.ResponseWriter, r *http.Request, s *dashboardSession) {
 	q := r.URL.Query()
 	d := endpointsData{Consumer: strings.TrimSpace(q.Get("consumer_id")), Sort: store.EndpointSort(q.Get("sort"))}
 	if d.Sort == "" || !d.Sort.Valid() {
@@ -173,7 +173,7 @@ func (u *UI) endpoints(w http.ResponseWriter, r *http.Request, s *uiSession) {
 		return
 	}
 	for _, ep := range list.Data {
-		d.Endpoints = append(d.Endpoints, newUIEndpointRow(ep))
+		d.Endpoints = append(d.Endpoints, newDashboardEndpointRow(ep))
 	}
 	d.Columns = sortColumns(d.Consumer, d.Sort)
 	d.Pager = NewPager(r.URL, list.NextCursor)
@@ -182,7 +182,7 @@ func (u *UI) endpoints(w http.ResponseWriter, r *http.Request, s *uiSession) {
 
 type endpointData struct {
 	Endpoint   wire.Endpoint
-	Row        uiEndpointRow
+	Row        dashboardEndpointRow
 	Deliveries []wire.Delivery
 	Secret     string
 }
@@ -190,7 +190,7 @@ type endpointData struct {
 // endpoint serves GET /ui/endpoints/{id}: the endpoint (its health with
 // its score, the last hour's success rate and its queue, as a row of the
 // table shows them) and its 20 newest deliveries.
-func (u *UI) endpoint(w http.ResponseWriter, r *http.Request, s *uiSession) {
+func (u *Dashboard) endpoint(w http.ResponseWriter, r *http.Request, s *dashboardSession) {
 	id := url.PathEscape(r.PathValue("id"))
 	var d endpointData
 	if err := u.call(r.Context(), s, http.MethodGet, "/v1/endpoints/"+id, nil, &d.Endpoint); err != nil {
@@ -204,14 +204,14 @@ func (u *UI) endpoint(w http.ResponseWriter, r *http.Request, s *uiSession) {
 		return
 	}
 	d.Deliveries = list.Data
-	d.Row = newUIEndpointRow(d.Endpoint)
+	d.Row = newDashboardEndpointRow(d.Endpoint)
 	u.render(w, r, s, http.StatusOK, "endpoint", "Endpoint "+d.Endpoint.ID, "endpoints", d)
 }
 
 // endpointAction serves POST /ui/endpoints/{id}/<action> (enable,
 // disable) by POST /v1/endpoints/{id}/<action>.
-func (u *UI) endpointAction(action, done string) uiHandler {
-	return func(w http.ResponseWriter, r *http.Request, s *uiSession) {
+func (u *Dashboard) endpointAction(action, done string) dashboardHandler {
+	return func(w http.ResponseWriter, r *http.Request, s *dashboardSession) {
 		id := r.PathValue("id")
 		var body any = struct{}{}
 		if action == "disable" {
@@ -223,7 +223,7 @@ func (u *UI) endpointAction(action, done string) uiHandler {
 		if err := u.call(r.Context(), s, http.MethodPost, "/v1/endpoints/"+url.PathEscape(id)+"/"+action, body, nil); err != nil {
 			f = Flash{Kind: "error", Text: "Not done: " + callMessage(err)}
 		}
-		SetFlash(w, r, UIPath, f)
+		SetFlash(w, r, DashboardPath, f)
 		http.Redirect(w, r, "/ui/endpoints/"+url.PathEscape(id), http.StatusSeeOther)
 	}
 }
@@ -231,11 +231,11 @@ func (u *UI) endpointAction(action, done string) uiHandler {
 // endpointRotate serves POST /ui/endpoints/{id}/rotate-secret: a new
 // secret is made by the API and shown once, on the page this answers (not
 // through a redirect, so it is never kept in a cookie).
-func (u *UI) endpointRotate(w http.ResponseWriter, r *http.Request, s *uiSession) {
+func (u *Dashboard) endpointRotate(w http.ResponseWriter, r *http.Request, s *dashboardSession) {
 	id := url.PathEscape(r.PathValue("id"))
 	var d endpointData
 	if err := u.call(r.Context(), s, http.MethodPost, "/v1/endpoints/"+id+"/rotate-secret", struct{}{}, &d.Endpoint); err != nil {
-		SetFlash(w, r, UIPath, Flash{Kind: "error", Text: "Not rotated: " + callMessage(err)})
+		SetFlash(w, r, DashboardPath, Flash{Kind: "error", Text: "Not rotated: " + callMessage(err)})
 		http.Redirect(w, r, "/ui/endpoints/"+id, http.StatusSeeOther)
 		return
 	}
@@ -248,6 +248,6 @@ func (u *UI) endpointRotate(w http.ResponseWriter, r *http.Request, s *uiSession
 	if err := u.call(r.Context(), s, http.MethodGet, "/v1/deliveries?"+v.Encode(), nil, &list); err == nil {
 		d.Deliveries = list.Data
 	}
-	d.Row = newUIEndpointRow(d.Endpoint)
+	d.Row = newDashboardEndpointRow(d.Endpoint)
 	u.render(w, r, s, http.StatusOK, "endpoint", "Endpoint "+d.Endpoint.ID, "endpoints", d)
 }

@@ -1,4 +1,4 @@
-package catalog_test
+package schema_test
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhooks/herald"
-	"github.com/heraldhooks/herald/internal/catalog"
 	"github.com/heraldhooks/herald/internal/clock"
+	"github.com/heraldhooks/herald/internal/schema"
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
@@ -45,7 +45,7 @@ type cacheEnv struct {
 	st    store.Store
 	cs    *countingStore
 	clock *clock.Test
-	cache *catalog.Cache
+	cache *schema.Cache
 }
 
 func setupCache(t *testing.T) *cacheEnv {
@@ -57,7 +57,7 @@ func setupCache(t *testing.T) *cacheEnv {
 	cs := &countingStore{EventTypeStore: st}
 	clk := clock.NewTest(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	return &cacheEnv{st: st, cs: cs, clock: clk,
-		cache: catalog.NewCache(catalog.CacheConfig{Store: cs, Clock: clk, Refresh: time.Second})}
+		cache: schema.NewCache(schema.CacheConfig{Store: cs, Clock: clk, Refresh: time.Second})}
 }
 
 func (e *cacheEnv) put(t *testing.T, name, schema string) {
@@ -79,7 +79,7 @@ func (e *cacheEnv) check(t *testing.T, typ, payload string) error {
 	t.Helper()
 	err := e.cache.Check(t.Context(), typ, []byte(payload))
 	if err != nil {
-		var me *catalog.MismatchError
+		var me *schema.MismatchError
 		require.ErrorAs(t, err, &me)
 	}
 	return err
@@ -174,7 +174,7 @@ func TestCache(t *testing.T) {
 		e.cs.fail.Store(true)
 		err := e.cache.Check(t.Context(), "order.created", []byte(`{}`))
 		require.Error(t, err)
-		var me *catalog.MismatchError
+		var me *schema.MismatchError
 		require.False(t, errors.As(err, &me))
 	})
 }
@@ -199,7 +199,7 @@ func BenchmarkCacheCheck(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	cache := catalog.NewCache(catalog.CacheConfig{Store: st})
+	cache := schema.NewCache(schema.CacheConfig{Store: st})
 	payload := []byte(`{"order_id":"o_1","pad":"` + strings.Repeat("x", 1024-28) + `"}`)
 	for _, c := range []struct{ name, typ string }{{"type=unlisted", "order.created"}, {"type=schema", "type7"}} {
 		if err := cache.Check(b.Context(), c.typ, payload); err != nil {
@@ -235,6 +235,6 @@ func TestCacheLookOutlivesItsCaller(t *testing.T) {
 	// The caller has gone, but the look is the node's: it loads, and the
 	// schema holds.
 	err := e.cache.Check(ctx, "order.created", []byte(`{}`))
-	var me *catalog.MismatchError
+	var me *schema.MismatchError
 	require.ErrorAs(t, err, &me)
 }

@@ -1,7 +1,6 @@
-package retention_test
+package maintenance_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -13,36 +12,18 @@ import (
 
 	"github.com/heraldhooks/herald"
 	"github.com/heraldhooks/herald/internal/clock"
-	"github.com/heraldhooks/herald/internal/retention"
+	"github.com/heraldhooks/herald/internal/maintenance"
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
 )
 
-var start = time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+var purgeStart = time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
 
 const (
 	day   = 24 * time.Hour
 	month = 30 * day
 )
-
-// syncBuffer is a log destination safe for the purger's goroutine.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // fixture is a purger on a real SQLite store with the test clock, whose
 // batches that deleted rows arrive on purged.
@@ -51,7 +32,7 @@ type fixture struct {
 	clock  *clock.Test
 	log    *syncBuffer
 	purged chan store.PurgeResult
-	p      *retention.Purger
+	p      *maintenance.Purger
 }
 
 func setup(t *testing.T, st store.Store) *fixture {
@@ -63,8 +44,8 @@ func setup(t *testing.T, st store.Store) *fixture {
 		require.NoError(t, s.Migrate(t.Context()))
 		st = s
 	}
-	f := &fixture{store: st, clock: clock.NewTest(start), log: &syncBuffer{}, purged: make(chan store.PurgeResult, 100)}
-	f.p = retention.New(retention.Config{
+	f := &fixture{store: st, clock: clock.NewTest(purgeStart), log: &syncBuffer{}, purged: make(chan store.PurgeResult, 100)}
+	f.p = maintenance.NewPurger(maintenance.PurgerConfig{
 		Store:     st,
 		Clock:     f.clock,
 		Logger:    slog.New(slog.NewTextHandler(f.log, nil)),
@@ -125,25 +106,25 @@ func TestPassPurgesOldActivity(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, st.Close()) })
 	require.NoError(t, st.Migrate(t.Context()))
-	c := clock.NewTest(start)
-	p := retention.New(retention.Config{Store: st, Clock: c, Pause: time.Nanosecond})
+	c := clock.NewTest(purgeStart)
+	p := maintenance.NewPurger(maintenance.PurgerConfig{Store: st, Clock: c, Pause: time.Nanosecond})
 
-	ep, err := st.EndpointCreate(t.Context(), &store.EndpointCreateParams{Now: start, Endpoint: &herald.Endpoint{
+	ep, err := st.EndpointCreate(t.Context(), &store.EndpointCreateParams{Now: purgeStart, Endpoint: &herald.Endpoint{
 		ConsumerID: "c", URL: "https://example.com/hook", EventTypes: []string{"*"}, Secret: "whsec_dGVzdA==",
 		Enabled: true, Timeout: 10 * time.Second, SignatureScheme: herald.SchemeStandard}})
 	require.NoError(t, err)
-	_, err = st.EventIngest(t.Context(), &store.EventIngestParams{Now: start, Events: []store.EventIngestItem{
+	_, err = st.EventIngest(t.Context(), &store.EventIngestParams{Now: purgeStart, Events: []store.EventIngestItem{
 		{ConsumerID: ep.ConsumerID, EventType: "order.created", Payload: []byte(`{}`)}}})
 	require.NoError(t, err)
-	claimed, err := st.DeliveryClaim(t.Context(), &store.DeliveryClaimParams{Limit: 1, LeaseMargin: time.Minute, Now: start})
+	claimed, err := st.DeliveryClaim(t.Context(), &store.DeliveryClaimParams{Limit: 1, LeaseMargin: time.Minute, Now: purgeStart})
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
-	_, err = st.DeliveryCompleteMany(t.Context(), &store.DeliveryCompleteManyParams{Now: start, Outcomes: []store.DeliveryOutcome{{
+	_, err = st.DeliveryCompleteMany(t.Context(), &store.DeliveryCompleteManyParams{Now: purgeStart, Outcomes: []store.DeliveryOutcome{{
 		Lease: store.Lease{DeliveryID: claimed[0].Delivery.ID, LeaseToken: claimed[0].LeaseToken}, Status: herald.StatusDelivered,
 		Attempt: herald.Attempt{StatusCode: 200, Duration: time.Millisecond}}}})
 	require.NoError(t, err)
 	attempts := func() int64 {
-		points, err := st.ActivitySeries(t.Context(), &store.ActivitySeriesParams{Window: 24 * time.Hour, Step: time.Hour, Now: start.Add(time.Hour)})
+		points, err := st.ActivitySeries(t.Context(), &store.ActivitySeriesParams{Window: 24 * time.Hour, Step: time.Hour, Now: purgeStart.Add(time.Hour)})
 		require.NoError(t, err)
 		var n int64
 		for _, pt := range points {
@@ -151,11 +132,11 @@ func TestPassPurgesOldActivity(t *testing.T) {
 		}
 		return n
 	}
-	wrote, err := st.DepthSample(t.Context(), &store.DepthSampleParams{Now: start})
+	wrote, err := st.DepthSample(t.Context(), &store.DepthSampleParams{Now: purgeStart})
 	require.NoError(t, err)
 	require.True(t, wrote)
 	samples := func() int {
-		points, err := st.DepthSeries(t.Context(), &store.ActivitySeriesParams{Window: 24 * time.Hour, Step: time.Hour, Now: start.Add(time.Hour)})
+		points, err := st.DepthSeries(t.Context(), &store.ActivitySeriesParams{Window: 24 * time.Hour, Step: time.Hour, Now: purgeStart.Add(time.Hour)})
 		require.NoError(t, err)
 		n := 0
 		for _, pt := range points {
