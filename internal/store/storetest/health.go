@@ -15,6 +15,7 @@ func healthCases() []testCase {
 		{"SuccessRateOfTheLastHour", testHealthSuccessRate},
 		{"UnknownOrDeletedIsNotFound", testHealthNotFound},
 		{"LastSuccessIsKeptToTheSecond", testHealthLastSuccessPrecision},
+		{"NoStreakNoFailingSince", testHealthNoFailingSince},
 	}
 }
 
