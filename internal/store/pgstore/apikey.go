@@ -123,7 +123,7 @@ func (s *Store) APIKeyList(ctx context.Context, p *store.APIKeyListParams) (*sto
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list api keys: %w", err)
 	}
-	return page(items, limit, func(k *herald.APIKey) string { return k.ID }), nil
+	return store.NewPage(items, limit, func(k *herald.APIKey) string { return k.ID }), nil
 }
 
 // APIKeyRevoke deletes the key, or gives store.ErrNotFound. Every node

@@ -52,7 +52,7 @@ func (s *Store) DeliveryList(ctx context.Context, p *store.DeliveryListParams) (
 	if err != nil {
 		return nil, fmt.Errorf("list deliveries: %w", err)
 	}
-	return page(items, limit, func(d *herald.Delivery) string { return d.ID }), nil
+	return store.NewPage(items, limit, func(d *herald.Delivery) string { return d.ID }), nil
 }
 
 // deliveryListQuery is DeliveryList's statement for a page of limit, and

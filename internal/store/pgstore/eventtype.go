@@ -123,7 +123,7 @@ func (s *Store) EventTypeList(ctx context.Context, p *store.EventTypeListParams)
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list event types: %w", err)
 	}
-	return page(items, limit, func(e *herald.EventTypeEntry) string { return e.Name }), nil
+	return store.NewPage(items, limit, func(e *herald.EventTypeEntry) string { return e.Name }), nil
 }
 
 // textOrNull is s, or NULL when s is "".

@@ -422,5 +422,5 @@ func (s *Store) EventList(ctx context.Context, p *store.EventListParams) (*store
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
 	}
-	return page(items, limit, func(ev *herald.Event) string { return ev.ID }), nil
+	return store.NewPage(items, limit, func(ev *herald.Event) string { return ev.ID }), nil
 }

@@ -1,6 +1,7 @@
 package sqlitestore_test
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"io/fs"
@@ -30,16 +31,13 @@ func TestSecrets(t *testing.T) {
 type secretsFile struct{ path string }
 
 func (f secretsFile) Open(t *testing.T, c store.SecretCipher) store.Store {
-	t.Helper()
-	var opts []store.OpenOption
-	if c != nil {
-		opts = append(opts, store.WithSecrets(c))
-	}
-	s, err := sqlitestore.Open(t.Context(), f.path, slog.New(slog.DiscardHandler), opts...)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, s.Close()) })
-	require.NoError(t, s.Migrate(t.Context()))
-	return s
+	return storetest.OpenSecrets(t, c, func(ctx context.Context, opts ...store.OpenOption) (store.Store, error) {
+		s, err := sqlitestore.Open(ctx, f.path, slog.New(slog.DiscardHandler), opts...)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	})
 }
 
 // Raw checkpoints the WAL into the file (the stores stay open, as a copy

@@ -347,20 +347,6 @@ type scanner interface {
 	Scan(dest ...any) error
 }
 
-// page cuts rows fetched with limit+1 to one page and names the cursor of
-// the next.
-func page[T any](items []T, limit int, id func(T) string) *store.Page[T] {
-	p := &store.Page[T]{Items: items}
-	if len(items) > limit {
-		p.Items = items[:limit]
-		p.NextCursor = id(items[limit-1])
-	}
-	if p.Items == nil {
-		p.Items = []T{}
-	}
-	return p
-}
-
 // where builds an AND of conditions with their arguments.
 type where struct {
 	conds []string
