@@ -1,6 +1,10 @@
 package store
 
-import "github.com/heraldhooks/herald"
+import (
+	"fmt"
+
+	"github.com/heraldhooks/herald"
+)
 
 // EndpointCounts are what a backend counts of an endpoint for the figures
 // computed on request (EndpointHealthGet, EndpointFigures); FillRecent and
@@ -33,4 +37,13 @@ func (c EndpointCounts) Fill(h *herald.EndpointHealth, limit int) {
 	h.InFlight = c.InFlight
 	h.Due = min(c.Due, limit)
 	h.Dead = c.Dead
+}
+
+// Check refuses to read the figures of more than MaxListLimit endpoints
+// at once.
+func (p *EndpointFiguresParams) Check() error {
+	if len(p.IDs) > MaxListLimit {
+		return fmt.Errorf("%d endpoints asked, at most %d", len(p.IDs), MaxListLimit)
+	}
+	return nil
 }

@@ -43,12 +43,7 @@ func (s *Store) DeliveryList(ctx context.Context, p *store.DeliveryListParams) (
 	limit := store.ClampLimit(p.Limit)
 	q, args := deliveryListQuery(p, limit)
 	rows, err := s.pool.Query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list deliveries: %w", err)
-	}
-	items, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*herald.Delivery, error) {
-		return scanDelivery(row)
-	})
+	items, err := collect(rows, err, scanDelivery)
 	if err != nil {
 		return nil, fmt.Errorf("list deliveries: %w", err)
 	}

@@ -101,10 +101,7 @@ func (s *Store) EndpointList(ctx context.Context, p *store.EndpointListParams) (
 // in its order.
 func (s *Store) queryEndpoints(ctx context.Context, q string, args ...any) ([]*herald.Endpoint, error) {
 	rows, err := s.pool.Query(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*herald.Endpoint, error) { return s.scanEndpoint(row) })
+	return collect(rows, err, s.scanEndpoint)
 }
 
 // endpointListQuery is the query of an endpoint list and its arguments:

@@ -275,6 +275,15 @@ func isUniqueViolation(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "23505"
 }
 
+// collect reads every row of rows (err is the query's) through scan, in
+// order, and closes them.
+func collect[T any](rows pgx.Rows, err error, scan func(pgx.Row) (T, error)) ([]T, error) {
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (T, error) { return scan(r) })
+}
+
 // page is store.NewPage, for the lists (event.go) not yet calling it.
 func page[T any](items []T, limit int, id func(T) string) *store.Page[T] {
 	return store.NewPage(items, limit, id)

@@ -25,27 +25,23 @@ import (
 func TestSecrets(t *testing.T) {
 	t.Parallel()
 	storetest.RunSecrets(t, func(t *testing.T) storetest.SecretsDB {
-		return secretsSchema{url: testdb.PostgresURL(t)}
+		url := testdb.PostgresURL(t)
+		return storetest.NewSecretsDB(opener(url), func(t *testing.T) []byte { return dumpSchema(t, url) })
 	})
 }
 
-// secretsSchema is one schema, opened as often as a case likes.
-type secretsSchema struct{ url string }
-
-func (d secretsSchema) Open(t *testing.T, c store.SecretCipher) store.Store {
-	return storetest.OpenSecrets(t, c, func(ctx context.Context, opts ...store.OpenOption) (store.Store, error) {
-		s, err := Open(ctx, d.url, nil, opts...)
-		if err != nil {
-			return nil, err
-		}
-		return s, nil
-	})
+// opener opens the schema of url with the options given.
+func opener(url string) func(ctx context.Context, opts ...store.OpenOption) (*Store, error) {
+	return func(ctx context.Context, opts ...store.OpenOption) (*Store, error) {
+		return Open(ctx, url, nil, opts...)
+	}
 }
 
-// Raw is a pg_dump of the schema: what a backup of the database holds.
-func (d secretsSchema) Raw(t *testing.T) []byte {
+// dumpSchema is a pg_dump of the schema of dbURL: what a backup of the
+// database holds.
+func dumpSchema(t *testing.T, dbURL string) []byte {
 	t.Helper()
-	u, err := url.Parse(d.url)
+	u, err := url.Parse(dbURL)
 	require.NoError(t, err)
 	q := u.Query()
 	schema := q.Get("search_path")
@@ -121,7 +117,7 @@ func TestMigrateSecretEncryption(t *testing.T) {
 			10000000000, false, 0, 'standard', $3, $3)`, storetest.OldSecret, storetest.OldPreviousSecret, t0)
 	require.NoError(t, err)
 
-	s := secretsSchema{url: url}.Open(t, storetest.Ring(t)).(*Store)
+	s := storetest.OpenSecrets(t, storetest.Ring(t), opener(url))
 	storetest.RequireOldSecretsResealed(t, s, "ep_old", func() (stored, previous string, sealed bool) {
 		require.NoError(t, s.pool.QueryRow(ctx, "SELECT secret, previous_secret, secrets_encrypted FROM endpoints WHERE id = 'ep_old'").
 			Scan(&stored, &previous, &sealed))

@@ -82,19 +82,8 @@ func (s *Store) DeliveryList(ctx context.Context, p *store.DeliveryListParams) (
 	limit := store.ClampLimit(p.Limit)
 	query, args := deliveryListQuery(p, limit)
 	rows, err := s.reader.QueryContext(ctx, query, args...)
+	items, err := collect(rows, err, scanDelivery)
 	if err != nil {
-		return nil, fmt.Errorf("list deliveries: %w", err)
-	}
-	defer rows.Close()
-	var items []*herald.Delivery
-	for rows.Next() {
-		d, err := scanDelivery(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list deliveries: %w", err)
-		}
-		items = append(items, d)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list deliveries: %w", err)
 	}
 	return store.NewPage(items, limit, func(d *herald.Delivery) string { return d.ID }), nil

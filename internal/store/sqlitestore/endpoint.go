@@ -216,19 +216,7 @@ func (s *Store) EndpointList(ctx context.Context, p *store.EndpointListParams) (
 // gives, in its order.
 func (s *Store) queryEndpoints(ctx context.Context, query string, args ...any) ([]*herald.Endpoint, error) {
 	rows, err := s.reader.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []*herald.Endpoint
-	for rows.Next() {
-		ep, err := scanEndpoint(rows, s.secrets)
-		if err != nil {
-			return nil, err
-		}
-		items = append(items, ep)
-	}
-	return items, rows.Err()
+	return collect(rows, err, func(sc scanner) (*herald.Endpoint, error) { return scanEndpoint(sc, s.secrets) })
 }
 
 // endpointListQuery is the query of an endpoint list and its arguments:

@@ -168,8 +168,8 @@ func (s *Store) EndpointFigures(ctx context.Context, p *store.EndpointFiguresPar
 	if len(p.IDs) == 0 {
 		return out, nil
 	}
-	if len(p.IDs) > store.MaxListLimit {
-		return nil, fmt.Errorf("endpoint figures: %d endpoints asked, at most %d", len(p.IDs), store.MaxListLimit)
+	if err := p.Check(); err != nil {
+		return nil, fmt.Errorf("endpoint figures: %w", err)
 	}
 	ids, err := json.Marshal(p.IDs)
 	if err != nil {

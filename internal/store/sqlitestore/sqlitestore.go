@@ -347,6 +347,24 @@ type scanner interface {
 	Scan(dest ...any) error
 }
 
+// collect reads every row of rows (err is the query's) through scan, in
+// order, and closes them.
+func collect[T any](rows *sql.Rows, err error, scan func(scanner) (T, error)) ([]T, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
 // where builds an AND of conditions with their arguments.
 type where struct {
 	conds []string

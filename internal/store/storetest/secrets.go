@@ -53,13 +53,9 @@ func RunSecrets(t *testing.T, fresh func(t *testing.T) SecretsDB) {
 	}
 }
 
-// OpenFunc opens a backend's database with opts, not yet migrated.
-type OpenFunc func(ctx context.Context, opts ...store.OpenOption) (store.Store, error)
-
-// OpenSecrets is SecretsDB.Open for a backend that open opens: the store
-// with c sealing endpoint secrets (nil: no key), migrated, and closed when
-// t ends.
-func OpenSecrets(t *testing.T, c store.SecretCipher, open OpenFunc) store.Store {
+// OpenSecrets opens a store through open with c sealing endpoint secrets
+// (nil: no key), migrates it, and closes it when t ends.
+func OpenSecrets[S store.Store](t *testing.T, c store.SecretCipher, open func(ctx context.Context, opts ...store.OpenOption) (S, error)) S {
 	t.Helper()
 	var opts []store.OpenOption
 	if c != nil {
@@ -71,6 +67,22 @@ func OpenSecrets(t *testing.T, c store.SecretCipher, open OpenFunc) store.Store 
 	require.NoError(t, s.Migrate(t.Context()))
 	return s
 }
+
+// NewSecretsDB is the SecretsDB of a backend's database that open opens
+// (OpenSecrets) and raw reads.
+func NewSecretsDB[S store.Store](open func(ctx context.Context, opts ...store.OpenOption) (S, error), raw func(t *testing.T) []byte) SecretsDB {
+	return secretsDB[S]{open: open, raw: raw}
+}
+
+type secretsDB[S store.Store] struct {
+	open func(ctx context.Context, opts ...store.OpenOption) (S, error)
+	raw  func(t *testing.T) []byte
+}
+
+func (d secretsDB[S]) Open(t *testing.T, c store.SecretCipher) store.Store {
+	return OpenSecrets(t, c, d.open)
+}
+func (d secretsDB[S]) Raw(t *testing.T) []byte { return d.raw(t) }
 
 // The plain secrets of an endpoint written before secrets were sealed
 // (migration 0004), for RequireOldSecretsResealed.
