@@ -193,7 +193,7 @@ type OutcomeBatch struct {
 	// Notifications are every observed outcome's, in order.
 	Notifications []herald.Notification
 
-	touched  map[string]bool
+	before   map[string]herald.EndpointHealth // as first observed
 	disabled map[string]bool
 }
 
@@ -206,7 +206,7 @@ type EndpointDisable struct {
 // NewOutcomeBatch starts the observations of one call, under the breaker
 // thresholds cfg, at now (the call's time).
 func NewOutcomeBatch(cfg breaker.Config, now time.Time) *OutcomeBatch {
-	return &OutcomeBatch{cfg: cfg, now: now, touched: map[string]bool{}, disabled: map[string]bool{}}
+	return &OutcomeBatch{cfg: cfg, now: now, before: map[string]herald.EndpointHealth{}, disabled: map[string]bool{}}
 }
 
 // Observes says whether an applied outcome of endpoint id is observed:
@@ -226,17 +226,42 @@ func (b *OutcomeBatch) Observe(ep *herald.Endpoint, o *DeliveryOutcome, d Delive
 	if !b.Observes(ep.ID) {
 		return
 	}
-	fx := ObserveOutcome(b.cfg, ep, o, d, w, b.now)
-	ep.Health = fx.Health
-	if !b.touched[ep.ID] {
-		b.touched[ep.ID] = true
+	if _, seen := b.before[ep.ID]; !seen {
+		b.before[ep.ID] = ep.Health
 		b.Changed = append(b.Changed, ep)
 	}
+	fx := ObserveOutcome(b.cfg, ep, o, d, w, b.now)
+	ep.Health = fx.Health
 	if fx.Disable != "" {
 		b.disabled[ep.ID] = true
 		b.Disable = append(b.Disable, EndpointDisable{ID: ep.ID, Reason: fx.Disable})
 	}
 	b.Notifications = append(b.Notifications, fx.Notifications...)
+}
+
+// HealthWrites are the endpoints of Changed whose health is to be
+// written: all but those whose health the call changed in nothing but a
+// last success within LastSuccessPrecision of the one kept
+// (OnlyARecentSuccess), which is then not written.
+func (b *OutcomeBatch) HealthWrites() []*herald.Endpoint {
+	var out []*herald.Endpoint
+	for _, ep := range b.Changed {
+		if !OnlyARecentSuccess(b.before[ep.ID], ep.Health, b.now) {
+			out = append(out, ep)
+		}
+	}
+	return out
+}
+
+// OnlyARecentSuccess is whether health after differs from health before
+// in nothing but a last success within LastSuccessPrecision of the one
+// before, at now.
+func OnlyARecentSuccess(before, after herald.EndpointHealth, now time.Time) bool {
+	if before.LastSuccessAt == nil || now.Sub(*before.LastSuccessAt) >= LastSuccessPrecision {
+		return false
+	}
+	after.LastSuccessAt = before.LastSuccessAt
+	return after.Normalized() == before.Normalized()
 }
 
 // NotificationItems are notifications as the events to ingest.

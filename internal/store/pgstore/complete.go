@@ -551,7 +551,7 @@ func (s *Store) observe(ctx context.Context, tx queryer, later *pgx.Batch, p *st
 		b.Observe(ep, &p.Outcomes[i], store.DeliveryFacts{EventID: a.eventID, EventType: a.eventType,
 			ConsumerID: a.consumerID, AttemptCount: int(a.attemptCount)}, windows[ep.ID])
 	}
-	changed, order, emitted := b.Changed, b.Disable, b.Notifications
+	changed, order, emitted := b.HealthWrites(), b.Disable, b.Notifications
 
 	if len(changed) > 0 {
 		ids := make([]string, len(changed))

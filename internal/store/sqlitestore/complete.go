@@ -97,9 +97,8 @@ type completer struct {
 	// The call's statements, bound to its transaction.
 	logAttempt, apply, window, healthTarget, writeHealth *sql.Stmt
 	// endpoints are those the outcomes reach, by id, as batch leaves
-	// them, and read their health as it was read.
+	// them.
 	endpoints map[string]*herald.Endpoint
-	read      map[string]herald.EndpointHealth
 	// batch decides what the outcomes do to their endpoints; finish
 	// writes it once every outcome is applied.
 	batch *store.OutcomeBatch
@@ -115,7 +114,6 @@ func newCompleter(ctx context.Context, tx *sql.Tx, st *statements, t time.Time) 
 		healthTarget: tx.StmtContext(ctx, st.healthTarget),
 		writeHealth:  tx.StmtContext(ctx, st.writeHealth),
 		endpoints:    map[string]*herald.Endpoint{},
-		read:         map[string]herald.EndpointHealth{},
 		batch:        store.NewOutcomeBatch(cfg, t),
 	}
 }
@@ -215,19 +213,7 @@ func (c *completer) endpoint(id string) (*herald.Endpoint, error) {
 		return nil, fmt.Errorf("decode endpoint %s health: %w", id, err)
 	}
 	c.endpoints[id] = ep
-	c.read[id] = ep.Health
 	return ep, nil
-}
-
-// onlyARecentSuccess is whether health after differs from health before
-// in nothing but a last success within store.LastSuccessPrecision of the
-// one before, which is then not written.
-func onlyARecentSuccess(before, after herald.EndpointHealth, t time.Time) bool {
-	if before.LastSuccessAt == nil || t.Sub(*before.LastSuccessAt) >= store.LastSuccessPrecision {
-		return false
-	}
-	after.LastSuccessAt = before.LastSuccessAt
-	return after.Normalized() == before.Normalized()
 }
 
 // finish writes the health of every endpoint the outcomes touched,
@@ -236,10 +222,7 @@ func onlyARecentSuccess(before, after herald.EndpointHealth, t time.Time) bool {
 // notifications last, so that an endpoint this call disabled receives none.
 // It reports whether deliveries were made.
 func (c *completer) finish() (bool, error) {
-	for _, ep := range c.batch.Changed {
-		if onlyARecentSuccess(c.read[ep.ID], ep.Health, c.t) {
-			continue
-		}
+	for _, ep := range c.batch.HealthWrites() {
 		if err := writeHealth(c.ctx, c.writeHealth, ep.ID, &ep.Health); err != nil {
 			return false, err
 		}

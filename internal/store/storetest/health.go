@@ -16,6 +16,7 @@ func healthCases() []testCase {
 		{"UnknownOrDeletedIsNotFound", testHealthNotFound},
 		{"LastSuccessIsKeptToTheSecond", testHealthLastSuccessPrecision},
 		{"NoStreakNoFailingSince", testHealthNoFailingSince},
+		{"LastSuccessIsKeptToTheSecondInAMixedBatch", testHealthLastSuccessPrecisionInAMixedBatch},
 	}
 }
 

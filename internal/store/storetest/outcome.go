@@ -131,3 +131,26 @@ func testHealthNoFailingSince(t *testing.T, s store.Store) {
 	requireTimePtr(t, at(3*time.Second), read.FailingSince)
 	require.Equal(t, time.UTC, read.FailingSince.Location())
 }
+
+// testHealthLastSuccessPrecisionInAMixedBatch: a success within
+// store.LastSuccessPrecision of the last one kept is not written, also in
+// a batch whose other outcomes (a failure of another endpoint) take the
+// breaker's path.
+func testHealthLastSuccessPrecisionInAMixedBatch(t *testing.T, s store.Store) {
+	ok := createEndpoint(t, s, quietEndpoint("c1"), at(0))
+	failing := createEndpoint(t, s, quietEndpoint("c2"), at(0))
+	ids := ingestN(t, s, at(0), ok, 2)
+	other := ingestFor(t, s, at(0), failing)
+	leases := claimAll(t, s, at(0))
+	require.Len(t, leases, 3)
+
+	t1 := at(time.Second)
+	finish(t, s, t1, leases[ids[0]], herald.StatusDelivered)
+	half := t1.Add(store.LastSuccessPrecision / 2)
+	require.Equal(t, []bool{true, true}, complete(t, s, half,
+		outcome(leases[other], herald.StatusPending, half),
+		outcome(leases[ids[1]], herald.StatusDelivered, half)))
+	requireTimePtr(t, t1, healthOf(t, s, ok.ID, half).LastSuccessAt,
+		"a success within the precision of the last one kept is not written")
+	require.Equal(t, 1, healthOf(t, s, failing.ID, half).ConsecutiveFailures)
+}
