@@ -3,6 +3,7 @@ package store
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -339,4 +340,46 @@ func RankedPage(rs []Rank, limit int, byID map[string]*herald.Endpoint) *Page[*h
 		}
 	}
 	return out
+}
+
+// EndpointLister reads the endpoints ListEndpoints pages through: a
+// backend has one, its queries beside it.
+type EndpointLister interface {
+	EndpointRanker
+	// EndpointsSorted lists up to limit+1 endpoints in p's order of a
+	// column (p.Sort not Ranked), after p.Cursor.
+	EndpointsSorted(ctx context.Context, p *EndpointListParams, limit int) ([]*herald.Endpoint, error)
+	// EndpointsByID reads the endpoints ids names, in any order; deleted
+	// ones are left out.
+	EndpointsByID(ctx context.Context, ids []string) ([]*herald.Endpoint, error)
+}
+
+// ListEndpoints is Store.EndpointList through l, the one rule both
+// backends page endpoints by: a column's order is one query (the limit
+// clamped, one endpoint more than the page to tell whether another
+// follows); a ranked order (p.Sort.Ranked: health, due, dead) is its
+// ranks (RankEndpoints), then the endpoints they name, in rank order
+// (RankedPage).
+func ListEndpoints(ctx context.Context, l EndpointLister, p *EndpointListParams) (*Page[*herald.Endpoint], error) {
+	limit := ClampLimit(p.Limit)
+	if !p.Sort.Ranked() {
+		items, err := l.EndpointsSorted(ctx, p, limit)
+		if err != nil {
+			return nil, fmt.Errorf("list endpoints: %w", err)
+		}
+		return NewPage(items, limit, func(e *herald.Endpoint) string { return EndpointCursor(p.Sort, e) }), nil
+	}
+	rs, err := RankEndpoints(ctx, l, p, limit+1)
+	if err != nil {
+		return nil, fmt.Errorf("list endpoints: %w", err)
+	}
+	eps, err := l.EndpointsByID(ctx, RankIDs(rs))
+	if err != nil {
+		return nil, fmt.Errorf("list endpoints: %w", err)
+	}
+	byID := make(map[string]*herald.Endpoint, len(eps))
+	for _, ep := range eps {
+		byID[ep.ID] = ep
+	}
+	return RankedPage(rs, limit, byID), nil
 }

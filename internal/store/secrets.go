@@ -117,6 +117,25 @@ type EndpointSecretsResealResult struct {
 	Next string
 }
 
+// Tally counts one conditional write of a reseal pass: the endpoint
+// written (rows 1: Resealed), or its secrets found changed since they were
+// read (Changed).
+func (r *EndpointSecretsResealResult) Tally(rows int64) {
+	if rows == 1 {
+		r.Resealed++
+	} else {
+		r.Changed++
+	}
+}
+
+// After sets Next for a batch read with limit: its last id when the batch
+// is full, so the next pass starts after it; none when it is not.
+func (r *EndpointSecretsResealResult) After(batch []ResealRow, limit int) {
+	if len(batch) == limit && limit > 0 {
+		r.Next = batch[len(batch)-1].ID
+	}
+}
+
 // SecretKeyUse is how many stored secret values one key sealed.
 type SecretKeyUse struct {
 	// KeyID names the key; "" counts plain (not yet sealed) values.

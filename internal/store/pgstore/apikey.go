@@ -108,22 +108,11 @@ func (s *Store) APIKeyList(ctx context.Context, p *store.APIKeyListParams) (*sto
 	args = append(args, limit+1)
 	rows, err := s.pool.Query(ctx, "SELECT "+apiKeyCols+" FROM api_keys"+whereClause(where)+
 		" ORDER BY id DESC LIMIT $"+strconv.Itoa(len(args)), args...)
+	items, err := collect(rows, err, scanAPIKey)
 	if err != nil {
 		return nil, fmt.Errorf("list api keys: %w", err)
 	}
-	defer rows.Close()
-	var items []*herald.APIKey
-	for rows.Next() {
-		k, err := scanAPIKey(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list api keys: %w", err)
-		}
-		items = append(items, k)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list api keys: %w", err)
-	}
-	return page(items, limit, func(k *herald.APIKey) string { return k.ID }), nil
+	return store.NewPage(items, limit, func(k *herald.APIKey) string { return k.ID }), nil
 }
 
 // APIKeyRevoke deletes the key, or gives store.ErrNotFound. Every node

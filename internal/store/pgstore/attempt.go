@@ -37,5 +37,5 @@ func (s *Store) AttemptList(ctx context.Context, p *store.AttemptListParams) (*s
 	if err != nil {
 		return nil, fmt.Errorf("list attempts of %s: %w", p.DeliveryID, err)
 	}
-	return page(items, limit, func(a *herald.Attempt) string { return a.ID }), nil
+	return store.NewPage(items, limit, func(a *herald.Attempt) string { return a.ID }), nil
 }

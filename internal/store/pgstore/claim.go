@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/heraldhooks/herald"
-	"github.com/heraldhooks/herald/internal/breaker"
 	"github.com/heraldhooks/herald/internal/ratelimit"
 	"github.com/heraldhooks/herald/internal/store"
 )
@@ -314,16 +313,7 @@ func (s *Store) claim(ctx context.Context, tx queryer, later *pgx.Batch, p *stor
 		now = t
 		for _, c := range more {
 			seen = append(seen, c.ep.ID)
-			switch breaker.GateAt(&c.ep.Health, now) {
-			case breaker.Blocked:
-				continue
-			case breaker.Probe:
-				c.probe = true
-			}
-			c.allow = ratelimit.Allowance(c.ep, &c.ep.Health, c.bucket, c.inFlight, now)
-			if c.probe {
-				c.allow = min(c.allow, 1)
-			}
+			c.allow, c.probe = store.ClaimAllowance(c.ep, c.bucket, c.inFlight, now)
 			if c.allow > 0 {
 				cands = append(cands, c)
 				allow += c.allow
@@ -510,15 +500,15 @@ func writeBack(b *pgx.Batch, cands []*candidate, now time.Time) {
 	var blocked, bucketAt []*time.Time
 	var tokens []float64
 	for _, c := range cands {
-		limited := c.ep.RateLimit != nil && c.ep.RateLimit.PerSecond > 0
-		if c.got == 0 || (!limited && !c.probe) {
+		w := store.AfterClaim(c.ep, c.bucket, c.got, c.probe, c.lease, now)
+		if w.Empty() {
 			continue
 		}
-		if limited {
-			c.bucket = ratelimit.Take(c.ep, &c.ep.Health, c.bucket, c.got, now)
+		if w.Bucket != nil {
+			c.bucket = *w.Bucket
 		}
-		if c.probe {
-			c.ep.Health = breaker.Probing(c.ep.Health, c.lease)
+		if w.Health != nil {
+			c.ep.Health = *w.Health
 		}
 		h, until := encodeHealth(c.ep.Health)
 		c.ep.Health = normalHealth(c.ep.Health)

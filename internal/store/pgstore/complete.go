@@ -166,15 +166,13 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, p *store.DeliveryCompl
 	if len(p.Outcomes) == 0 {
 		return applied, nil
 	}
+	if err := store.CheckOutcomes(p.Outcomes); err != nil {
+		return nil, fmt.Errorf("complete deliveries: %w", err)
+	}
 	ids := make([]string, len(p.Outcomes))
 	var failing []string
 	for i := range p.Outcomes {
 		o := &p.Outcomes[i]
-		switch o.Status {
-		case herald.StatusDelivered, herald.StatusDead, herald.StatusPending:
-		default:
-			return nil, fmt.Errorf("complete deliveries: outcome for %s: status %q is not delivered, dead or pending", o.DeliveryID, o.Status)
-		}
 		ids[i] = o.DeliveryID
 		if o.Status != herald.StatusDelivered {
 			failing = append(failing, o.DeliveryID)
@@ -253,13 +251,10 @@ func (s *Store) completeTx(ctx context.Context, p *store.DeliveryCompleteManyPar
 		return nil, err
 	}
 	later := &pgx.Batch{}
-	soon := false
 	for i := range outcomes {
 		applied[i] = outcomes[i].applied
-		o := &p.Outcomes[i]
-		soon = soon || applied[i] && o.Status == herald.StatusPending && o.RetryIn < store.SoonRetry
 	}
-	if soon {
+	if store.RetriesSoon(p.Outcomes, applied) {
 		// Idle nodes learn of a retry due within the second at once.
 		later.Queue(notifySQL, s.channel)
 	}
@@ -415,11 +410,7 @@ func (s *Store) plainBatch(p *store.DeliveryCompleteManyParams, ids []string, wa
 // queueOutcomeActivity queues the activity of a batch of outcomes, one
 // row write for the whole call, last in its transaction.
 func (s *Store) queueOutcomeActivity(later *pgx.Batch, p *store.DeliveryCompleteManyParams, applied []bool, at time.Time) {
-	var a store.Activity
-	for i := range p.Outcomes {
-		a.AddOutcome(&p.Outcomes[i], applied[i])
-	}
-	s.queueActivity(later, at, &a)
+	s.queueActivity(later, at, store.OutcomeActivity(p.Outcomes, applied))
 }
 
 // outcomeWaves splits the outcomes' indexes into waves that hold each
@@ -544,111 +535,23 @@ func readWindows(results pgx.BatchResults) (map[string]breaker.Window, error) {
 	return out, rows.Err()
 }
 
-// observe puts the applied outcomes through the breaker, in order, and
-// writes what follows: the endpoints' health, the endpoints to disable and
-// the notifications, which it returns.
+// observe puts the applied outcomes through store.OutcomeBatch, in order,
+// and writes what follows: the endpoints' health, the endpoints to
+// disable and the notifications, which it returns.
 func (s *Store) observe(ctx context.Context, tx queryer, later *pgx.Batch, p *store.DeliveryCompleteManyParams, cfg breaker.Config,
 	outcomes []appliedOutcome, endpoints map[string]*herald.Endpoint, windows map[string]breaker.Window, now time.Time,
 ) ([]herald.Notification, error) {
-	var (
-		changed  []*herald.Endpoint
-		touched  = map[string]bool{}
-		disabled = map[string]string{} // endpoint id -> reason
-		order    []string              // endpoints to disable, in order
-		notes    []store.EventIngestItem
-		emitted  []herald.Notification
-	)
-	note := func(n herald.Notification) {
-		notes = append(notes, store.EventIngestItem{ConsumerID: n.ConsumerID, EventType: n.EventType, Payload: n.Payload})
-		emitted = append(emitted, n)
-	}
+	b := store.NewOutcomeBatch(cfg, now)
 	for i := range outcomes {
 		a := &outcomes[i]
 		ep := endpoints[a.endpointID]
-		if !a.applied || ep == nil {
-			continue // stale, or its endpoint is deleted
+		if !a.applied || ep == nil || !b.Observes(ep.ID) {
+			continue // stale, its endpoint deleted, or disabled by an earlier outcome
 		}
-		if _, gone := disabled[ep.ID]; gone {
-			continue
-		}
-		o := &p.Outcomes[i]
-		res := breaker.Result{
-			Success:    o.Status == herald.StatusDelivered,
-			StatusCode: o.Attempt.StatusCode,
-			Error:      o.Attempt.Error,
-			PauseFor:   o.PauseFor,
-			Throttled:  o.Throttled,
-		}
-		var w breaker.Window
-		if !res.Success && cfg.NeedsWindow(&ep.Health) {
-			w = windows[ep.ID]
-		}
-		h, fx := cfg.Observe(ep, ep.Health, res, w, now)
-		ep.Health = h
-		if !touched[ep.ID] {
-			touched[ep.ID] = true
-			changed = append(changed, ep)
-		}
-
-		reason := o.DisableEndpoint
-		if reason == "" {
-			reason = fx.Disable
-		}
-		disabling := reason != "" && ep.Enabled
-		if disabling {
-			disabled[ep.ID] = reason
-			order = append(order, ep.ID)
-		}
-		if herald.IsNotification(a.eventType) {
-			continue // a notification's outcome never emits another
-		}
-		if fx.NotifyFailing {
-			payload := herald.EndpointFailingPayload{
-				EndpointID:          ep.ID,
-				ConsumerID:          ep.ConsumerID,
-				URL:                 ep.URL,
-				ConsecutiveFailures: h.ConsecutiveFailures,
-				LastStatusCode:      o.Attempt.StatusCode,
-				LastError:           o.Attempt.Error,
-			}
-			if h.FailingSince != nil {
-				payload.FailingSince = *h.FailingSince
-			}
-			note(herald.NewNotification(ep.ConsumerID, herald.NotifyEndpointFailing, payload))
-		}
-		if fx.NotifyRecovered {
-			note(herald.NewNotification(ep.ConsumerID, herald.NotifyEndpointRecovered, herald.EndpointRecoveredPayload{
-				EndpointID:     ep.ID,
-				ConsumerID:     ep.ConsumerID,
-				URL:            ep.URL,
-				FailedAttempts: fx.FailedAttempts,
-				FailingSince:   fx.FailingSince.UTC(),
-				RecoveredAt:    now,
-			}))
-		}
-		if o.Status == herald.StatusDead {
-			note(herald.NewNotification(a.consumerID, herald.NotifyDeliveryDead, herald.DeliveryDeadPayload{
-				DeliveryID:     o.DeliveryID,
-				EventID:        a.eventID,
-				EventType:      a.eventType,
-				EndpointID:     ep.ID,
-				ConsumerID:     a.consumerID,
-				DeadReason:     string(o.DeadReason),
-				AttemptCount:   int(a.attemptCount),
-				LastStatusCode: o.Attempt.StatusCode,
-				LastError:      o.Attempt.Error,
-			}))
-		}
-		if disabling {
-			note(herald.NewNotification(ep.ConsumerID, herald.NotifyEndpointDisabled, herald.EndpointDisabledPayload{
-				EndpointID: ep.ID,
-				ConsumerID: ep.ConsumerID,
-				URL:        ep.URL,
-				Reason:     reason,
-				DisabledAt: now,
-			}))
-		}
+		b.Observe(ep, &p.Outcomes[i], store.DeliveryFacts{EventID: a.eventID, EventType: a.eventType,
+			ConsumerID: a.consumerID, AttemptCount: int(a.attemptCount)}, windows[ep.ID])
 	}
+	changed, order, emitted := b.HealthWrites(), b.Disable, b.Notifications
 
 	if len(changed) > 0 {
 		ids := make([]string, len(changed))
@@ -660,7 +563,7 @@ func (s *Store) observe(ctx context.Context, tx queryer, later *pgx.Batch, p *st
 		}
 		later.Queue(writeHealthSQL, ids, healths, blocked)
 	}
-	if len(order) > 0 || len(notes) > 0 {
+	if len(order) > 0 || len(emitted) > 0 {
 		// What follows reads what it writes: the statements queued so
 		// far go first.
 		if err := sendQueued(ctx, tx, later); err != nil {
@@ -676,13 +579,13 @@ func (s *Store) observe(ctx context.Context, tx queryer, later *pgx.Batch, p *st
 			return nil, fmt.Errorf("plan for disabling: %w", err)
 		}
 	}
-	for _, id := range order {
-		if _, err := s.disableEndpoint(ctx, tx, id, disabled[id], "", p.Now); err != nil {
-			return nil, fmt.Errorf("disable endpoint %s: %w", id, err)
+	for _, d := range order {
+		if _, err := s.disableEndpoint(ctx, tx, d.ID, d.Reason, "", p.Now); err != nil {
+			return nil, fmt.Errorf("disable endpoint %s: %w", d.ID, err)
 		}
 	}
-	if len(notes) > 0 {
-		if _, err := s.ingest(ctx, tx, notes, p.Now); err != nil {
+	if len(emitted) > 0 {
+		if _, err := s.ingest(ctx, tx, store.NotificationItems(emitted), p.Now); err != nil {
 			return nil, fmt.Errorf("ingest notifications: %w", err)
 		}
 	}

@@ -43,16 +43,11 @@ func (s *Store) DeliveryList(ctx context.Context, p *store.DeliveryListParams) (
 	limit := store.ClampLimit(p.Limit)
 	q, args := deliveryListQuery(p, limit)
 	rows, err := s.pool.Query(ctx, q, args...)
+	items, err := collect(rows, err, scanDelivery)
 	if err != nil {
 		return nil, fmt.Errorf("list deliveries: %w", err)
 	}
-	items, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*herald.Delivery, error) {
-		return scanDelivery(row)
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list deliveries: %w", err)
-	}
-	return page(items, limit, func(d *herald.Delivery) string { return d.ID }), nil
+	return store.NewPage(items, limit, func(d *herald.Delivery) string { return d.ID }), nil
 }
 
 // deliveryListQuery is DeliveryList's statement for a page of limit, and
@@ -122,23 +117,21 @@ func (s *Store) DeliveryReplay(ctx context.Context, p *store.DeliveryReplayParam
 	var d *herald.Delivery
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var endpointID string
-		err := tx.QueryRow(ctx, "SELECT endpoint_id FROM deliveries WHERE id = $1", p.ID).Scan(&endpointID)
+		var status herald.Status
+		err := tx.QueryRow(ctx, "SELECT endpoint_id, status FROM deliveries WHERE id = $1", p.ID).Scan(&endpointID, &status)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return store.ErrNotFound
 		}
 		if err != nil {
 			return err
 		}
-		var enabled bool
+		var enabled bool // a deleted endpoint is not
 		err = tx.QueryRow(ctx, "SELECT enabled FROM endpoints WHERE id = $1 FOR SHARE", endpointID).Scan(&enabled)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("endpoint %s is deleted: %w", endpointID, store.ErrConflict)
-		}
-		if err != nil {
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
-		if !enabled {
-			return fmt.Errorf("endpoint %s is disabled: %w", endpointID, store.ErrConflict)
+		if err := store.CheckReplay(status, enabled); err != nil {
+			return err
 		}
 		d, err = scanDelivery(tx.QueryRow(ctx, `
 			UPDATE deliveries SET `+replaySet("$2", "interval '0'")+`
@@ -165,14 +158,8 @@ func (s *Store) DeliveryReplay(ctx context.Context, p *store.DeliveryReplayParam
 // the i-th of them (from 0, ordered by creation, then ingest order) is due
 // at now + i/Rate seconds, to the microsecond below.
 func (s *Store) DeliveryReplayMany(ctx context.Context, p *store.DeliveryReplayManyParams) (int, error) {
-	if p.EventID == "" && p.EndpointID == "" {
-		return 0, errors.New("replay deliveries: an event or an endpoint must be named")
-	}
-	if p.Status != "" && !p.Status.Terminal() {
-		return 0, fmt.Errorf("replay deliveries: status %q is not terminal", p.Status)
-	}
-	if p.Rate < 0 {
-		return 0, fmt.Errorf("replay deliveries: rate %g is negative", p.Rate)
+	if err := store.CheckReplayMany(p); err != nil {
+		return 0, fmt.Errorf("replay deliveries: %w", err)
 	}
 	var args []any
 	where := []string{"status IN ('delivered', 'dead', 'cancelled')"}
@@ -228,8 +215,8 @@ func (s *Store) DeliveryReplayMany(ctx context.Context, p *store.DeliveryReplayM
 		nowParam := "$" + strconv.Itoa(len(args)+1)
 		endpointsParam := "$" + strconv.Itoa(len(args)+2)
 		rateParam := "$" + strconv.Itoa(len(args)+3)
-		// The i-th replayed delivery waits floor(i * 10^6 / rate)
-		// microseconds.
+		// The i-th replayed delivery waits store.ReplayDelay: floor(i *
+		// 10^6 / rate) microseconds.
 		wait := "CASE WHEN " + rateParam + "::float8 > 0" +
 			" THEN floor(o.i * 1e6 / " + rateParam + "::float8)::bigint * interval '1 microsecond'" +
 			" ELSE interval '0' END"

@@ -91,34 +91,17 @@ func (s *Store) EndpointGet(ctx context.Context, id string) (*herald.Endpoint, e
 }
 
 // EndpointList lists endpoints newest first, of one consumer or of all,
-// or in the order p.Sort names: a column's (endpointListQuery), or a
-// ranked one (listRanked).
+// or in the order p.Sort names, as store.ListEndpoints pages them: a
+// column's (endpointListQuery), or a ranked one (ranker).
 func (s *Store) EndpointList(ctx context.Context, p *store.EndpointListParams) (*store.Page[*herald.Endpoint], error) {
-	limit := store.ClampLimit(p.Limit)
-	if p.Sort.Ranked() {
-		return s.listRanked(ctx, p, limit)
-	}
-	q, args, err := endpointListQuery(p, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list endpoints: %w", err)
-	}
+	return store.ListEndpoints(ctx, ranker{s}, p)
+}
+
+// queryEndpoints reads the endpoints a query returning endpointCols gives,
+// in its order.
+func (s *Store) queryEndpoints(ctx context.Context, q string, args ...any) ([]*herald.Endpoint, error) {
 	rows, err := s.pool.Query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list endpoints: %w", err)
-	}
-	defer rows.Close()
-	var items []*herald.Endpoint
-	for rows.Next() {
-		ep, err := s.scanEndpoint(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list endpoints: %w", err)
-		}
-		items = append(items, ep)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list endpoints: %w", err)
-	}
-	return page(items, limit, func(e *herald.Endpoint) string { return store.EndpointCursor(p.Sort, e) }), nil
+	return collect(rows, err, s.scanEndpoint)
 }
 
 // endpointListQuery is the query of an endpoint list and its arguments:

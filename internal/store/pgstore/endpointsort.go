@@ -19,33 +19,21 @@ import (
 // ranker answers store.EndpointRanker through the pool.
 type ranker struct{ s *Store }
 
-var _ store.EndpointRanker = ranker{}
+var _ store.EndpointLister = ranker{}
 
-// listRanked lists a page of a ranked order: the ranks, then the
-// endpoints they name, in that order.
-func (s *Store) listRanked(ctx context.Context, p *store.EndpointListParams, limit int) (*store.Page[*herald.Endpoint], error) {
-	rs, err := store.RankEndpoints(ctx, ranker{s}, p, limit+1)
+// EndpointsSorted lists limit+1 endpoints of p's column order
+// (endpointListQuery).
+func (r ranker) EndpointsSorted(ctx context.Context, p *store.EndpointListParams, limit int) ([]*herald.Endpoint, error) {
+	q, args, err := endpointListQuery(p, limit)
 	if err != nil {
-		return nil, fmt.Errorf("list endpoints: %w", err)
+		return nil, err
 	}
-	ids := store.RankIDs(rs)
-	rows, err := s.pool.Query(ctx, "SELECT "+endpointCols+" FROM endpoints WHERE id = ANY($1::text[])", ids)
-	if err != nil {
-		return nil, fmt.Errorf("list endpoints: %w", err)
-	}
-	defer rows.Close()
-	byID := make(map[string]*herald.Endpoint, len(ids))
-	for rows.Next() {
-		ep, err := s.scanEndpoint(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list endpoints: %w", err)
-		}
-		byID[ep.ID] = ep
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list endpoints: %w", err)
-	}
-	return store.RankedPage(rs, limit, byID), nil
+	return r.s.queryEndpoints(ctx, q, args...)
+}
+
+// EndpointsByID reads the endpoints ids names.
+func (r ranker) EndpointsByID(ctx context.Context, ids []string) ([]*herald.Endpoint, error) {
+	return r.s.queryEndpoints(ctx, "SELECT "+endpointCols+" FROM endpoints WHERE id = ANY($1::text[])", ids)
 }
 
 // args collects the positional arguments of a query.

@@ -108,22 +108,11 @@ func (s *Store) EventTypeList(ctx context.Context, p *store.EventTypeListParams)
 	rows, err := s.pool.Query(ctx, "SELECT "+eventTypeCols+` FROM event_types
 		WHERE $1::text IS NULL OR name > $1::text
 		ORDER BY name LIMIT $2`, textOrNull(p.Cursor), limit+1)
+	items, err := collect(rows, err, scanEventType)
 	if err != nil {
 		return nil, fmt.Errorf("list event types: %w", err)
 	}
-	defer rows.Close()
-	var items []*herald.EventTypeEntry
-	for rows.Next() {
-		e, err := scanEventType(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list event types: %w", err)
-		}
-		items = append(items, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list event types: %w", err)
-	}
-	return page(items, limit, func(e *herald.EventTypeEntry) string { return e.Name }), nil
+	return store.NewPage(items, limit, func(e *herald.EventTypeEntry) string { return e.Name }), nil
 }
 
 // textOrNull is s, or NULL when s is "".

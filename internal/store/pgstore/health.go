@@ -132,11 +132,7 @@ func (s *Store) EndpointHealthGet(ctx context.Context, p *store.EndpointHealthPa
 	if err != nil {
 		return nil, fmt.Errorf("endpoint health %s: %w", p.ID, err)
 	}
-	h.Attempts1h = int(attempts)
-	if attempts > 0 {
-		rate := float64(successes) / float64(attempts)
-		h.SuccessRate1h = &rate
-	}
+	store.EndpointCounts{Attempts: int(attempts), Successes: int(successes)}.FillRecent(&h)
 	return &h, nil
 }
 
@@ -182,8 +178,8 @@ func (s *Store) EndpointFigures(ctx context.Context, p *store.EndpointFiguresPar
 	if len(p.IDs) == 0 {
 		return out, nil
 	}
-	if len(p.IDs) > store.MaxListLimit {
-		return nil, fmt.Errorf("endpoint figures: %d endpoints asked, at most %d", len(p.IDs), store.MaxListLimit)
+	if err := p.Check(); err != nil {
+		return nil, fmt.Errorf("endpoint figures: %w", err)
 	}
 	limit := p.CountLimit()
 	rows, err := s.pool.Query(ctx, figuresSQL, p.IDs, nowArg(p.Now), limit)
@@ -202,14 +198,8 @@ func (s *Store) EndpointFigures(ctx context.Context, p *store.EndpointFiguresPar
 		if err != nil {
 			return nil, fmt.Errorf("endpoint figures of %s: decode health: %w", id, err)
 		}
-		h.Attempts1h = int(attempts)
-		if attempts > 0 {
-			rate := float64(successes) / float64(attempts)
-			h.SuccessRate1h = &rate
-		}
-		h.InFlight = int(inFlight)
-		h.Due = min(int(due), limit)
-		h.Dead = int(dead)
+		store.EndpointCounts{Attempts: int(attempts), Successes: int(successes),
+			InFlight: int(inFlight), Due: int(due), Dead: int(dead)}.Fill(&h, limit)
 		out[id] = &h
 	}
 	if err := rows.Err(); err != nil {

@@ -265,16 +265,16 @@ func isUniqueViolation(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "23505"
 }
 
-// page cuts a list fetched with limit+1 rows down to limit, and gives the
-// cursor of the page after (the id of the last item kept) when there is one.
+// collect reads every row of rows (err is the query's) through scan, in
+// order, and closes them.
+func collect[T any](rows pgx.Rows, err error, scan func(pgx.Row) (T, error)) ([]T, error) {
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (T, error) { return scan(r) })
+}
+
+// page is store.NewPage, for the lists (event.go) not yet calling it.
 func page[T any](items []T, limit int, id func(T) string) *store.Page[T] {
-	p := &store.Page[T]{Items: items}
-	if len(items) > limit {
-		p.Items = items[:limit]
-		p.NextCursor = id(p.Items[limit-1])
-	}
-	if p.Items == nil {
-		p.Items = []T{}
-	}
-	return p
+	return store.NewPage(items, limit, id)
 }

@@ -83,18 +83,12 @@ func (s *Store) EndpointSecretsReseal(ctx context.Context, p *store.EndpointSecr
 				results.Close()
 				return err
 			}
-			if tag.RowsAffected() == 1 {
-				out.Resealed++
-			} else {
-				out.Changed++
-			}
+			out.Tally(tag.RowsAffected())
 		}
 		if err := results.Close(); err != nil {
 			return err
 		}
-		if len(batch) == limit {
-			out.Next = batch[len(batch)-1].ID
-		}
+		out.After(batch, limit)
 		return nil
 	})
 	if err != nil {

@@ -25,30 +25,23 @@ import (
 func TestSecrets(t *testing.T) {
 	t.Parallel()
 	storetest.RunSecrets(t, func(t *testing.T) storetest.SecretsDB {
-		return secretsSchema{url: testdb.PostgresURL(t)}
+		url := testdb.PostgresURL(t)
+		return storetest.NewSecretsDB(opener(url), func(t *testing.T) []byte { return dumpSchema(t, url) })
 	})
 }
 
-// secretsSchema is one schema, opened as often as a case likes.
-type secretsSchema struct{ url string }
-
-func (d secretsSchema) Open(t *testing.T, c store.SecretCipher) store.Store {
-	t.Helper()
-	var opts []store.OpenOption
-	if c != nil {
-		opts = append(opts, store.WithSecrets(c))
+// opener opens the schema of url with the options given.
+func opener(url string) func(ctx context.Context, opts ...store.OpenOption) (*Store, error) {
+	return func(ctx context.Context, opts ...store.OpenOption) (*Store, error) {
+		return Open(ctx, url, nil, opts...)
 	}
-	s, err := Open(t.Context(), d.url, nil, opts...)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, s.Close()) })
-	require.NoError(t, s.Migrate(t.Context()))
-	return s
 }
 
-// Raw is a pg_dump of the schema: what a backup of the database holds.
-func (d secretsSchema) Raw(t *testing.T) []byte {
+// dumpSchema is a pg_dump of the schema of dbURL: what a backup of the
+// database holds.
+func dumpSchema(t *testing.T, dbURL string) []byte {
 	t.Helper()
-	u, err := url.Parse(d.url)
+	u, err := url.Parse(dbURL)
 	require.NoError(t, err)
 	q := u.Query()
 	schema := q.Get("search_path")
@@ -116,36 +109,18 @@ func TestMigrateSecretEncryption(t *testing.T) {
 	t.Cleanup(func() { require.NoError(t, old.Close()) })
 	ctx := t.Context()
 	migrateBelow(t, old, 4)
-	const secret, previous = "whsec_b2xkIHNlY3JldCBmcm9tIGJlZm9yZQ==", "whsec_b2xkZXIgc3RpbGw="
 	_, err = old.pool.Exec(ctx, `
 		INSERT INTO endpoints (id, consumer_id, url, description, event_types, secret, previous_secret,
 			previous_secret_expires_at, enabled, timeout_ns, retry_client_errors, max_in_flight,
 			signature_scheme, created_at, updated_at)
 		VALUES ('ep_old', 'c1', 'https://example.com/hook', '', '{*}', $1, $2, $3, true,
-			10000000000, false, 0, 'standard', $3, $3)`, secret, previous, t0)
+			10000000000, false, 0, 'standard', $3, $3)`, storetest.OldSecret, storetest.OldPreviousSecret, t0)
 	require.NoError(t, err)
 
-	s, err := Open(ctx, url, nil, store.WithSecrets(storetest.Ring(t)))
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, s.Close()) })
-	require.NoError(t, s.Migrate(ctx))
-	ep, err := s.EndpointGet(ctx, "ep_old")
-	require.NoError(t, err)
-	require.Equal(t, secret, ep.Secret)
-	require.Equal(t, previous, ep.PreviousSecret)
-
-	res, err := s.EndpointSecretsReseal(ctx, &store.EndpointSecretsResealParams{PlainOnly: true})
-	require.NoError(t, err)
-	require.Equal(t, 1, res.Resealed)
-	var stored, storedPrevious string
-	var sealed bool
-	require.NoError(t, s.pool.QueryRow(ctx, "SELECT secret, previous_secret, secrets_encrypted FROM endpoints WHERE id = 'ep_old'").
-		Scan(&stored, &storedPrevious, &sealed))
-	require.True(t, sealed)
-	require.True(t, strings.HasPrefix(stored, "enc:v1:test:"), stored)
-	require.True(t, strings.HasPrefix(storedPrevious, "enc:v1:test:"), storedPrevious)
-	ep, err = s.EndpointGet(ctx, "ep_old")
-	require.NoError(t, err)
-	require.Equal(t, secret, ep.Secret)
-	require.Equal(t, previous, ep.PreviousSecret)
+	s := storetest.OpenSecrets(t, storetest.Ring(t), opener(url))
+	storetest.RequireOldSecretsResealed(t, s, "ep_old", func() (stored, previous string, sealed bool) {
+		require.NoError(t, s.pool.QueryRow(ctx, "SELECT secret, previous_secret, secrets_encrypted FROM endpoints WHERE id = 'ep_old'").
+			Scan(&stored, &previous, &sealed))
+		return stored, previous, sealed
+	})
 }

@@ -13,13 +13,7 @@ import (
 // pending deliveries whose time has come, and how long the oldest of them
 // has waited; of every consumer, or of p.ConsumerID alone.
 func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, error) {
-	st := &store.Stats{ByStatus: map[herald.Status]int64{
-		herald.StatusPending:    0,
-		herald.StatusDelivering: 0,
-		herald.StatusDelivered:  0,
-		herald.StatusDead:       0,
-		herald.StatusCancelled:  0,
-	}}
+	st := store.NewStats()
 	byStatus := "SELECT status, count(*) FROM deliveries GROUP BY status"
 	dueArgs := []any{nowArg(p.Now)}
 	var args []any

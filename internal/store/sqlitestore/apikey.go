@@ -111,22 +111,11 @@ func (s *Store) APIKeyList(ctx context.Context, p *store.APIKeyListParams) (*sto
 	}
 	rows, err := s.reader.QueryContext(ctx, `SELECT `+apiKeyColumns+` FROM api_keys`+w.String()+
 		` ORDER BY id DESC LIMIT ?`, append(w.args, limit+1)...)
+	items, err := collect(rows, err, scanAPIKey)
 	if err != nil {
 		return nil, fmt.Errorf("list api keys: %w", err)
 	}
-	defer rows.Close()
-	var items []*herald.APIKey
-	for rows.Next() {
-		k, err := scanAPIKey(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list api keys: %w", err)
-		}
-		items = append(items, k)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list api keys: %w", err)
-	}
-	return page(items, limit, func(k *herald.APIKey) string { return k.ID }), nil
+	return store.NewPage(items, limit, func(k *herald.APIKey) string { return k.ID }), nil
 }
 
 // APIKeyRevoke deletes the key, or gives store.ErrNotFound.

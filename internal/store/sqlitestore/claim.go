@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/heraldhooks/herald"
-	"github.com/heraldhooks/herald/internal/breaker"
 	"github.com/heraldhooks/herald/internal/ratelimit"
 	"github.com/heraldhooks/herald/internal/store"
 )
@@ -182,16 +181,8 @@ func claimTargets(ctx context.Context, candidates *sql.Stmt, p *store.DeliveryCl
 		if bucketAt.Valid {
 			tg.bucket.At = fromMicros(bucketAt.Int64)
 		}
-		h := &tg.ep.Health
-		gate := breaker.GateAt(h, t)
-		if gate == breaker.Blocked {
-			continue
-		}
-		n := ratelimit.Allowance(&tg.ep, h, tg.bucket, inFlight, t)
-		if gate == breaker.Probe {
-			tg.probe = true
-			n = min(n, 1)
-		}
+		var n int
+		n, tg.probe = store.ClaimAllowance(&tg.ep, tg.bucket, inFlight, t)
 		if n <= 0 {
 			continue
 		}
@@ -390,18 +381,15 @@ func scanClaimed(rows *sql.Rows, ep *herald.Endpoint) ([]*claimedRow, error) {
 // spent by what it gave, and, for a probe, the half-open breaker whose next
 // probe may go when this one's lease has run out.
 func afterClaim(ctx context.Context, spend, health *sql.Stmt, tg *claimTarget, t time.Time) error {
-	if len(tg.taken) == 0 {
-		return nil
-	}
 	ep := &tg.ep
-	if ep.RateLimit != nil && ep.RateLimit.PerSecond > 0 {
-		b := ratelimit.Take(ep, &ep.Health, tg.bucket, len(tg.taken), t)
+	w := store.AfterClaim(ep, tg.bucket, len(tg.taken), tg.probe, tg.leaseExpiry, t)
+	if b := w.Bucket; b != nil {
 		if _, err := spend.ExecContext(ctx, b.Tokens, micros(b.At), ep.ID); err != nil {
 			return fmt.Errorf("spend tokens of endpoint %s: %w", ep.ID, err)
 		}
 	}
-	if tg.probe {
-		ep.Health = breaker.Probing(ep.Health, tg.leaseExpiry)
+	if w.Health != nil {
+		ep.Health = *w.Health
 		if err := writeHealth(ctx, health, ep.ID, &ep.Health); err != nil {
 			return err
 		}

@@ -21,12 +21,8 @@ import (
 func (s *Store) DeliveryCompleteMany(ctx context.Context, p *store.DeliveryCompleteManyParams) ([]bool, error) {
 	t := now(p.Now)
 	applied := make([]bool, len(p.Outcomes))
-	for i, o := range p.Outcomes {
-		switch o.Status {
-		case herald.StatusDelivered, herald.StatusPending, herald.StatusDead:
-		default:
-			return nil, fmt.Errorf("complete deliveries: outcome %d of %s: status %q is not delivered, pending or dead", i, o.DeliveryID, o.Status)
-		}
+	if err := store.CheckOutcomes(p.Outcomes); err != nil {
+		return nil, fmt.Errorf("complete deliveries: %w", err)
 	}
 	st, err := s.prepared(ctx)
 	if err != nil {
@@ -46,13 +42,9 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, p *store.DeliveryCompl
 		if created, err = c.finish(); err != nil {
 			return err
 		}
-		emitted = c.emitted
+		emitted = c.batch.Notifications
 		// The batch's activity, one row write for the whole call.
-		var a store.Activity
-		for i := range p.Outcomes {
-			a.AddOutcome(&p.Outcomes[i], applied[i])
-		}
-		return addActivity(ctx, tx, t, &a)
+		return addActivity(ctx, tx, t, store.OutcomeActivity(p.Outcomes, applied))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("complete deliveries: %w", err)
@@ -62,12 +54,7 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, p *store.DeliveryCompl
 			p.Notify(n)
 		}
 	}
-	soon := false
-	for i := range p.Outcomes {
-		o := &p.Outcomes[i]
-		soon = soon || applied[i] && o.Status == herald.StatusPending && o.RetryIn < store.SoonRetry
-	}
-	if created || soon {
+	if created || store.RetriesSoon(p.Outcomes, applied) {
 		s.notify()
 	}
 	return applied, nil
@@ -109,29 +96,25 @@ type completer struct {
 
 	// The call's statements, bound to its transaction.
 	logAttempt, apply, window, healthTarget, writeHealth *sql.Stmt
-	// endpoints are those whose health this call changes, by id, and
-	// read their health as it was read.
+	// endpoints are those the outcomes reach, by id, as batch leaves
+	// them.
 	endpoints map[string]*herald.Endpoint
-	read      map[string]herald.EndpointHealth
-	// disable holds the endpoints the outcomes disable, with the reason,
-	// in disableOrder; finish disables them once every outcome is applied.
-	disable      map[string]string
-	disableOrder []string
-	notes        []store.EventIngestItem
-	emitted      []herald.Notification
+	// batch decides what the outcomes do to their endpoints; finish
+	// writes it once every outcome is applied.
+	batch *store.OutcomeBatch
 }
 
 func newCompleter(ctx context.Context, tx *sql.Tx, st *statements, t time.Time) *completer {
+	cfg := breaker.Default()
 	return &completer{
-		ctx: ctx, tx: tx, st: st, t: t, cfg: breaker.Default(),
+		ctx: ctx, tx: tx, st: st, t: t, cfg: cfg,
 		logAttempt:   tx.StmtContext(ctx, st.logAttempt),
 		apply:        tx.StmtContext(ctx, st.apply),
 		window:       tx.StmtContext(ctx, st.window),
 		healthTarget: tx.StmtContext(ctx, st.healthTarget),
 		writeHealth:  tx.StmtContext(ctx, st.writeHealth),
 		endpoints:    map[string]*herald.Endpoint{},
-		read:         map[string]herald.EndpointHealth{},
-		disable:      map[string]string{},
+		batch:        store.NewOutcomeBatch(cfg, t),
 	}
 }
 
@@ -191,83 +174,18 @@ func (c *completer) complete(o *store.DeliveryOutcome) (bool, error) {
 	if err != nil {
 		return true, err
 	}
-	if _, gone := c.disable[endpointID]; gone {
-		// Disabled by an earlier outcome of this call: its health starts
-		// afresh when it is enabled again, and it is sent nothing more.
-		return true, nil
-	}
-	result := breaker.Result{
-		Success:    o.Status == herald.StatusDelivered,
-		StatusCode: a.StatusCode,
-		Error:      a.Error,
-		PauseFor:   o.PauseFor,
-		Throttled:  o.Throttled,
+	if !c.batch.Observes(endpointID) {
+		return true, nil // disabled by an earlier outcome of this call
 	}
 	var w breaker.Window
-	if !result.Success && c.cfg.NeedsWindow(&ep.Health) {
+	if c.batch.NeedsWindow(ep, o) {
 		if err := c.window.QueryRowContext(ctx, endpointID, micros(t.Add(-c.cfg.Window)), micros(t)).
 			Scan(&w.Attempts, &w.Failures); err != nil {
 			return true, fmt.Errorf("count attempts of endpoint %s: %w", endpointID, err)
 		}
 	}
-	h, fx := c.cfg.Observe(ep, ep.Health, result, w, t)
-	ep.Health = h
-
-	// Notifications about notifications could loop: none are emitted.
-	emit := !herald.IsNotification(eventType)
-	if emit && o.Status == herald.StatusDead {
-		c.notify(ep, herald.NotifyDeliveryDead, herald.DeliveryDeadPayload{
-			DeliveryID:     o.DeliveryID,
-			EventID:        eventID,
-			EventType:      eventType,
-			EndpointID:     endpointID,
-			ConsumerID:     consumerID,
-			DeadReason:     deadReason,
-			AttemptCount:   attemptCount,
-			LastStatusCode: a.StatusCode,
-			LastError:      a.Error,
-		})
-	}
-	if emit && fx.NotifyFailing {
-		c.notify(ep, herald.NotifyEndpointFailing, herald.EndpointFailingPayload{
-			EndpointID:          ep.ID,
-			ConsumerID:          ep.ConsumerID,
-			URL:                 ep.URL,
-			ConsecutiveFailures: h.ConsecutiveFailures,
-			FailingSince:        *h.FailingSince,
-			LastStatusCode:      a.StatusCode,
-			LastError:           a.Error,
-		})
-	}
-	if emit && fx.NotifyRecovered {
-		c.notify(ep, herald.NotifyEndpointRecovered, herald.EndpointRecoveredPayload{
-			EndpointID:     ep.ID,
-			ConsumerID:     ep.ConsumerID,
-			URL:            ep.URL,
-			FailedAttempts: fx.FailedAttempts,
-			FailingSince:   fx.FailingSince,
-			RecoveredAt:    t,
-		})
-	}
-	reason := o.DisableEndpoint
-	if reason == "" {
-		reason = fx.Disable
-	}
-	if reason != "" && ep.Enabled {
-		c.disable[endpointID] = reason
-		c.disableOrder = append(c.disableOrder, endpointID)
-		ep.Enabled = false
-		ep.DisabledReason = reason
-		if emit {
-			c.notify(ep, herald.NotifyEndpointDisabled, herald.EndpointDisabledPayload{
-				EndpointID: ep.ID,
-				ConsumerID: ep.ConsumerID,
-				URL:        ep.URL,
-				Reason:     reason,
-				DisabledAt: t,
-			})
-		}
-	}
+	c.batch.Observe(ep, o, store.DeliveryFacts{EventID: eventID, EventType: eventType,
+		ConsumerID: consumerID, AttemptCount: attemptCount}, w)
 	return true, nil
 }
 
@@ -295,26 +213,7 @@ func (c *completer) endpoint(id string) (*herald.Endpoint, error) {
 		return nil, fmt.Errorf("decode endpoint %s health: %w", id, err)
 	}
 	c.endpoints[id] = ep
-	c.read[id] = ep.Health
 	return ep, nil
-}
-
-// onlyARecentSuccess is whether health after differs from health before
-// in nothing but a last success within store.LastSuccessPrecision of the
-// one before, which is then not written.
-func onlyARecentSuccess(before, after herald.EndpointHealth, t time.Time) bool {
-	if before.LastSuccessAt == nil || t.Sub(*before.LastSuccessAt) >= store.LastSuccessPrecision {
-		return false
-	}
-	after.LastSuccessAt = before.LastSuccessAt
-	return after.Normalized() == before.Normalized()
-}
-
-// notify queues a notification for the endpoint's consumer.
-func (c *completer) notify(ep *herald.Endpoint, eventType string, payload any) {
-	n := herald.NewNotification(ep.ConsumerID, eventType, payload)
-	c.notes = append(c.notes, store.EventIngestItem{ConsumerID: n.ConsumerID, EventType: n.EventType, Payload: n.Payload})
-	c.emitted = append(c.emitted, n)
 }
 
 // finish writes the health of every endpoint the outcomes touched,
@@ -323,24 +222,21 @@ func (c *completer) notify(ep *herald.Endpoint, eventType string, payload any) {
 // notifications last, so that an endpoint this call disabled receives none.
 // It reports whether deliveries were made.
 func (c *completer) finish() (bool, error) {
-	for id, ep := range c.endpoints {
-		if onlyARecentSuccess(c.read[id], ep.Health, c.t) {
-			continue
-		}
-		if err := writeHealth(c.ctx, c.writeHealth, id, &ep.Health); err != nil {
+	for _, ep := range c.batch.HealthWrites() {
+		if err := writeHealth(c.ctx, c.writeHealth, ep.ID, &ep.Health); err != nil {
 			return false, err
 		}
 	}
-	for _, id := range c.disableOrder {
-		if err := setEnabled(c.ctx, c.tx, id, false, c.disable[id], c.t); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return false, fmt.Errorf("disable endpoint %s: %w", id, err)
+	for _, d := range c.batch.Disable {
+		if err := setEnabled(c.ctx, c.tx, d.ID, false, d.Reason, c.t); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return false, fmt.Errorf("disable endpoint %s: %w", d.ID, err)
 		}
 	}
-	if len(c.notes) == 0 {
+	if len(c.batch.Notifications) == 0 {
 		return false, nil
 	}
 	seq := newSeqCounter(c.ctx, c.tx, c.st)
-	_, out, err := ingest(c.ctx, c.tx, c.st, seq, c.notes, c.t, nil)
+	_, out, err := ingest(c.ctx, c.tx, c.st, seq, store.NotificationItems(c.batch.Notifications), c.t, nil)
 	if err == nil {
 		err = seq.save(c.ctx)
 	}

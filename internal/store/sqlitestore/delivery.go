@@ -82,22 +82,11 @@ func (s *Store) DeliveryList(ctx context.Context, p *store.DeliveryListParams) (
 	limit := store.ClampLimit(p.Limit)
 	query, args := deliveryListQuery(p, limit)
 	rows, err := s.reader.QueryContext(ctx, query, args...)
+	items, err := collect(rows, err, scanDelivery)
 	if err != nil {
 		return nil, fmt.Errorf("list deliveries: %w", err)
 	}
-	defer rows.Close()
-	var items []*herald.Delivery
-	for rows.Next() {
-		d, err := scanDelivery(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list deliveries: %w", err)
-		}
-		items = append(items, d)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list deliveries: %w", err)
-	}
-	return page(items, limit, func(d *herald.Delivery) string { return d.ID }), nil
+	return store.NewPage(items, limit, func(d *herald.Delivery) string { return d.ID }), nil
 }
 
 // deliveryListQuery is DeliveryList's query, newest first, limit+1 rows.
@@ -153,8 +142,10 @@ const replaySet = `status = 'pending', attempt_count = 0, due_at = ?, dead_reaso
 	delivered_at = NULL, updated_at = ?`
 
 // replayPacedSet is replaySet with the due time spread out: arguments now,
-// microseconds between two deliveries, now; r.n numbers the deliveries.
-const replayPacedSet = `status = 'pending', attempt_count = 0, due_at = ? + CAST(round(r.n * ?) AS INTEGER),
+// the rate, now; r.n numbers the deliveries, the n-th due
+// store.ReplayDelay after now (floor(n * 10^6 / rate) microseconds: the
+// CAST truncates, and the quotient is not negative).
+const replayPacedSet = `status = 'pending', attempt_count = 0, due_at = ? + CAST(r.n * 1e6 / ? AS INTEGER),
 	dead_reason = '', delivered_at = NULL, updated_at = ?`
 
 // replayableEndpoint holds for deliveries whose endpoint can take them.
@@ -179,11 +170,8 @@ func (s *Store) DeliveryReplay(ctx context.Context, p *store.DeliveryReplayParam
 		if err != nil {
 			return err
 		}
-		if !herald.Status(status).Terminal() {
-			return fmt.Errorf("delivery is %s: %w", status, store.ErrConflict)
-		}
-		if !enabled {
-			return fmt.Errorf("its endpoint is disabled or deleted: %w", store.ErrConflict)
+		if err := store.CheckReplay(herald.Status(status), enabled); err != nil {
+			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE deliveries SET `+replaySet+` WHERE id = ?`, micros(t), micros(t), p.ID); err != nil {
 			return err
@@ -203,11 +191,8 @@ func (s *Store) DeliveryReplay(ctx context.Context, p *store.DeliveryReplayParam
 // p.DryRun it only counts them; with p.Rate > 0 the i-th of them (in
 // creation order) is due i/Rate seconds after Now.
 func (s *Store) DeliveryReplayMany(ctx context.Context, p *store.DeliveryReplayManyParams) (int, error) {
-	if p.EventID == "" && p.EndpointID == "" {
-		return 0, errors.New("replay deliveries: an event or an endpoint is required")
-	}
-	if p.Rate < 0 {
-		return 0, fmt.Errorf("replay deliveries: rate %g is negative", p.Rate)
+	if err := store.CheckReplayMany(p); err != nil {
+		return 0, fmt.Errorf("replay deliveries: %w", err)
 	}
 	t := now(p.Now)
 	w := &where{}
@@ -249,13 +234,12 @@ func (s *Store) DeliveryReplayMany(ctx context.Context, p *store.DeliveryReplayM
 			err error
 		)
 		if p.Rate > 0 {
-			// The i-th (from 0) is due at Now + i/Rate seconds, rounded to
-			// the microsecond.
+			// The i-th (from 0) is due store.ReplayDelay after Now.
 			res, err = tx.ExecContext(ctx, `UPDATE deliveries SET `+replayPacedSet+`
 				FROM (SELECT id, row_number() OVER (ORDER BY created_at, seq) - 1 AS n
 					FROM `+table+w.String()+`) AS r
 				WHERE deliveries.id = r.id`,
-				append([]any{micros(t), 1e6 / p.Rate, micros(t)}, w.args...)...)
+				append([]any{micros(t), p.Rate, micros(t)}, w.args...)...)
 		} else {
 			res, err = tx.ExecContext(ctx, `UPDATE `+table+` SET `+replaySet+w.String(),
 				append([]any{micros(t), micros(t)}, w.args...)...)

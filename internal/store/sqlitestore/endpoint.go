@@ -205,36 +205,18 @@ func (s *Store) EndpointGet(ctx context.Context, id string) (*herald.Endpoint, e
 	return ep, nil
 }
 
-// EndpointList lists endpoints newest first, of one consumer or of all.
-//
-// A ranked order (p.Sort.Ranked: health, due, dead) is listed by
-// listRanked.
+// EndpointList lists endpoints newest first, of one consumer or of all,
+// or in the order p.Sort names, as store.ListEndpoints pages them: a
+// column's (endpointListQuery), or a ranked one (ranker).
 func (s *Store) EndpointList(ctx context.Context, p *store.EndpointListParams) (*store.Page[*herald.Endpoint], error) {
-	limit := store.ClampLimit(p.Limit)
-	if p.Sort.Ranked() {
-		return s.listRanked(ctx, p, limit)
-	}
-	query, args, err := endpointListQuery(p, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list endpoints: %w", err)
-	}
+	return store.ListEndpoints(ctx, ranker{s}, p)
+}
+
+// queryEndpoints reads the endpoints a query returning endpointColumns
+// gives, in its order.
+func (s *Store) queryEndpoints(ctx context.Context, query string, args ...any) ([]*herald.Endpoint, error) {
 	rows, err := s.reader.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list endpoints: %w", err)
-	}
-	defer rows.Close()
-	var items []*herald.Endpoint
-	for rows.Next() {
-		ep, err := scanEndpoint(rows, s.secrets)
-		if err != nil {
-			return nil, fmt.Errorf("list endpoints: %w", err)
-		}
-		items = append(items, ep)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list endpoints: %w", err)
-	}
-	return page(items, limit, func(ep *herald.Endpoint) string { return store.EndpointCursor(p.Sort, ep) }), nil
+	return collect(rows, err, func(sc scanner) (*herald.Endpoint, error) { return scanEndpoint(sc, s.secrets) })
 }
 
 // endpointListQuery is the query of an endpoint list and its arguments:

@@ -19,38 +19,26 @@ import (
 // ranker answers store.EndpointRanker through the reader.
 type ranker struct{ s *Store }
 
-var _ store.EndpointRanker = ranker{}
+var _ store.EndpointLister = ranker{}
 
-// listRanked lists a page of a ranked order: the ranks, then the
-// endpoints they name, in that order.
-func (s *Store) listRanked(ctx context.Context, p *store.EndpointListParams, limit int) (*store.Page[*herald.Endpoint], error) {
-	rs, err := store.RankEndpoints(ctx, ranker{s}, p, limit+1)
+// EndpointsSorted lists limit+1 endpoints of p's column order
+// (endpointListQuery).
+func (r ranker) EndpointsSorted(ctx context.Context, p *store.EndpointListParams, limit int) ([]*herald.Endpoint, error) {
+	query, args, err := endpointListQuery(p, limit)
 	if err != nil {
-		return nil, fmt.Errorf("list endpoints: %w", err)
+		return nil, err
 	}
-	ids := store.RankIDs(rs)
+	return r.s.queryEndpoints(ctx, query, args...)
+}
+
+// EndpointsByID reads the endpoints ids names, deleted ones left out.
+func (r ranker) EndpointsByID(ctx context.Context, ids []string) ([]*herald.Endpoint, error) {
 	list, err := json.Marshal(ids)
 	if err != nil {
-		return nil, fmt.Errorf("list endpoints: %w", err)
+		return nil, err
 	}
-	rows, err := s.reader.QueryContext(ctx, `SELECT `+endpointColumns+` FROM endpoints
+	return r.s.queryEndpoints(ctx, `SELECT `+endpointColumns+` FROM endpoints
 		WHERE id IN (SELECT value FROM json_each(?)) AND deleted_at IS NULL`, string(list))
-	if err != nil {
-		return nil, fmt.Errorf("list endpoints: %w", err)
-	}
-	defer rows.Close()
-	byID := make(map[string]*herald.Endpoint, len(ids))
-	for rows.Next() {
-		ep, err := scanEndpoint(rows, s.secrets)
-		if err != nil {
-			return nil, fmt.Errorf("list endpoints: %w", err)
-		}
-		byID[ep.ID] = ep
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list endpoints: %w", err)
-	}
-	return store.RankedPage(rs, limit, byID), nil
 }
 
 // query is a query being built and its arguments.

@@ -407,20 +407,9 @@ func (s *Store) EventList(ctx context.Context, p *store.EventListParams) (*store
 		query, args = `SELECT `+eventColumns+` FROM events`+w.String()+` ORDER BY id DESC LIMIT ?`, append(w.args, limit+1)
 	}
 	rows, err := s.reader.QueryContext(ctx, query, args...)
+	items, err := collect(rows, err, scanEvent)
 	if err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
 	}
-	defer rows.Close()
-	var items []*herald.Event
-	for rows.Next() {
-		ev, err := scanEvent(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list events: %w", err)
-		}
-		items = append(items, ev)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list events: %w", err)
-	}
-	return page(items, limit, func(ev *herald.Event) string { return ev.ID }), nil
+	return store.NewPage(items, limit, func(ev *herald.Event) string { return ev.ID }), nil
 }

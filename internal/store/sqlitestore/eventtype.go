@@ -118,22 +118,11 @@ func (s *Store) EventTypeList(ctx context.Context, p *store.EventTypeListParams)
 	}
 	rows, err := s.reader.QueryContext(ctx, `SELECT `+eventTypeColumns+` FROM event_types`+w.String()+
 		` ORDER BY name LIMIT ?`, append(w.args, limit+1)...)
+	items, err := collect(rows, err, scanEventType)
 	if err != nil {
 		return nil, fmt.Errorf("list event types: %w", err)
 	}
-	defer rows.Close()
-	var items []*herald.EventTypeEntry
-	for rows.Next() {
-		e, err := scanEventType(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list event types: %w", err)
-		}
-		items = append(items, e)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list event types: %w", err)
-	}
-	return page(items, limit, func(e *herald.EventTypeEntry) string { return e.Name }), nil
+	return store.NewPage(items, limit, func(e *herald.EventTypeEntry) string { return e.Name }), nil
 }
 
 // EventTypeUpdate replaces the entry's description, schema and example,

@@ -126,17 +126,13 @@ func (s *Store) EndpointHealthGet(ctx context.Context, p *store.EndpointHealthPa
 	if err != nil {
 		return nil, fmt.Errorf("get health of endpoint %s: decode: %w", p.ID, err)
 	}
-	var total, ok int
+	var c store.EndpointCounts
 	if err := tx.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(status_code BETWEEN 200 AND 299), 0)
 		FROM attempts WHERE endpoint_id = ? AND attempted_at > ? AND attempted_at <= ?`,
-		p.ID, micros(t.Add(-time.Hour)), micros(t)).Scan(&total, &ok); err != nil {
+		p.ID, micros(t.Add(-time.Hour)), micros(t)).Scan(&c.Attempts, &c.Successes); err != nil {
 		return nil, fmt.Errorf("get health of endpoint %s: count attempts: %w", p.ID, err)
 	}
-	h.Attempts1h = total
-	if total > 0 {
-		rate := float64(ok) / float64(total)
-		h.SuccessRate1h = &rate
-	}
+	c.FillRecent(&h)
 	return &h, nil
 }
 
@@ -172,8 +168,8 @@ func (s *Store) EndpointFigures(ctx context.Context, p *store.EndpointFiguresPar
 	if len(p.IDs) == 0 {
 		return out, nil
 	}
-	if len(p.IDs) > store.MaxListLimit {
-		return nil, fmt.Errorf("endpoint figures: %d endpoints asked, at most %d", len(p.IDs), store.MaxListLimit)
+	if err := p.Check(); err != nil {
+		return nil, fmt.Errorf("endpoint figures: %w", err)
 	}
 	ids, err := json.Marshal(p.IDs)
 	if err != nil {
@@ -199,14 +195,8 @@ func (s *Store) EndpointFigures(ctx context.Context, p *store.EndpointFiguresPar
 		if err := json.Unmarshal([]byte(attempts), &counts); err != nil {
 			return nil, fmt.Errorf("endpoint figures of %s: attempts: %w", id, err)
 		}
-		h.Attempts1h = counts[0]
-		if counts[0] > 0 {
-			rate := float64(counts[1]) / float64(counts[0])
-			h.SuccessRate1h = &rate
-		}
-		h.InFlight = inFlight
-		h.Due = min(dueNew+dueRetries, limit)
-		h.Dead = dead
+		store.EndpointCounts{Attempts: counts[0], Successes: counts[1],
+			InFlight: inFlight, Due: dueNew + dueRetries, Dead: dead}.Fill(&h, limit)
 		out[id] = &h
 	}
 	if err := rows.Err(); err != nil {

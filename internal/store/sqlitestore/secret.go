@@ -76,15 +76,9 @@ func (s *Store) EndpointSecretsReseal(ctx context.Context, p *store.EndpointSecr
 			if err != nil {
 				return err
 			}
-			if n == 1 {
-				out.Resealed++
-			} else {
-				out.Changed++
-			}
+			out.Tally(n)
 		}
-		if len(batch) == limit {
-			out.Next = batch[len(batch)-1].ID
-		}
+		out.After(batch, limit)
 		return nil
 	})
 	if err != nil {

@@ -1,7 +1,6 @@
 package sqlitestore
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -22,36 +21,21 @@ func TestSecretEncryptionMigrationKeepsExistingRows(t *testing.T) {
 	t.Cleanup(func() { require.NoError(t, old.Close()) })
 	ctx := t.Context()
 	migrateBelow(t, old, 4)
-	const secret, previous = "whsec_b2xkIHNlY3JldCBmcm9tIGJlZm9yZQ==", "whsec_b2xkZXIgc3RpbGw="
 	_, err = old.writer.ExecContext(ctx, `INSERT INTO endpoints (id, consumer_id, url, description, event_types,
 			secret, previous_secret, previous_secret_expires_at, enabled, disabled_reason, timeout_ns, retry_schedule,
 			retry_exponential, retry_client_errors, rate_limit, max_in_flight, signature_scheme, headers,
 			created_at, updated_at)
 		VALUES ('ep_1', 'c', 'https://x.example/', '', '["*"]', ?, ?, 0, 1, '', 0, 'null', 'null', 0, 'null', 0,
-			'standard', 'null', 0, 0)`, secret, previous)
+			'standard', 'null', 0, 0)`, storetest.OldSecret, storetest.OldPreviousSecret)
 	require.NoError(t, err)
 
 	s, err := Open(ctx, path, nil, store.WithSecrets(storetest.Ring(t)))
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	require.NoError(t, s.Migrate(ctx))
-	ep, err := s.EndpointGet(ctx, "ep_1")
-	require.NoError(t, err)
-	require.Equal(t, secret, ep.Secret)
-	require.Equal(t, previous, ep.PreviousSecret)
-
-	res, err := s.EndpointSecretsReseal(ctx, &store.EndpointSecretsResealParams{PlainOnly: true})
-	require.NoError(t, err)
-	require.Equal(t, 1, res.Resealed)
-	var stored, storedPrevious string
-	var sealed bool
-	require.NoError(t, s.reader.QueryRowContext(ctx, `SELECT secret, previous_secret, secrets_encrypted FROM endpoints WHERE id = 'ep_1'`).
-		Scan(&stored, &storedPrevious, &sealed))
-	require.True(t, sealed)
-	require.True(t, strings.HasPrefix(stored, "enc:v1:test:"), stored)
-	require.True(t, strings.HasPrefix(storedPrevious, "enc:v1:test:"), storedPrevious)
-	ep, err = s.EndpointGet(ctx, "ep_1")
-	require.NoError(t, err)
-	require.Equal(t, secret, ep.Secret)
-	require.Equal(t, previous, ep.PreviousSecret)
+	storetest.RequireOldSecretsResealed(t, s, "ep_1", func() (stored, previous string, sealed bool) {
+		require.NoError(t, s.reader.QueryRowContext(ctx, `SELECT secret, previous_secret, secrets_encrypted FROM endpoints WHERE id = 'ep_1'`).
+			Scan(&stored, &previous, &sealed))
+		return stored, previous, sealed
+	})
 }

@@ -1,6 +1,7 @@
 package sqlitestore_test
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"io/fs"
@@ -22,32 +23,20 @@ import (
 func TestSecrets(t *testing.T) {
 	t.Parallel()
 	storetest.RunSecrets(t, func(t *testing.T) storetest.SecretsDB {
-		return secretsFile{path: testdb.SQLitePath(t)}
+		path := testdb.SQLitePath(t)
+		open := func(ctx context.Context, opts ...store.OpenOption) (*sqlitestore.Store, error) {
+			return sqlitestore.Open(ctx, path, slog.New(slog.DiscardHandler), opts...)
+		}
+		return storetest.NewSecretsDB(open, func(t *testing.T) []byte { return rawFile(t, path) })
 	})
 }
 
-// secretsFile is one SQLite file, opened as often as a case likes.
-type secretsFile struct{ path string }
-
-func (f secretsFile) Open(t *testing.T, c store.SecretCipher) store.Store {
+// rawFile checkpoints the WAL into the file at path (the stores stay
+// open, as a copy taken of a running Herald would find them), then reads
+// the file and whatever the WAL and a rollback journal still hold.
+func rawFile(t *testing.T, path string) []byte {
 	t.Helper()
-	var opts []store.OpenOption
-	if c != nil {
-		opts = append(opts, store.WithSecrets(c))
-	}
-	s, err := sqlitestore.Open(t.Context(), f.path, slog.New(slog.DiscardHandler), opts...)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, s.Close()) })
-	require.NoError(t, s.Migrate(t.Context()))
-	return s
-}
-
-// Raw checkpoints the WAL into the file (the stores stay open, as a copy
-// taken of a running Herald would find them), then reads the file and
-// whatever the WAL and a rollback journal still hold.
-func (f secretsFile) Raw(t *testing.T) []byte {
-	t.Helper()
-	db, err := sql.Open("sqlite", f.path+"?_pragma=busy_timeout(10000)")
+	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)")
 	require.NoError(t, err)
 	// A checkpoint the store runs meanwhile makes this one give up at once
 	// (busy, without waiting): try again until one runs to the end.
@@ -58,7 +47,7 @@ func (f secretsFile) Raw(t *testing.T) []byte {
 	}, 10*time.Second, 10*time.Millisecond, "the checkpoint runs to the end")
 	require.NoError(t, db.Close())
 	var out []byte
-	for _, p := range []string{f.path, f.path + "-wal", f.path + "-journal"} {
+	for _, p := range []string{path, path + "-wal", path + "-journal"} {
 		b, err := os.ReadFile(p)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue

@@ -336,18 +336,22 @@ type scanner interface {
 	Scan(dest ...any) error
 }
 
-// page cuts rows fetched with limit+1 to one page and names the cursor of
-// the next.
-func page[T any](items []T, limit int, id func(T) string) *store.Page[T] {
-	p := &store.Page[T]{Items: items}
-	if len(items) > limit {
-		p.Items = items[:limit]
-		p.NextCursor = id(items[limit-1])
+// collect reads every row of rows (err is the query's) through scan, in
+// order, and closes them.
+func collect[T any](rows *sql.Rows, err error, scan func(scanner) (T, error)) ([]T, error) {
+	if err != nil {
+		return nil, err
 	}
-	if p.Items == nil {
-		p.Items = []T{}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
 	}
-	return p
+	return out, rows.Err()
 }
 
 // where builds an AND of conditions with their arguments.

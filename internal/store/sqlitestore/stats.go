@@ -14,13 +14,7 @@ import (
 // that are due at p.Now, of every consumer or of p.ConsumerID alone.
 func (s *Store) Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, error) {
 	t := now(p.Now)
-	st := &store.Stats{ByStatus: map[herald.Status]int64{
-		herald.StatusPending:    0,
-		herald.StatusDelivering: 0,
-		herald.StatusDelivered:  0,
-		herald.StatusDead:       0,
-		herald.StatusCancelled:  0,
-	}}
+	st := store.NewStats()
 	// One read transaction, so the counts and the due queue agree.
 	tx, err := s.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {

@@ -15,6 +15,8 @@ func healthCases() []testCase {
 		{"SuccessRateOfTheLastHour", testHealthSuccessRate},
 		{"UnknownOrDeletedIsNotFound", testHealthNotFound},
 		{"LastSuccessIsKeptToTheSecond", testHealthLastSuccessPrecision},
+		{"NoStreakNoFailingSince", testHealthNoFailingSince},
+		{"LastSuccessIsKeptToTheSecondInAMixedBatch", testHealthLastSuccessPrecisionInAMixedBatch},
 	}
 }
 

@@ -28,6 +28,8 @@ func notifyCases() []testCase {
 		{"NotificationOutcomesEmitNothing", testNotifyNoLoop},
 		{"OneDisableOneNotificationHoweverOutcomesArrive", testNotifyDisableOnce},
 		{"ConcurrentOutcomesDisableOnce", testNotifyDisableOnceConcurrent},
+		{"OneOutcomeNotifiesInOneOrder", testNotifyOrder},
+		{"RecoveredTimesAreUTC", testNotifyRecoveredUTC},
 	}
 }
 

@@ -19,6 +19,8 @@ func replayCases() []testCase {
 		{"ManyNeedsEventOrEndpoint", testReplayManyNeedsFilter},
 		{"ManyDryRunOnlyCounts", testReplayManyDryRun},
 		{"ManyAtARateIsPacedInCreationOrder", testReplayManyPaced},
+		{"ManyPacedToTheMicrosecond", testReplayManyPacedToTheMicrosecond},
+		{"ManyOfALiveStatusIsRefused", testReplayManyLiveStatusRefused},
 	}
 }
 

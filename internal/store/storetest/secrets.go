@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
@@ -50,6 +51,70 @@ func RunSecrets(t *testing.T, fresh func(t *testing.T) SecretsDB) {
 			tc.fn(t, fresh(t))
 		})
 	}
+}
+
+// OpenSecrets opens a store through open with c sealing endpoint secrets
+// (nil: no key), migrates it, and closes it when t ends.
+func OpenSecrets[S store.Store](t *testing.T, c store.SecretCipher, open func(ctx context.Context, opts ...store.OpenOption) (S, error)) S {
+	t.Helper()
+	var opts []store.OpenOption
+	if c != nil {
+		opts = append(opts, store.WithSecrets(c))
+	}
+	s, err := open(t.Context(), opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	require.NoError(t, s.Migrate(t.Context()))
+	return s
+}
+
+// NewSecretsDB is the SecretsDB of a backend's database that open opens
+// (OpenSecrets) and raw reads.
+func NewSecretsDB[S store.Store](open func(ctx context.Context, opts ...store.OpenOption) (S, error), raw func(t *testing.T) []byte) SecretsDB {
+	return secretsDB[S]{open: open, raw: raw}
+}
+
+type secretsDB[S store.Store] struct {
+	open func(ctx context.Context, opts ...store.OpenOption) (S, error)
+	raw  func(t *testing.T) []byte
+}
+
+func (d secretsDB[S]) Open(t *testing.T, c store.SecretCipher) store.Store {
+	return OpenSecrets(t, c, d.open)
+}
+func (d secretsDB[S]) Raw(t *testing.T) []byte { return d.raw(t) }
+
+// The plain secrets of an endpoint written before secrets were sealed
+// (migration 0004), for RequireOldSecretsResealed.
+const (
+	OldSecret         = "whsec_b2xkIHNlY3JldCBmcm9tIGJlZm9yZQ=="
+	OldPreviousSecret = "whsec_b2xkZXIgc3RpbGw="
+)
+
+// RequireOldSecretsResealed requires that endpoint id, written with
+// OldSecret and OldPreviousSecret before migration 0004 and now in s
+// (opened with a key and migrated), reads as it was, that the plain-only
+// pass seals it (raw reads its stored secret and previous secret and
+// whether they are sealed), and that it still reads as it was.
+func RequireOldSecretsResealed(t *testing.T, s store.Store, id string, raw func() (secret, previous string, sealed bool)) {
+	t.Helper()
+	ctx := t.Context()
+	requireSecrets := func() {
+		t.Helper()
+		ep, err := s.EndpointGet(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, OldSecret, ep.Secret)
+		require.Equal(t, OldPreviousSecret, ep.PreviousSecret)
+	}
+	requireSecrets()
+	res, err := s.EndpointSecretsReseal(ctx, &store.EndpointSecretsResealParams{PlainOnly: true})
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Resealed)
+	stored, storedPrevious, sealed := raw()
+	require.True(t, sealed)
+	require.True(t, strings.HasPrefix(stored, "enc:v1:test:"), stored)
+	require.True(t, strings.HasPrefix(storedPrevious, "enc:v1:test:"), storedPrevious)
+	requireSecrets()
 }
 
 // Ring is a key ring of one fresh key, for a backend's opener: the
