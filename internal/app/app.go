@@ -234,7 +234,7 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 	// An ingest leases to this node's dispatcher what a claim would take
 	// at once, and hands it over (store.Taker): no claim, and no wake-up
 	// of every node, for it.
-	if leaser, ok := st.(interface{ SetTaker(store.Taker) }); ok {
+	if leaser, ok := st.(store.Leaser); ok {
 		leaser.SetTaker(a.Dispatcher)
 	}
 	// With a retention of 0 the purger keeps every event and purges only

@@ -584,8 +584,8 @@ type ClaimedDelivery struct {
 }
 
 // A Taker is this node's dispatcher, which a store may lease deliveries
-// to as they are ingested (SetTaker of pgstore and sqlitestore), so that they go out
-// without a claim. A store leases at ingest only what a claim would take
+// to as they are ingested (a Leaser), so that they go out without a
+// claim. A store leases at ingest only what a claim would take
 // at once: deliveries of endpoints that are not FIFO, have no rate limit,
 // whose breaker is closed and that are not paused or slowed down, within
 // the room their in-flight cap leaves beside their leases and the new
@@ -610,6 +610,17 @@ type Taker interface {
 	// perhaps none, and none when the ingest failed), and gives back the
 	// slots it leaves free. Each reservation is taken exactly once.
 	Take(r Reservation, claimed []*ClaimedDelivery)
+}
+
+// A Leaser is a store that leases deliveries at ingest to a Taker. It is
+// a capability beside Store, not part of it (this node's dispatcher is
+// not part of the storage seam), which the app finds by a type
+// assertion; both backends are Leasers, and a store that is not one
+// queues every delivery.
+type Leaser interface {
+	// SetTaker makes ingests on this store lease what they may to t;
+	// nil stops it.
+	SetTaker(t Taker)
 }
 
 // TakerSlot holds the Taker a store leases to at ingest (SetTaker of
