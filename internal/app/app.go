@@ -368,7 +368,7 @@ func (a *App) settleAPIKey(ctx context.Context, out io.Writer) ([32]byte, error)
 	}
 	key := "hk_" + base64.RawURLEncoding.EncodeToString(raw[:])
 	mine := sha256.Sum256([]byte(key))
-	stored, err := a.Store.SettingPutIfAbsent(ctx, apiKeySetting, hex.EncodeToString(mine[:]))
+	stored, err := a.Store.SettingPutIfAbsent(ctx, &store.SettingPutIfAbsentParams{Key: apiKeySetting, Value: hex.EncodeToString(mine[:])})
 	if err != nil {
 		return [32]byte{}, fmt.Errorf("store API key hash: %w", err)
 	}
