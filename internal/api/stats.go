@@ -102,10 +102,11 @@ func (s *Server) statsSeries(w http.ResponseWriter, r *http.Request) error {
 	// The depth is read over the very window of the activity: without a
 	// Now, each read asks the database clock, which may have passed into
 	// the next minute in between.
+	dp := &store.DepthSeriesParams{Window: p.Window, Step: p.Step, Now: p.Now}
 	if n := len(points); n > 0 {
-		p.Now = points[n-1].At.Add(win.step)
+		dp.Now = points[n-1].At.Add(win.step)
 	}
-	depth, err := s.store.DepthSeries(r.Context(), p)
+	depth, err := s.store.DepthSeries(r.Context(), dp)
 	if err != nil {
 		return fmt.Errorf("stats series: %w", err)
 	}

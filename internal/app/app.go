@@ -233,7 +233,7 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 	// An ingest leases to this node's dispatcher what a claim would take
 	// at once, and hands it over (store.Taker): no claim, and no wake-up
 	// of every node, for it.
-	if leaser, ok := st.(interface{ SetTaker(store.Taker) }); ok {
+	if leaser, ok := st.(store.Leaser); ok {
 		leaser.SetTaker(a.Dispatcher)
 	}
 	// With a retention of 0 the purger keeps every event and purges only
@@ -367,7 +367,7 @@ func (a *App) settleAPIKey(ctx context.Context, out io.Writer) ([32]byte, error)
 	}
 	key := "hk_" + base64.RawURLEncoding.EncodeToString(raw[:])
 	mine := sha256.Sum256([]byte(key))
-	stored, err := a.Store.SettingPutIfAbsent(ctx, apiKeySetting, hex.EncodeToString(mine[:]))
+	stored, err := a.Store.SettingPutIfAbsent(ctx, &store.SettingPutIfAbsentParams{Key: apiKeySetting, Value: hex.EncodeToString(mine[:])})
 	if err != nil {
 		return [32]byte{}, fmt.Errorf("store API key hash: %w", err)
 	}

@@ -26,9 +26,21 @@ type Sender interface {
 	Send(ctx context.Context, req *sender.Request) sender.Result
 }
 
+// Store is what a Dispatcher needs of the storage seam (a store.Store
+// has it): wake-ups, claims and the tidying of the endpoint queue they
+// leave, the next due time, outcome writes, and leases handed back.
+type Store interface {
+	Subscribe(ctx context.Context) (<-chan struct{}, error)
+	DeliveryClaim(ctx context.Context, p *store.DeliveryClaimParams) ([]*store.ClaimedDelivery, error)
+	EndpointQueueTidy(ctx context.Context, p *store.EndpointQueueTidyParams) (int, error)
+	DeliveryNextDue(ctx context.Context, p *store.DeliveryNextDueParams) (store.NextDue, error)
+	DeliveryCompleteMany(ctx context.Context, p *store.DeliveryCompleteManyParams) ([]bool, error)
+	DeliveryRelease(ctx context.Context, p *store.DeliveryReleaseParams) error
+}
+
 // Config wires a Dispatcher.
 type Config struct {
-	Store  store.Store
+	Store  Store
 	Sender Sender
 	Clock  clock.Clock
 	Logger *slog.Logger

@@ -111,7 +111,7 @@ func waitWaiters(t *testing.T, c *clock.Test, n int) {
 // points reads the last hour's depth at now.
 func points(t *testing.T, st store.Store, now time.Time) []store.DepthPoint {
 	t.Helper()
-	p, err := st.DepthSeries(t.Context(), &store.ActivitySeriesParams{Window: time.Hour, Step: time.Minute, Now: now})
+	p, err := st.DepthSeries(t.Context(), &store.DepthSeriesParams{Window: time.Hour, Step: time.Minute, Now: now})
 	require.NoError(t, err)
 	return p
 }

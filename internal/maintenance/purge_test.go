@@ -136,7 +136,7 @@ func TestPassPurgesOldActivity(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, wrote)
 	samples := func() int {
-		points, err := st.DepthSeries(t.Context(), &store.ActivitySeriesParams{Window: 24 * time.Hour, Step: time.Hour, Now: purgeStart.Add(time.Hour)})
+		points, err := st.DepthSeries(t.Context(), &store.DepthSeriesParams{Window: 24 * time.Hour, Step: time.Hour, Now: purgeStart.Add(time.Hour)})
 		require.NoError(t, err)
 		n := 0
 		for _, pt := range points {

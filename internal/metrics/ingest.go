@@ -15,7 +15,8 @@ var errNoStats = errors.New("store returned no stats")
 // duplicates excluded. The app gives the API this store, so the API counts
 // what it accepted without knowing of metrics; everything else passes
 // through untouched. Events the store ingests on its own (notifications)
-// do not pass here and are not counted.
+// do not pass here and are not counted. It takes and returns the whole
+// store.Store, unlike New, because it stands in for it.
 func (m *Metrics) CountIngest(st store.Store) store.Store {
 	return &ingestCounter{Store: st, m: m}
 }

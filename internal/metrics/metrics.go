@@ -125,7 +125,7 @@ type Metrics struct {
 }
 
 // New returns the metrics of a node whose queue lives in st.
-func New(st store.Store, opts Options) *Metrics {
+func New(st Store, opts Options) *Metrics {
 	if opts.Clock == nil {
 		opts.Clock = clock.Real{}
 	}

@@ -25,6 +25,12 @@ var statuses = [...]herald.Status{
 	herald.StatusPending, herald.StatusDelivering, herald.StatusDead,
 }
 
+// Store is what Metrics reads of the storage seam (a store.Store has
+// it): the queue's figures, for the queue gauges.
+type Store interface {
+	Stats(ctx context.Context, p *store.StatsParams) (*store.Stats, error)
+}
+
 // queueCollector reads the queue gauges from store.Stats when scraped. The
 // queue is shared by every node, so these gauges say the same on each.
 //
@@ -36,7 +42,7 @@ var statuses = [...]herald.Status{
 // (absent, not stale) and herald_queue_stats_errors_total counts the
 // failures; the rest of the scrape is unaffected.
 type queueCollector struct {
-	store    store.Store
+	store    Store
 	clock    clock.Clock
 	log      *slog.Logger
 	timeout  time.Duration
@@ -55,7 +61,7 @@ type queueCollector struct {
 	err    error
 }
 
-func newQueueCollector(st store.Store, opts Options, errors prometheus.Counter) *queueCollector {
+func newQueueCollector(st Store, opts Options, errors prometheus.Counter) *queueCollector {
 	return &queueCollector{
 		store:    st,
 		clock:    opts.Clock,

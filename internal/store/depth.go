@@ -30,7 +30,7 @@ type DepthStore interface {
 	// minutes' samples, each figure on its own (depth is a level, not a
 	// sum: the worst of the step shows); a step with no sample at all is
 	// not Sampled (unknown, not an empty queue).
-	DepthSeries(ctx context.Context, p *ActivitySeriesParams) ([]DepthPoint, error)
+	DepthSeries(ctx context.Context, p *DepthSeriesParams) ([]DepthPoint, error)
 	// DepthPurge deletes up to p.Limit samples older than Now - p.Keep
 	// (at least MinActivityKeep), oldest first, in one short transaction,
 	// and says how many it deleted (fewer than p.Limit: nothing older is
@@ -41,6 +41,22 @@ type DepthStore interface {
 // DepthSampleParams asks for the sample of the minute of Now.
 type DepthSampleParams struct {
 	Now time.Time
+}
+
+// DepthSeriesParams asks for a depth series: Window is a whole number of
+// Steps, and Step a whole number of minutes (CheckSeries). The API reads
+// the activity and the depth over the same window and steps.
+type DepthSeriesParams struct {
+	Window time.Duration
+	Step   time.Duration
+	Now    time.Time
+}
+
+// Span is the series' time range at now, [from, to): Window up to the
+// start of now's minute (ActivitySpan, the activity's).
+func (p *DepthSeriesParams) Span(now time.Time) (from, to time.Time) {
+	to = ActivityMinute(now)
+	return to.Add(-p.Window), to
 }
 
 // Depth is the queue's depth at one moment, or the highest over a step.
@@ -72,8 +88,8 @@ func DepthOf(st *Stats) Depth {
 // DepthSeries returns them: each row a step's index from the series'
 // start, then the highest due_now, oldest_due_ms and dead of the step's
 // samples. Steps without a row are not Sampled.
-func DepthPoints(p *ActivitySeriesParams, now time.Time, rows ActivityRows) ([]DepthPoint, error) {
-	from, _ := ActivitySpan(p, now)
+func DepthPoints(p *DepthSeriesParams, now time.Time, rows ActivityRows) ([]DepthPoint, error) {
+	from, _ := p.Span(now)
 	n := int(p.Window / p.Step)
 	out := make([]DepthPoint, n)
 	for i := range out {
@@ -95,10 +111,11 @@ func DepthPoints(p *ActivitySeriesParams, now time.Time, rows ActivityRows) ([]D
 	return out, nil
 }
 
-// CheckSeries refuses a series that is not whole minutes and steps.
-func CheckSeries(p *ActivitySeriesParams) error {
-	if p.Step < time.Minute || p.Step%time.Minute != 0 || p.Window < p.Step || p.Window%p.Step != 0 {
-		return fmt.Errorf("window %s in steps of %s: want whole minutes, a whole number of steps", p.Window, p.Step)
+// CheckSeries refuses a series window in steps that is not whole
+// minutes and steps.
+func CheckSeries(window, step time.Duration) error {
+	if step < time.Minute || step%time.Minute != 0 || window < step || window%step != 0 {
+		return fmt.Errorf("window %s in steps of %s: want whole minutes, a whole number of steps", window, step)
 	}
 	return nil
 }

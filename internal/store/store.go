@@ -36,6 +36,30 @@ var (
 )
 
 // Store is everything Herald keeps. All methods are safe for concurrent use.
+//
+// A method's input takes its shape by one rule:
+//   - A read of the one row a key names takes (ctx, id string): the row's
+//     id, or the key it is kept under when it has none (an event type's
+//     name, a setting's key, a consumer's id for its notification
+//     addresses).
+//   - A method with no input takes (ctx).
+//   - Every other method takes (ctx, p *XxxParams), Xxx the method's name:
+//     every write, every list, every read that takes more than a key. An
+//     input added later (a Now, a Limit, a filter) is then a field, not a
+//     new signature for every backend and caller.
+//
+// Close, which ends the store, takes nothing (io.Closer). A capability
+// that is no part of the seam (leasing at ingest: Leaser) is an interface
+// of its own, which the app finds by a type assertion. A consumer that
+// needs part of the seam takes an interface of that part alone: one it
+// declares itself (dispatch.Store, metrics.Store), or one of the nouns'
+// below (APIKeyStore, DepthStore, ...).
+//
+// Methods that do not follow the rule yet: NoticeRelease takes a
+// NoticeReservation (to be NoticeReleaseParams); DepthPurge takes
+// ActivityPurgeParams, and EndpointHealthGet EndpointHealthParams (to be
+// types named for them); and the queries of EndpointRanker, which each
+// backend answers for RankEndpoints, take bare arguments.
 type Store interface {
 	// Migrate applies the embedded numbered migrations not yet applied.
 	// On PostgreSQL it holds an advisory lock so nodes starting together
@@ -57,9 +81,9 @@ type Store interface {
 
 	// SettingGet returns a stored setting, or ErrNotFound.
 	SettingGet(ctx context.Context, key string) (string, error)
-	// SettingPutIfAbsent stores value under key unless the key is set, and
-	// returns the value that is stored after the call.
-	SettingPutIfAbsent(ctx context.Context, key, value string) (string, error)
+	// SettingPutIfAbsent stores p.Value under p.Key unless the key is set,
+	// and returns the value that is stored after the call.
+	SettingPutIfAbsent(ctx context.Context, p *SettingPutIfAbsentParams) (string, error)
 
 	EndpointCreate(ctx context.Context, p *EndpointCreateParams) (*herald.Endpoint, error)
 	EndpointGet(ctx context.Context, id string) (*herald.Endpoint, error)
@@ -259,6 +283,13 @@ type Store interface {
 	// NoticeStore keeps the consumers' notification addresses and when
 	// each endpoint was last mailed about (notice.go).
 	NoticeStore
+}
+
+// SettingPutIfAbsentParams asks to store Value under Key unless the key is
+// set. An empty Value is a value.
+type SettingPutIfAbsentParams struct {
+	Key   string
+	Value string
 }
 
 // Page is one page of a list. NextCursor is empty on the last page; passed
@@ -584,8 +615,8 @@ type ClaimedDelivery struct {
 }
 
 // A Taker is this node's dispatcher, which a store may lease deliveries
-// to as they are ingested (SetTaker of pgstore and sqlitestore), so that they go out
-// without a claim. A store leases at ingest only what a claim would take
+// to as they are ingested (a Leaser), so that they go out without a
+// claim. A store leases at ingest only what a claim would take
 // at once: deliveries of endpoints that are not FIFO, have no rate limit,
 // whose breaker is closed and that are not paused or slowed down, within
 // the room their in-flight cap leaves beside their leases and the new
@@ -610,6 +641,17 @@ type Taker interface {
 	// perhaps none, and none when the ingest failed), and gives back the
 	// slots it leaves free. Each reservation is taken exactly once.
 	Take(r Reservation, claimed []*ClaimedDelivery)
+}
+
+// A Leaser is a store that leases deliveries at ingest to a Taker. It is
+// a capability beside Store, not part of it (this node's dispatcher is
+// not part of the storage seam), which the app finds by a type
+// assertion; both backends are Leasers, and a store that is not one
+// queues every delivery.
+type Leaser interface {
+	// SetTaker makes ingests on this store lease what they may to t;
+	// nil stops it.
+	SetTaker(t Taker)
 }
 
 // TakerSlot holds the Taker a store leases to at ingest (SetTaker of

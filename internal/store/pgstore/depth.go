@@ -46,8 +46,8 @@ func (s *Store) DepthSample(ctx context.Context, p *store.DepthSampleParams) (bo
 
 // DepthSeries reads the samples of the window, a step's highest in SQL,
 // by the primary key.
-func (s *Store) DepthSeries(ctx context.Context, p *store.ActivitySeriesParams) ([]store.DepthPoint, error) {
-	if err := store.CheckSeries(p); err != nil {
+func (s *Store) DepthSeries(ctx context.Context, p *store.DepthSeriesParams) ([]store.DepthPoint, error) {
+	if err := store.CheckSeries(p.Window, p.Step); err != nil {
 		return nil, fmt.Errorf("depth series: %w", err)
 	}
 	t := p.Now
@@ -56,7 +56,7 @@ func (s *Store) DepthSeries(ctx context.Context, p *store.ActivitySeriesParams) 
 			return nil, fmt.Errorf("depth series: %w", err)
 		}
 	}
-	from, to := store.ActivitySpan(p, t)
+	from, to := p.Span(t)
 	rows, err := s.pool.Query(ctx, `SELECT (extract(epoch FROM minute - $1)::bigint / $3)::bigint AS i,
 			max(due_now), max(oldest_due_ms), max(dead)
 		FROM depth_minutes WHERE minute >= $1 AND minute < $2 GROUP BY i`, from, to, int64(p.Step/time.Second))

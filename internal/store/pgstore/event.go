@@ -277,166 +277,242 @@ func (s *Store) inIngestTx(ctx context.Context, write func(tx *batchTx) error) e
 // that checks the endpoints are still as read (endpointcache.go). If they
 // are not, nothing is written and the error is errEndpointsChanged: the
 // caller writes the ingest again, in a new transaction, which reads them.
+//
+// It goes by phase: dedupe (within the call), the events insert (with
+// the endpoints read, or queued in the batch that commits), the fan-out
+// planned (planFanOut), the deliveries written (writeFanOut), and the
+// answer (answer).
 func (s *Store) ingestOn(ctx context.Context, q queryer, tx *batchTx, events []store.EventIngestItem, now time.Time) ([]store.EventIngestResult, error) {
-	results := make([]store.EventIngestResult, len(events))
-	// Duplicates inside the call point at the first item with their key.
+	r := dedupe(events, now)
+	if tx != nil {
+		if eps, versions, ok := s.endpoints.recall(r.consumers, time.Now()); ok {
+			r.endpoints = eps
+			r.check = &endpointsCheck{consumers: r.consumers, versions: versions, keyed: r.keyed}
+		}
+	}
+	// An ingest that may lease reserves its slots first (leasing.go).
+	lease := s.reserve(tx, min(leaseSlotsPerEvent*len(r.unique), maxLeaseSlots))
+	if lease != nil {
+		defer lease.done()
+	}
+	if err := s.insertEvents(ctx, q, tx, r, now); err != nil {
+		return nil, err
+	}
+	r.planFanOut()
+	if err := existingEvents(ctx, q, r.conflicted, r.results); err != nil {
+		return nil, err
+	}
+	if err := s.writeFanOut(ctx, q, tx, r, lease, now); err != nil {
+		return nil, err
+	}
+	return r.answer(ctx, q)
+}
+
+// ingestRun is one call of ingestOn on its way through the phases: what
+// each phase found, for the next.
+type ingestRun struct {
+	// results are the answer, one for each event of the call.
+	results []store.EventIngestResult
+	// dupOf is, for each event, the index of the first of the call with
+	// its idempotency key, or -1 for that first one and events without.
+	dupOf []int
+	// unique are the events that are not such duplicates, with their ids.
+	unique []*ingestItem
+	// keyed is whether an event has an idempotency key.
+	keyed bool
+	// idAt is the time the ids of the call's rows are made at.
+	idAt time.Time
+	// consumers are those the events name, each once.
+	consumers []string
+
+	// endpoints are the enabled endpoints of the consumers, by consumer,
+	// read in the first round trip or remembered; check is not nil if
+	// remembered (ingestcache.go).
+	endpoints map[string][]matcher
+	check     *endpointsCheck
+	// batch is the batch that writes the deliveries (and commits);
+	// with check, it inserts the events first.
+	batch *pgx.Batch
+	// inserted is the created_at of each event id inserted; with check,
+	// known once batch is sent, and insertErr is its insert's failure.
+	inserted  map[string]time.Time
+	insertErr error
+
+	// fresh are the events that get deliveries (all of them, with check,
+	// until answer); conflicted are those whose idempotency key was taken
+	// by an event before the call.
+	fresh, conflicted []*ingestItem
+	// d are the deliveries of the fresh events; refs, the same by event id.
+	d    deliveryInsert
+	refs map[string][]store.DeliveryRef
+}
+
+// dedupe begins the ingest of events: an event whose idempotency key an
+// earlier one of the call has points at that one (dupOf); the others are
+// unique, each with a new id, sorted in call order.
+func dedupe(events []store.EventIngestItem, now time.Time) *ingestRun {
+	r := &ingestRun{
+		results: make([]store.EventIngestResult, len(events)),
+		dupOf:   make([]int, len(events)),
+		idAt:    idTime(now),
+	}
 	firstWithKey := map[idempotencyKey]int{}
-	dupOf := make([]int, len(events))
-	var unique []*ingestItem
-	keyed := false
 	for i := range events {
 		it := &events[i]
-		dupOf[i] = -1
+		r.dupOf[i] = -1
 		if it.IdempotencyKey != "" {
-			keyed = true
+			r.keyed = true
 			k := idempotencyKey{it.ConsumerID, it.IdempotencyKey}
 			if first, ok := firstWithKey[k]; ok {
-				dupOf[i] = first
+				r.dupOf[i] = first
 				continue
 			}
 			firstWithKey[k] = i
 		}
-		unique = append(unique, &ingestItem{index: i, item: it})
+		r.unique = append(r.unique, &ingestItem{index: i, item: it})
 	}
-	t := idTime(now)
-	for i, id := range sortedIDs(herald.PrefixEvent, t, len(unique)) {
-		unique[i].id = id
+	for i, id := range sortedIDs(herald.PrefixEvent, r.idAt, len(r.unique)) {
+		r.unique[i].id = id
 	}
-	consumers := consumersOf(unique)
-	var check *endpointsCheck
-	var endpoints map[string][]matcher
-	if tx != nil {
-		if eps, versions, ok := s.endpoints.recall(consumers, time.Now()); ok {
-			endpoints = eps
-			check = &endpointsCheck{consumers: consumers, versions: versions, keyed: keyed}
-		}
-	}
+	r.consumers = consumersOf(r.unique)
+	return r
+}
 
-	// An ingest that may lease reserves its slots first (leasing.go).
-	lease := s.reserve(tx, min(leaseSlotsPerEvent*len(unique), maxLeaseSlots))
-	if lease != nil {
-		defer lease.done()
-	}
-	// Without remembered endpoints, the first round trip reads them (whole
-	// with tx: to lease, and to be remembered) and inserts the events; with
-	// them, the events insert goes in the batch that commits.
-	b := &pgx.Batch{}
-	var inserted map[string]time.Time
-	var insertErr error
-	if check == nil {
-		readAt := time.Now()
-		var err error
-		endpoints, inserted, err = readAndInsert(ctx, q, unique, consumers, now, tx != nil)
-		if err != nil {
-			return nil, err
-		}
-		if tx != nil {
-			s.endpoints.remember(consumers, endpoints, readAt)
-		}
-	} else {
-		inserted = make(map[string]time.Time, len(unique))
-		b.Queue(insertSQL(unique), insertEventsArgs(unique, now)...).Query(func(rows pgx.Rows) error {
-			insertErr = readInsertedRows(rows, inserted)
-			return insertErr
+// insertEvents inserts r's unique events. Without remembered endpoints,
+// the first round trip reads them (whole with tx: to lease, and to be
+// remembered) and inserts the events; with them, the events insert is
+// queued in r.batch, which commits.
+func (s *Store) insertEvents(ctx context.Context, q queryer, tx *batchTx, r *ingestRun, now time.Time) error {
+	r.batch = &pgx.Batch{}
+	if r.check != nil {
+		r.inserted = make(map[string]time.Time, len(r.unique))
+		r.batch.Queue(insertSQL(r.unique), insertEventsArgs(r.unique, now)...).Query(func(rows pgx.Rows) error {
+			r.insertErr = readInsertedRows(rows, r.inserted)
+			return r.insertErr
 		})
+		return nil
 	}
+	readAt := time.Now()
+	var err error
+	r.endpoints, r.inserted, err = readAndInsert(ctx, q, r.unique, r.consumers, now, tx != nil)
+	if err != nil {
+		return err
+	}
+	if tx != nil {
+		s.endpoints.remember(r.consumers, r.endpoints, readAt)
+	}
+	return nil
+}
 
-	// New events get their deliveries; the others were there before. With
-	// remembered endpoints, which events are new is known only once they
-	// are written: every event gets its deliveries in d, and the
-	// deliveries insert keeps those of the events inserted.
-	var fresh, conflicted []*ingestItem
+// planFanOut gives each new event its deliveries, one to each endpoint
+// it targets; the others were there before (conflicted). With remembered
+// endpoints, which events are new is known only once they are written:
+// every event gets its deliveries in d, and the deliveries insert keeps
+// those of the events inserted.
+func (r *ingestRun) planFanOut() {
 	nDeliveries := 0
-	for _, u := range unique {
-		if _, ok := inserted[u.id]; !ok && check == nil {
-			conflicted = append(conflicted, u)
+	for _, u := range r.unique {
+		if _, ok := r.inserted[u.id]; !ok && r.check == nil {
+			r.conflicted = append(r.conflicted, u)
 			continue
 		}
-		fresh = append(fresh, u)
-		for _, ep := range endpoints[u.item.ConsumerID] {
+		r.fresh = append(r.fresh, u)
+		for _, ep := range r.endpoints[u.item.ConsumerID] {
 			if targets(u.item, ep) {
 				nDeliveries++
 			}
 		}
 	}
-	dlvIDs := sortedIDs(herald.PrefixDelivery, t, nDeliveries)
-	var d deliveryInsert
-	refs := make(map[string][]store.DeliveryRef, len(fresh))
-	for _, u := range fresh {
-		r := []store.DeliveryRef{}
-		for _, ep := range endpoints[u.item.ConsumerID] {
+	dlvIDs := sortedIDs(herald.PrefixDelivery, r.idAt, nDeliveries)
+	r.refs = make(map[string][]store.DeliveryRef, len(r.fresh))
+	for _, u := range r.fresh {
+		refs := []store.DeliveryRef{}
+		for _, ep := range r.endpoints[u.item.ConsumerID] {
 			if !targets(u.item, ep) {
 				continue
 			}
-			ref := store.DeliveryRef{ID: dlvIDs[len(d.ids)], EndpointID: ep.id}
-			d.add(ref, u)
-			r = append(r, ref)
+			ref := store.DeliveryRef{ID: dlvIDs[len(r.d.ids)], EndpointID: ep.id}
+			r.d.add(ref, u)
+			refs = append(refs, ref)
 		}
-		refs[u.id] = r
+		r.refs[u.id] = refs
 	}
-	if err := existingEvents(ctx, q, conflicted, results); err != nil {
-		return nil, err
-	}
+}
+
+// writeFanOut sends r.batch with the deliveries planned, leasing to
+// lease's taker what it may (leasing.go), and commits tx if it is not
+// nil; what was leased is handed over once committed. With remembered
+// endpoints that changed, nothing is written, they are forgotten, and
+// the error is errEndpointsChanged.
+func (s *Store) writeFanOut(ctx context.Context, q queryer, tx *batchTx, r *ingestRun, lease *leasing, now time.Time) error {
 	var err error
 	var leased []*store.ClaimedDelivery
-	leasing := lease != nil && s.planLeasing(lease, &d, endpoints, now)
+	leasing := lease != nil && s.planLeasing(lease, &r.d, r.endpoints, now)
 	if leasing {
 		// The events as leased deliveries carry them; created_at is set
 		// once written.
-		events := make(map[string]*herald.Event, len(fresh))
-		for _, u := range fresh {
+		events := make(map[string]*herald.Event, len(r.fresh))
+		for _, u := range r.fresh {
 			events[u.id] = newEvent(u, time.Time{})
 		}
-		leased, err = s.writeLeasing(ctx, tx, b, &d, check, lease, events, now)
+		leased, err = s.writeLeasing(ctx, tx, r.batch, &r.d, r.check, lease, events, now)
 	} else {
-		err = s.writeDeliveries(ctx, q, b, &d, check, tx, now)
+		err = s.writeDeliveries(ctx, q, r.batch, &r.d, r.check, tx, now)
 	}
-	if insertErr != nil {
-		err = fmt.Errorf("insert events: %w", insertErr)
+	if r.insertErr != nil {
+		err = fmt.Errorf("insert events: %w", r.insertErr)
 	}
-	if check != nil && isEndpointsChanged(err) {
-		s.endpoints.forget(consumers)
-		return nil, errEndpointsChanged
+	if r.check != nil && isEndpointsChanged(err) {
+		s.endpoints.forget(r.consumers)
+		return errEndpointsChanged
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if leasing {
 		for _, c := range leased {
-			c.Event.CreatedAt = inserted[c.Event.ID]
+			c.Event.CreatedAt = r.inserted[c.Event.ID]
 		}
 		lease.handOver(leased)
 	}
-	if check != nil {
+	return nil
+}
+
+// answer is the result of each event of r, once written: a new event
+// with its deliveries, or, marked Duplicate, the event that holds its
+// idempotency key with that event's deliveries. With remembered
+// endpoints, the events whose key was taken are found only now.
+func (r *ingestRun) answer(ctx context.Context, q queryer) ([]store.EventIngestResult, error) {
+	if r.check != nil {
 		// Committed: the events whose idempotency key was taken are
 		// read now, as the events that hold their keys are committed, on
 		// the connection of the transaction, idle now.
-		fresh = slices.DeleteFunc(fresh, func(u *ingestItem) bool {
-			if _, ok := inserted[u.id]; !ok {
-				conflicted = append(conflicted, u)
+		r.fresh = slices.DeleteFunc(r.fresh, func(u *ingestItem) bool {
+			if _, ok := r.inserted[u.id]; !ok {
+				r.conflicted = append(r.conflicted, u)
 				return true
 			}
 			return false
 		})
-		if err := existingEvents(ctx, q, conflicted, results); err != nil {
+		if err := existingEvents(ctx, q, r.conflicted, r.results); err != nil {
 			return nil, errAfterCommit{err}
 		}
 	}
-	for _, u := range fresh {
-		results[u.index] = store.EventIngestResult{Event: newEvent(u, inserted[u.id]), Deliveries: refs[u.id]}
+	for _, u := range r.fresh {
+		r.results[u.index] = store.EventIngestResult{Event: newEvent(u, r.inserted[u.id]), Deliveries: r.refs[u.id]}
 	}
-	for i, first := range dupOf {
+	for i, first := range r.dupOf {
 		if first < 0 {
 			continue
 		}
-		ev := *results[first].Event
-		results[i] = store.EventIngestResult{
+		ev := *r.results[first].Event
+		r.results[i] = store.EventIngestResult{
 			Event:      &ev,
 			Duplicate:  true,
-			Deliveries: slices.Clone(results[first].Deliveries),
+			Deliveries: slices.Clone(r.results[first].Deliveries),
 		}
 	}
-	return results, nil
+	return r.results, nil
 }
 
 // newEvent is the event u inserted, created at created.

@@ -16,7 +16,10 @@ import (
 	"github.com/heraldhooks/herald/internal/store"
 )
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store  = (*Store)(nil)
+	_ store.Leaser = (*Store)(nil)
+)
 
 // Store is a store.Store on PostgreSQL. It is safe for concurrent use.
 type Store struct {

@@ -49,12 +49,12 @@ func (s *Store) DepthSample(ctx context.Context, p *store.DepthSampleParams) (bo
 
 // DepthSeries reads the samples of the window, a step's highest in SQL,
 // by the primary key.
-func (s *Store) DepthSeries(ctx context.Context, p *store.ActivitySeriesParams) ([]store.DepthPoint, error) {
-	if err := store.CheckSeries(p); err != nil {
+func (s *Store) DepthSeries(ctx context.Context, p *store.DepthSeriesParams) ([]store.DepthPoint, error) {
+	if err := store.CheckSeries(p.Window, p.Step); err != nil {
 		return nil, fmt.Errorf("depth series: %w", err)
 	}
 	t := now(p.Now)
-	from, to := store.ActivitySpan(p, t)
+	from, to := p.Span(t)
 	rows, err := s.reader.QueryContext(ctx, `SELECT (minute - ?) / ? AS i, max(due_now), max(oldest_due_ms), max(dead)
 		FROM depth_minutes WHERE minute >= ? AND minute < ? GROUP BY i`,
 		from.Unix(), int64(p.Step/time.Second), from.Unix(), to.Unix())

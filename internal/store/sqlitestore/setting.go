@@ -22,18 +22,18 @@ func (s *Store) SettingGet(ctx context.Context, key string) (string, error) {
 	return v, nil
 }
 
-// SettingPutIfAbsent stores value under key unless the key is set, and
+// SettingPutIfAbsent stores p.Value under p.Key unless the key is set, and
 // returns the value stored after the call: the first writer wins.
-func (s *Store) SettingPutIfAbsent(ctx context.Context, key, value string) (string, error) {
+func (s *Store) SettingPutIfAbsent(ctx context.Context, p *store.SettingPutIfAbsentParams) (string, error) {
 	var v string
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING`, key, value); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING`, p.Key, p.Value); err != nil {
 			return err
 		}
-		return tx.QueryRowContext(ctx, `SELECT value FROM settings WHERE key = ?`, key).Scan(&v)
+		return tx.QueryRowContext(ctx, `SELECT value FROM settings WHERE key = ?`, p.Key).Scan(&v)
 	})
 	if err != nil {
-		return "", fmt.Errorf("put setting %s: %w", key, err)
+		return "", fmt.Errorf("put setting %s: %w", p.Key, err)
 	}
 	return v, nil
 }

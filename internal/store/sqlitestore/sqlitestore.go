@@ -19,7 +19,10 @@ import (
 	"github.com/heraldhooks/herald/internal/store"
 )
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store  = (*Store)(nil)
+	_ store.Leaser = (*Store)(nil)
+)
 
 // Store is the SQLite backend. Open it, then call Migrate.
 type Store struct {

@@ -25,7 +25,7 @@ func depthCases() []testCase {
 // depthSeries reads the depth of window in steps at now.
 func depthSeries(t *testing.T, s store.Store, now time.Time, window, step time.Duration) []store.DepthPoint {
 	t.Helper()
-	got, err := s.DepthSeries(t.Context(), &store.ActivitySeriesParams{Window: window, Step: step, Now: now})
+	got, err := s.DepthSeries(t.Context(), &store.DepthSeriesParams{Window: window, Step: step, Now: now})
 	require.NoError(t, err)
 	require.Len(t, got, int(window/step))
 	for i := 1; i < len(got); i++ {
@@ -219,7 +219,7 @@ func testDepthPurge(t *testing.T, s store.Store) {
 // testDepthBadSeries: a window that is not whole steps of whole minutes is
 // refused.
 func testDepthBadSeries(t *testing.T, s store.Store) {
-	for _, p := range []store.ActivitySeriesParams{
+	for _, p := range []store.DepthSeriesParams{
 		{Window: time.Hour, Step: 30 * time.Second},
 		{Window: time.Hour, Step: 7 * time.Minute},
 		{Window: time.Minute, Step: time.Hour},

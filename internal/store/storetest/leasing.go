@@ -13,9 +13,9 @@ import (
 	"github.com/heraldhooks/herald/internal/store"
 )
 
-// Leasing at ingest (store.Taker): every backend has SetTaker, which the
-// cases reach by a type assertion, store.Store having no place for it (a
-// node's dispatcher is not part of the storage seam).
+// Leasing at ingest (store.Taker): every backend is a store.Leaser, which
+// the cases reach by a type assertion, store.Store having no place for it
+// (a node's dispatcher is not part of the storage seam).
 
 func leasingCases() []testCase {
 	return []testCase{
@@ -104,8 +104,8 @@ func (k *SlotTaker) LeaseFor(ep *herald.Endpoint) time.Duration {
 // now (before the ingest at now began), s's taker.
 func setTaker(t *testing.T, s store.Store, free int, now time.Time) *SlotTaker {
 	t.Helper()
-	taking, ok := s.(interface{ SetTaker(store.Taker) })
-	require.True(t, ok, "%T has no SetTaker: every backend leases at ingest", s)
+	taking, ok := s.(store.Leaser)
+	require.True(t, ok, "%T is no store.Leaser: every backend leases at ingest", s)
 	k := NewSlotTaker(t, free, now.Add(-time.Second))
 	taking.SetTaker(k)
 	return k

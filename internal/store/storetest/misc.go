@@ -221,23 +221,23 @@ func testSettingGetUnknown(t *testing.T, s store.Store) {
 }
 
 func testSettingPutIfAbsent(t *testing.T, s store.Store) {
-	v, err := s.SettingPutIfAbsent(t.Context(), "api_key_hash", "first")
+	v, err := s.SettingPutIfAbsent(t.Context(), &store.SettingPutIfAbsentParams{Key: "api_key_hash", Value: "first"})
 	require.NoError(t, err)
 	require.Equal(t, "first", v)
-	v, err = s.SettingPutIfAbsent(t.Context(), "api_key_hash", "second")
+	v, err = s.SettingPutIfAbsent(t.Context(), &store.SettingPutIfAbsentParams{Key: "api_key_hash", Value: "second"})
 	require.NoError(t, err)
 	require.Equal(t, "first", v)
 	v, err = s.SettingGet(t.Context(), "api_key_hash")
 	require.NoError(t, err)
 	require.Equal(t, "first", v)
 
-	v, err = s.SettingPutIfAbsent(t.Context(), "other", "")
+	v, err = s.SettingPutIfAbsent(t.Context(), &store.SettingPutIfAbsentParams{Key: "other", Value: ""})
 	require.NoError(t, err)
 	require.Empty(t, v)
 	v, err = s.SettingGet(t.Context(), "other")
 	require.NoError(t, err, "an empty value is a value")
 	require.Empty(t, v)
-	v, err = s.SettingPutIfAbsent(t.Context(), "other", "late")
+	v, err = s.SettingPutIfAbsent(t.Context(), &store.SettingPutIfAbsentParams{Key: "other", Value: "late"})
 	require.NoError(t, err)
 	require.Empty(t, v)
 }
@@ -253,7 +253,7 @@ func testSettingConcurrent(t *testing.T, s store.Store) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			got[i], errs[i] = s.SettingPutIfAbsent(t.Context(), "k", fmt.Sprint("v", i))
+			got[i], errs[i] = s.SettingPutIfAbsent(t.Context(), &store.SettingPutIfAbsentParams{Key: "k", Value: fmt.Sprint("v", i)})
 		})
 	}
 	close(start)
