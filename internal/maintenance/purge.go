@@ -173,7 +173,10 @@ func (p *Purger) Pass(ctx context.Context) (store.PurgeResult, error) {
 // between batches as Pass does.
 func (p *Purger) purgeActivity(ctx context.Context) error {
 	for _, purge := range []func(context.Context, *store.ActivityPurgeParams) (int, error){
-		p.cfg.Store.ActivityPurge, p.cfg.Store.DepthPurge,
+		p.cfg.Store.ActivityPurge,
+		func(ctx context.Context, a *store.ActivityPurgeParams) (int, error) {
+			return p.cfg.Store.DepthPurge(ctx, (*store.DepthPurgeParams)(a))
+		},
 	} {
 		for {
 			start := time.Now()

@@ -198,7 +198,7 @@ func (s *fakeStore) ActivityPurge(context.Context, *store.ActivityPurgeParams) (
 	return 0, nil
 }
 
-func (s *fakeStore) DepthPurge(context.Context, *store.ActivityPurgeParams) (int, error) {
+func (s *fakeStore) DepthPurge(context.Context, *store.DepthPurgeParams) (int, error) {
 	return 0, nil
 }
 

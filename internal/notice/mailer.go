@@ -71,7 +71,7 @@ var (
 type Store interface {
 	NoticeAddressGet(ctx context.Context, consumerID string) (*store.NoticeAddress, error)
 	NoticeReserve(ctx context.Context, p *store.NoticeReserveParams) (store.NoticeReservation, bool, error)
-	NoticeRelease(ctx context.Context, r store.NoticeReservation) error
+	NoticeRelease(ctx context.Context, p *store.NoticeReleaseParams) error
 	EndpointGet(ctx context.Context, id string) (*herald.Endpoint, error)
 }
 
@@ -300,7 +300,7 @@ func (m *Mailer) handle(ctx context.Context, it item) {
 	if err != nil {
 		// Not sent: the next try, or another node's notice, may send.
 		relCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		if rerr := m.cfg.Store.NoticeRelease(relCtx, r); rerr != nil {
+		if rerr := m.cfg.Store.NoticeRelease(relCtx, &store.NoticeReleaseParams{Reservation: r}); rerr != nil {
 			log.Warn("release notice", logkey.Error, rerr)
 		}
 		cancel()

@@ -47,6 +47,15 @@ type ActivityPurgeParams struct {
 	Now   time.Time
 }
 
+// DepthPurgeParams asks for one batch of the depth purge, bounded as the
+// activity purge's are.
+type DepthPurgeParams ActivityPurgeParams
+
+// Bounds are those of ActivityPurgeParams.
+func (p *DepthPurgeParams) Bounds() (keep time.Duration, limit int) {
+	return (*ActivityPurgeParams)(p).Bounds()
+}
+
 // Bounds are how long a purge batch keeps (Keep, at least MinActivityKeep)
 // and how many rows it deletes at most (Limit, or
 // DefaultActivityPurgeLimit).

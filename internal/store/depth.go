@@ -35,7 +35,7 @@ type DepthStore interface {
 	// (at least MinActivityKeep), oldest first, in one short transaction,
 	// and says how many it deleted (fewer than p.Limit: nothing older is
 	// left).
-	DepthPurge(ctx context.Context, p *ActivityPurgeParams) (int, error)
+	DepthPurge(ctx context.Context, p *DepthPurgeParams) (int, error)
 }
 
 // DepthSampleParams asks for the sample of the minute of Now.

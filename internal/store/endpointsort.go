@@ -101,34 +101,50 @@ type FailingEndpoint struct {
 	Successes1h  int
 }
 
+// RankQuery is what a query of a ranked order is asked: the consumer
+// whose endpoints it lists ("": every consumer's), the time the figures
+// are read at (the zero time: the database clock), where it starts and
+// how many it lists.
+type RankQuery struct {
+	Consumer string
+	Now      time.Time
+	// After is where a head query (DeadHead, DueHead) starts: after this
+	// rank, or from the first when nil.
+	After *Rank
+	// From is where a rest query, or HealthZero, starts: after this id in
+	// its direction (before it, for DeadRest), or from the first when "".
+	From string
+	// Desc walks by id descending (HealthZero, HealthRest).
+	Desc  bool
+	Limit int
+}
+
 // EndpointRanker answers the queries of the ranked orders. Each backend
-// has one; consumer, when not empty, keeps that consumer's endpoints
-// alone, and deleted endpoints are never listed. now is the time the
-// figures are read at (the zero time: the database clock).
+// has one; deleted endpoints are never listed. Every query takes a
+// RankQuery, of which it reads the fields its comment names.
 type EndpointRanker interface {
-	// DeadHead lists up to n endpoints with dead deliveries, by (count,
-	// id) descending, after after (nil: from the first), Value the count.
-	DeadHead(ctx context.Context, consumer string, after *Rank, n int) ([]Rank, error)
-	// DeadRest lists up to n endpoints with no dead delivery, by id
-	// descending, before the id before ("": from the newest).
-	DeadRest(ctx context.Context, consumer, before string, n int) ([]string, error)
-	// DueHead lists up to n endpoints with a delivery due at now, by (due
-	// mark, id) ascending, after after (nil: from the first), Value the
-	// mark in Unix microseconds.
-	DueHead(ctx context.Context, consumer string, now time.Time, after *Rank, n int) ([]Rank, error)
-	// DueRest lists up to n endpoints with nothing due at now, by id
-	// ascending, after the id after ("": from the oldest).
-	DueRest(ctx context.Context, consumer string, now time.Time, after string, n int) ([]string, error)
-	// HealthZero lists up to n endpoints disabled or with an open breaker
-	// (HealthScore 0), by id (descending if desc), after the id after ("":
-	// from the first).
-	HealthZero(ctx context.Context, consumer, after string, desc bool, n int) ([]string, error)
-	// HealthFailing lists every FailingEndpoint at now.
-	HealthFailing(ctx context.Context, consumer string, now time.Time) ([]FailingEndpoint, error)
-	// HealthRest lists up to n enabled endpoints with a closed breaker and
-	// no failed attempt in the hour before now, by id (descending if
-	// desc), after the id after ("": from the first).
-	HealthRest(ctx context.Context, consumer string, now time.Time, after string, desc bool, n int) ([]string, error)
+	// DeadHead lists up to Limit endpoints with dead deliveries, by
+	// (count, id) descending, after After, Value the count.
+	DeadHead(ctx context.Context, q *RankQuery) ([]Rank, error)
+	// DeadRest lists up to Limit endpoints with no dead delivery, by id
+	// descending, before the id From ("": from the newest).
+	DeadRest(ctx context.Context, q *RankQuery) ([]string, error)
+	// DueHead lists up to Limit endpoints with a delivery due at Now, by
+	// (due mark, id) ascending, after After, Value the mark in Unix
+	// microseconds.
+	DueHead(ctx context.Context, q *RankQuery) ([]Rank, error)
+	// DueRest lists up to Limit endpoints with nothing due at Now, by id
+	// ascending, after the id From.
+	DueRest(ctx context.Context, q *RankQuery) ([]string, error)
+	// HealthZero lists up to Limit endpoints disabled or with an open
+	// breaker (HealthScore 0), by id (descending if Desc), after From.
+	HealthZero(ctx context.Context, q *RankQuery) ([]string, error)
+	// HealthFailing lists every FailingEndpoint at Now.
+	HealthFailing(ctx context.Context, q *RankQuery) ([]FailingEndpoint, error)
+	// HealthRest lists up to Limit enabled endpoints with a closed
+	// breaker and no failed attempt in the hour before Now, by id
+	// (descending if Desc), after From.
+	HealthRest(ctx context.Context, q *RankQuery) ([]string, error)
 }
 
 // RankEndpoints gives the first n endpoints of p's ranked order (p.Sort
@@ -174,7 +190,7 @@ func compareRank(a, b Rank) int {
 func rankDead(ctx context.Context, r EndpointRanker, consumer string, after *Rank, n int) ([]Rank, error) {
 	var out []Rank
 	if after == nil || after.Value > 0 {
-		head, err := r.DeadHead(ctx, consumer, after, n)
+		head, err := r.DeadHead(ctx, &RankQuery{Consumer: consumer, After: after, Limit: n})
 		if err != nil {
 			return nil, err
 		}
@@ -185,7 +201,7 @@ func rankDead(ctx context.Context, r EndpointRanker, consumer string, after *Ran
 		if after != nil && after.Value <= 0 {
 			before = after.ID
 		}
-		rest, err := r.DeadRest(ctx, consumer, before, n-len(out))
+		rest, err := r.DeadRest(ctx, &RankQuery{Consumer: consumer, From: before, Limit: n - len(out)})
 		if err != nil {
 			return nil, err
 		}
@@ -199,7 +215,7 @@ func rankDead(ctx context.Context, r EndpointRanker, consumer string, after *Ran
 func rankDue(ctx context.Context, r EndpointRanker, consumer string, now time.Time, after *Rank, n int) ([]Rank, error) {
 	var out []Rank
 	if after == nil || after.Value < RankNotDue {
-		head, err := r.DueHead(ctx, consumer, now, after, n)
+		head, err := r.DueHead(ctx, &RankQuery{Consumer: consumer, Now: now, After: after, Limit: n})
 		if err != nil {
 			return nil, err
 		}
@@ -210,7 +226,7 @@ func rankDue(ctx context.Context, r EndpointRanker, consumer string, now time.Ti
 		if after != nil && after.Value == RankNotDue {
 			from = after.ID
 		}
-		rest, err := r.DueRest(ctx, consumer, now, from, n-len(out))
+		rest, err := r.DueRest(ctx, &RankQuery{Consumer: consumer, Now: now, From: from, Limit: n - len(out)})
 		if err != nil {
 			return nil, err
 		}
@@ -254,7 +270,7 @@ func rankHealth(ctx context.Context, r EndpointRanker, consumer string, now time
 		if after != nil && after.Value == RankHealthy {
 			from = after.ID
 		}
-		ids, err := r.HealthRest(ctx, consumer, now, from, desc, n-len(out))
+		ids, err := r.HealthRest(ctx, &RankQuery{Consumer: consumer, Now: now, From: from, Desc: desc, Limit: n - len(out)})
 		out = append(out, ranks(ids, RankHealthy)...)
 		return err
 	}
@@ -270,13 +286,13 @@ func rankHealth(ctx context.Context, r EndpointRanker, consumer string, now time
 			if after != nil && after.Value == 0 {
 				from = after.ID
 			}
-			zero, err := r.HealthZero(ctx, consumer, from, desc, n-len(out))
+			zero, err := r.HealthZero(ctx, &RankQuery{Consumer: consumer, From: from, Desc: desc, Limit: n - len(out)})
 			if err != nil {
 				return err
 			}
 			hs = ranks(zero, 0)
 		}
-		failing, err := r.HealthFailing(ctx, consumer, now)
+		failing, err := r.HealthFailing(ctx, &RankQuery{Consumer: consumer, Now: now})
 		if err != nil {
 			return err
 		}

@@ -86,7 +86,7 @@ type NoticeStore interface {
 	// NoticeRelease undoes a reservation whose mail was not sent: the
 	// endpoint's record goes back to what it was, unless another
 	// reservation replaced it meanwhile (then nothing changes).
-	NoticeRelease(ctx context.Context, r NoticeReservation) error
+	NoticeRelease(ctx context.Context, p *NoticeReleaseParams) error
 }
 
 // NoticeAddressSetParams sets (or, with Email empty, clears) a
@@ -132,6 +132,11 @@ type NoticeReserveParams struct {
 	EndpointID string
 	Interval   time.Duration
 	Now        time.Time
+}
+
+// NoticeReleaseParams names the reservation NoticeRelease undoes.
+type NoticeReleaseParams struct {
+	Reservation NoticeReservation
 }
 
 // NoticeReservation is a granted NoticeReserve: SentAt is the time

@@ -55,11 +55,8 @@ var (
 // declares itself (dispatch.Store, metrics.Store), or one of the nouns'
 // below (APIKeyStore, DepthStore, ...).
 //
-// Methods that do not follow the rule yet: NoticeRelease takes a
-// NoticeReservation (to be NoticeReleaseParams); DepthPurge takes
-// ActivityPurgeParams, and EndpointHealthGet EndpointHealthParams (to be
-// types named for them); and the queries of EndpointRanker, which each
-// backend answers for RankEndpoints, take bare arguments.
+// The queries each backend answers for a rule above the seam follow it
+// too: EndpointRanker's take a RankQuery.
 type Store interface {
 	// Migrate applies the embedded numbered migrations not yet applied.
 	// On PostgreSQL it holds an advisory lock so nodes starting together
@@ -232,7 +229,7 @@ type Store interface {
 	DeliveryCancel(ctx context.Context, p *DeliveryCancelParams) (*herald.Delivery, error)
 	// EndpointHealthGet returns the endpoint's health with SuccessRate1h and
 	// Attempts1h computed over the hour before p.Now.
-	EndpointHealthGet(ctx context.Context, p *EndpointHealthParams) (*herald.EndpointHealth, error)
+	EndpointHealthGet(ctx context.Context, p *EndpointHealthGetParams) (*herald.EndpointHealth, error)
 	// EndpointFigures returns, for each of p.IDs that names an endpoint
 	// (ids of none, or of deleted ones, are left out of the map), its
 	// health as kept, with the figures computed on request
@@ -796,8 +793,8 @@ type DeliveryReplayManyParams struct {
 	Now    time.Time
 }
 
-// EndpointHealthParams names the endpoint whose health to read.
-type EndpointHealthParams struct {
+// EndpointHealthGetParams names the endpoint whose health to read.
+type EndpointHealthGetParams struct {
 	ID  string
 	Now time.Time
 }

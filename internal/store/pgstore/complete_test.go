@@ -89,7 +89,7 @@ func (f *plainFixture) completeBehind(t *testing.T, pid int, end func(context.Co
 // health is the endpoint's health at now, with a last success.
 func (f *plainFixture) health(t *testing.T, now time.Time) *herald.EndpointHealth {
 	t.Helper()
-	h, err := f.s.EndpointHealthGet(t.Context(), &store.EndpointHealthParams{ID: f.ep.ID, Now: now})
+	h, err := f.s.EndpointHealthGet(t.Context(), &store.EndpointHealthGetParams{ID: f.ep.ID, Now: now})
 	require.NoError(t, err)
 	require.NotNil(t, h.LastSuccessAt)
 	return h

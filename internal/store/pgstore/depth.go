@@ -70,7 +70,7 @@ func (s *Store) DepthSeries(ctx context.Context, p *store.DepthSeriesParams) ([]
 // DepthPurge deletes up to p.Limit samples older than p.Keep, oldest
 // first, through the primary key; rows another transaction holds are
 // skipped.
-func (s *Store) DepthPurge(ctx context.Context, p *store.ActivityPurgeParams) (int, error) {
+func (s *Store) DepthPurge(ctx context.Context, p *store.DepthPurgeParams) (int, error) {
 	keep, limit := p.Bounds()
 	tag, err := s.pool.Exec(ctx, `DELETE FROM depth_minutes WHERE minute IN (
 		SELECT minute FROM depth_minutes

@@ -87,8 +87,8 @@ func deadHeadSQL(consumer string, after *store.Rank, n int) (string, args) {
 }
 
 // DeadHead lists the endpoints with dead deliveries, most first.
-func (r ranker) DeadHead(ctx context.Context, consumer string, after *store.Rank, n int) ([]store.Rank, error) {
-	q, a := deadHeadSQL(consumer, after, n)
+func (r ranker) DeadHead(ctx context.Context, p *store.RankQuery) ([]store.Rank, error) {
+	q, a := deadHeadSQL(p.Consumer, p.After, p.Limit)
 	rs, err := collectRanks(r.s.pool.Query(ctx, q, a...))
 	if err != nil {
 		return nil, fmt.Errorf("rank by dead: %w", err)
@@ -110,8 +110,8 @@ func deadRestSQL(consumer, before string, n int) (string, args) {
 }
 
 // DeadRest lists the endpoints with no dead delivery, newest first.
-func (r ranker) DeadRest(ctx context.Context, consumer, before string, n int) ([]string, error) {
-	q, a := deadRestSQL(consumer, before, n)
+func (r ranker) DeadRest(ctx context.Context, p *store.RankQuery) ([]string, error) {
+	q, a := deadRestSQL(p.Consumer, p.From, p.Limit)
 	ids, err := collectIDs(r.s.pool.Query(ctx, q, a...))
 	if err != nil {
 		return nil, fmt.Errorf("rank by dead: %w", err)
@@ -145,8 +145,8 @@ func dueHeadSQL(consumer string, now time.Time, after *store.Rank, n int) (strin
 }
 
 // DueHead lists the endpoints with work due now, longest waiting first.
-func (r ranker) DueHead(ctx context.Context, consumer string, now time.Time, after *store.Rank, n int) ([]store.Rank, error) {
-	q, a := dueHeadSQL(consumer, now, after, n)
+func (r ranker) DueHead(ctx context.Context, p *store.RankQuery) ([]store.Rank, error) {
+	q, a := dueHeadSQL(p.Consumer, p.Now, p.After, p.Limit)
 	rs, err := collectRanks(r.s.pool.Query(ctx, q, a...))
 	if err != nil {
 		return nil, fmt.Errorf("rank by due: %w", err)
@@ -169,8 +169,8 @@ func dueRestSQL(consumer string, now time.Time, after string, n int) (string, ar
 }
 
 // DueRest lists the endpoints with nothing due now, oldest first.
-func (r ranker) DueRest(ctx context.Context, consumer string, now time.Time, after string, n int) ([]string, error) {
-	q, a := dueRestSQL(consumer, now, after, n)
+func (r ranker) DueRest(ctx context.Context, p *store.RankQuery) ([]string, error) {
+	q, a := dueRestSQL(p.Consumer, p.Now, p.From, p.Limit)
 	ids, err := collectIDs(r.s.pool.Query(ctx, q, a...))
 	if err != nil {
 		return nil, fmt.Errorf("rank by due: %w", err)
@@ -204,8 +204,8 @@ func healthZeroSQL(consumer, after string, desc bool, n int) (string, args) {
 }
 
 // HealthZero lists the endpoints scoring 0 by their state, by id.
-func (r ranker) HealthZero(ctx context.Context, consumer, after string, desc bool, n int) ([]string, error) {
-	q, a := healthZeroSQL(consumer, after, desc, n)
+func (r ranker) HealthZero(ctx context.Context, p *store.RankQuery) ([]string, error) {
+	q, a := healthZeroSQL(p.Consumer, p.From, p.Desc, p.Limit)
 	ids, err := collectIDs(r.s.pool.Query(ctx, q, a...))
 	if err != nil {
 		return nil, fmt.Errorf("rank by health: %w", err)
@@ -237,8 +237,8 @@ func healthFailingSQL(consumer string, now time.Time) (string, args) {
 }
 
 // HealthFailing lists the failing endpoints with their last hour's figures.
-func (r ranker) HealthFailing(ctx context.Context, consumer string, now time.Time) ([]store.FailingEndpoint, error) {
-	q, a := healthFailingSQL(consumer, now)
+func (r ranker) HealthFailing(ctx context.Context, p *store.RankQuery) ([]store.FailingEndpoint, error) {
+	q, a := healthFailingSQL(p.Consumer, p.Now)
 	rows, err := r.s.pool.Query(ctx, q, a...)
 	if err != nil {
 		return nil, fmt.Errorf("rank by health: %w", err)
@@ -270,8 +270,8 @@ func healthRestSQL(consumer string, now time.Time, after string, desc bool, n in
 }
 
 // HealthRest lists the endpoints that failed nothing within the hour, by id.
-func (r ranker) HealthRest(ctx context.Context, consumer string, now time.Time, after string, desc bool, n int) ([]string, error) {
-	q, a := healthRestSQL(consumer, now, after, desc, n)
+func (r ranker) HealthRest(ctx context.Context, p *store.RankQuery) ([]string, error) {
+	q, a := healthRestSQL(p.Consumer, p.Now, p.From, p.Desc, p.Limit)
 	ids, err := collectIDs(r.s.pool.Query(ctx, q, a...))
 	if err != nil {
 		return nil, fmt.Errorf("rank by health: %w", err)

@@ -106,7 +106,7 @@ func decodeHealth(b []byte) (herald.EndpointHealth, error) {
 // p.Now (attempted_at in (now - 1 h, now]) and the share of them answered
 // with a 2xx, nil when there were none. A missing endpoint gives
 // store.ErrNotFound.
-func (s *Store) EndpointHealthGet(ctx context.Context, p *store.EndpointHealthParams) (*herald.EndpointHealth, error) {
+func (s *Store) EndpointHealthGet(ctx context.Context, p *store.EndpointHealthGetParams) (*herald.EndpointHealth, error) {
 	var raw []byte
 	var attempts, successes int64
 	err := s.pool.QueryRow(ctx, `

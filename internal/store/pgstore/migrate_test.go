@@ -61,7 +61,7 @@ func TestMigrateProtection(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, herald.NewEndpointHealth(), ep.Health)
 	require.Equal(t, herald.OrderingNone, ep.Ordering)
-	h, err := s.EndpointHealthGet(ctx, &store.EndpointHealthParams{ID: "ep_old", Now: t0})
+	h, err := s.EndpointHealthGet(ctx, &store.EndpointHealthGetParams{ID: "ep_old", Now: t0})
 	require.NoError(t, err)
 	require.Equal(t, herald.BreakerClosed, h.BreakerState)
 

@@ -174,7 +174,8 @@ func (s *Store) NoticeReserve(ctx context.Context, p *store.NoticeReserveParams)
 
 // NoticeRelease puts the endpoint's record back to r.Previous, if it is
 // still r's.
-func (s *Store) NoticeRelease(ctx context.Context, r store.NoticeReservation) error {
+func (s *Store) NoticeRelease(ctx context.Context, p *store.NoticeReleaseParams) error {
+	r := p.Reservation
 	var err error
 	if r.Previous.IsZero() {
 		_, err = s.pool.Exec(ctx, `DELETE FROM endpoint_notices WHERE endpoint_id = $1 AND sent_at = $2`, r.EndpointID, r.SentAt)

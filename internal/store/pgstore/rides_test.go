@@ -167,7 +167,7 @@ func TestARiderThatIsNotPlainFailsNoIngest(t *testing.T) {
 	require.NoError(t, <-done)
 	require.Equal(t, []herald.Status{herald.StatusDelivered}, f.statuses(t))
 	f.sameTransaction(t, res[0].Event.ID, false)
-	h, err := f.s.EndpointHealthGet(ctx, &store.EndpointHealthParams{ID: f.ep.ID, Now: t0})
+	h, err := f.s.EndpointHealthGet(ctx, &store.EndpointHealthGetParams{ID: f.ep.ID, Now: t0})
 	require.NoError(t, err)
 	require.Zero(t, h.ConsecutiveFailures, "the success went through the breaker")
 	var events int

@@ -67,7 +67,7 @@ func (s *Store) DepthSeries(ctx context.Context, p *store.DepthSeriesParams) ([]
 
 // DepthPurge deletes up to p.Limit samples older than p.Keep, oldest
 // first, through the primary key.
-func (s *Store) DepthPurge(ctx context.Context, p *store.ActivityPurgeParams) (int, error) {
+func (s *Store) DepthPurge(ctx context.Context, p *store.DepthPurgeParams) (int, error) {
 	keep, limit := p.Bounds()
 	cutoff := store.ActivityMinute(now(p.Now).Add(-keep)).Unix()
 	var n int64

@@ -124,8 +124,8 @@ func deadHeadQuery(consumer string, after *store.Rank, n int) *query {
 }
 
 // DeadHead lists the endpoints with dead deliveries, most first.
-func (r ranker) DeadHead(ctx context.Context, consumer string, after *store.Rank, n int) ([]store.Rank, error) {
-	rs, err := r.ranks(ctx, deadHeadQuery(consumer, after, n))
+func (r ranker) DeadHead(ctx context.Context, p *store.RankQuery) ([]store.Rank, error) {
+	rs, err := r.ranks(ctx, deadHeadQuery(p.Consumer, p.After, p.Limit))
 	if err != nil {
 		return nil, fmt.Errorf("rank by dead: %w", err)
 	}
@@ -144,8 +144,8 @@ func deadRestQuery(consumer, before string, n int) *query {
 }
 
 // DeadRest lists the endpoints with no dead delivery, newest first.
-func (r ranker) DeadRest(ctx context.Context, consumer, before string, n int) ([]string, error) {
-	ids, err := r.ids(ctx, deadRestQuery(consumer, before, n))
+func (r ranker) DeadRest(ctx context.Context, p *store.RankQuery) ([]string, error) {
+	ids, err := r.ids(ctx, deadRestQuery(p.Consumer, p.From, p.Limit))
 	if err != nil {
 		return nil, fmt.Errorf("rank by dead: %w", err)
 	}
@@ -179,8 +179,8 @@ func dueHeadQuery(consumer string, t time.Time, after *store.Rank, n int) *query
 }
 
 // DueHead lists the endpoints with work due now, longest waiting first.
-func (r ranker) DueHead(ctx context.Context, consumer string, t time.Time, after *store.Rank, n int) ([]store.Rank, error) {
-	rs, err := r.ranks(ctx, dueHeadQuery(consumer, now(t), after, n))
+func (r ranker) DueHead(ctx context.Context, p *store.RankQuery) ([]store.Rank, error) {
+	rs, err := r.ranks(ctx, dueHeadQuery(p.Consumer, now(p.Now), p.After, p.Limit))
 	if err != nil {
 		return nil, fmt.Errorf("rank by due: %w", err)
 	}
@@ -199,8 +199,8 @@ func dueRestQuery(consumer string, t time.Time, after string, n int) *query {
 }
 
 // DueRest lists the endpoints with nothing due now, oldest first.
-func (r ranker) DueRest(ctx context.Context, consumer string, t time.Time, after string, n int) ([]string, error) {
-	ids, err := r.ids(ctx, dueRestQuery(consumer, now(t), after, n))
+func (r ranker) DueRest(ctx context.Context, p *store.RankQuery) ([]string, error) {
+	ids, err := r.ids(ctx, dueRestQuery(p.Consumer, now(p.Now), p.From, p.Limit))
 	if err != nil {
 		return nil, fmt.Errorf("rank by due: %w", err)
 	}
@@ -223,8 +223,8 @@ func healthZeroQuery(consumer, after string, desc bool, n int) *query {
 }
 
 // HealthZero lists the endpoints scoring 0 by their state, by id.
-func (r ranker) HealthZero(ctx context.Context, consumer, after string, desc bool, n int) ([]string, error) {
-	ids, err := r.ids(ctx, healthZeroQuery(consumer, after, desc, n))
+func (r ranker) HealthZero(ctx context.Context, p *store.RankQuery) ([]string, error) {
+	ids, err := r.ids(ctx, healthZeroQuery(p.Consumer, p.From, p.Desc, p.Limit))
 	if err != nil {
 		return nil, fmt.Errorf("rank by health: %w", err)
 	}
@@ -258,8 +258,8 @@ func healthFailingQuery(consumer string, t time.Time) *query {
 }
 
 // HealthFailing lists the failing endpoints with their last hour's figures.
-func (r ranker) HealthFailing(ctx context.Context, consumer string, t time.Time) ([]store.FailingEndpoint, error) {
-	q := healthFailingQuery(consumer, now(t))
+func (r ranker) HealthFailing(ctx context.Context, p *store.RankQuery) ([]store.FailingEndpoint, error) {
+	q := healthFailingQuery(p.Consumer, now(p.Now))
 	rows, err := r.s.reader.QueryContext(ctx, q.sql.String(), q.args...)
 	if err != nil {
 		return nil, fmt.Errorf("rank by health: %w", err)
@@ -298,8 +298,8 @@ func healthRestQuery(consumer string, t time.Time, after string, desc bool, n in
 }
 
 // HealthRest lists the endpoints that failed nothing within the hour, by id.
-func (r ranker) HealthRest(ctx context.Context, consumer string, t time.Time, after string, desc bool, n int) ([]string, error) {
-	ids, err := r.ids(ctx, healthRestQuery(consumer, now(t), after, desc, n))
+func (r ranker) HealthRest(ctx context.Context, p *store.RankQuery) ([]string, error) {
+	ids, err := r.ids(ctx, healthRestQuery(p.Consumer, now(p.Now), p.From, p.Desc, p.Limit))
 	if err != nil {
 		return nil, fmt.Errorf("rank by health: %w", err)
 	}

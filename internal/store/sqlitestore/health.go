@@ -105,7 +105,7 @@ func writeHealth(ctx context.Context, stmt *sql.Stmt, id string, h *herald.Endpo
 // EndpointHealthGet returns the endpoint's stored health with Attempts1h
 // and SuccessRate1h (the share of 2xx answers) over the attempts made in
 // (Now - 1h, Now].
-func (s *Store) EndpointHealthGet(ctx context.Context, p *store.EndpointHealthParams) (*herald.EndpointHealth, error) {
+func (s *Store) EndpointHealthGet(ctx context.Context, p *store.EndpointHealthGetParams) (*herald.EndpointHealth, error) {
 	t := now(p.Now)
 	// One read transaction: the health and the counts agree.
 	tx, err := s.reader.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})

@@ -265,7 +265,7 @@ func TestCachedEndpointsFollowEveryChange(t *testing.T) {
 		writeOutcome(t, s, c, store.DeliveryOutcome{Status: herald.StatusPending, RetryIn: time.Hour,
 			Attempt: herald.Attempt{Number: 1, AttemptedAt: storetest.Base, StatusCode: 503, Error: "HTTP 503"}})
 	}
-	h, err := s.EndpointHealthGet(ctx, &store.EndpointHealthParams{ID: ep.ID, Now: storetest.Base})
+	h, err := s.EndpointHealthGet(ctx, &store.EndpointHealthGetParams{ID: ep.ID, Now: storetest.Base})
 	require.NoError(t, err)
 	require.Equal(t, herald.BreakerOpen, h.BreakerState)
 	d := ingestOne().Deliveries

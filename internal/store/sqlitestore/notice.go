@@ -209,7 +209,8 @@ func (s *Store) NoticeReserve(ctx context.Context, p *store.NoticeReserveParams)
 
 // NoticeRelease puts the endpoint's record back to r.Previous, if it is
 // still r's.
-func (s *Store) NoticeRelease(ctx context.Context, r store.NoticeReservation) error {
+func (s *Store) NoticeRelease(ctx context.Context, p *store.NoticeReleaseParams) error {
+	r := p.Reservation
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		if r.Previous.IsZero() {
 			_, err := tx.ExecContext(ctx, `DELETE FROM endpoint_notices WHERE endpoint_id = ? AND sent_at = ?`,

@@ -30,7 +30,7 @@ func quietEndpoint(consumer string) *herald.Endpoint {
 // healthOf reads endpoint id's health at now.
 func healthOf(t *testing.T, s store.Store, id string, now time.Time) *herald.EndpointHealth {
 	t.Helper()
-	h, err := s.EndpointHealthGet(t.Context(), &store.EndpointHealthParams{ID: id, Now: now})
+	h, err := s.EndpointHealthGet(t.Context(), &store.EndpointHealthGetParams{ID: id, Now: now})
 	require.NoError(t, err)
 	return h
 }

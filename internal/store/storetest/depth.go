@@ -199,7 +199,7 @@ func testDepthPurge(t *testing.T, s store.Store) {
 		require.True(t, sampleDepth(t, s, minute.Add(after)))
 	}
 	purge := func(now time.Time, keep time.Duration, limit int) int {
-		n, err := s.DepthPurge(t.Context(), &store.ActivityPurgeParams{Keep: keep, Limit: limit, Now: now})
+		n, err := s.DepthPurge(t.Context(), &store.DepthPurgeParams{Keep: keep, Limit: limit, Now: now})
 		require.NoError(t, err)
 		return n
 	}

@@ -127,10 +127,10 @@ func testHealthSuccessRate(t *testing.T, s store.Store) {
 }
 
 func testHealthNotFound(t *testing.T, s store.Store) {
-	_, err := s.EndpointHealthGet(t.Context(), &store.EndpointHealthParams{ID: "ep_00000000000000000000000000", Now: at(0)})
+	_, err := s.EndpointHealthGet(t.Context(), &store.EndpointHealthGetParams{ID: "ep_00000000000000000000000000", Now: at(0)})
 	expectNotFound(t, err)
 	ep := createEndpoint(t, s, quietEndpoint("c"), at(0))
 	require.NoError(t, s.EndpointDelete(t.Context(), &store.EndpointDeleteParams{ID: ep.ID, Now: at(time.Second)}))
-	_, err = s.EndpointHealthGet(t.Context(), &store.EndpointHealthParams{ID: ep.ID, Now: at(time.Second)})
+	_, err = s.EndpointHealthGet(t.Context(), &store.EndpointHealthGetParams{ID: ep.ID, Now: at(time.Second)})
 	expectNotFound(t, err)
 }

@@ -315,7 +315,7 @@ func testNoticeRelease(t *testing.T, s store.Store) {
 	// A first notice released: as if there had been none.
 	r, ok := reserve(t, s, "ep_1", at(0))
 	require.True(t, ok)
-	require.NoError(t, s.NoticeRelease(t.Context(), r))
+	require.NoError(t, s.NoticeRelease(t.Context(), &store.NoticeReleaseParams{Reservation: r}))
 	r, ok = reserve(t, s, "ep_1", at(time.Minute))
 	require.True(t, ok, "released: the mail was not sent")
 	require.True(t, r.Previous.IsZero())
@@ -324,15 +324,15 @@ func testNoticeRelease(t *testing.T, s store.Store) {
 	r2, ok := reserve(t, s, "ep_1", at(time.Minute+time.Hour))
 	require.True(t, ok)
 	requireTime(t, at(time.Minute), r2.Previous)
-	require.NoError(t, s.NoticeRelease(t.Context(), r2))
+	require.NoError(t, s.NoticeRelease(t.Context(), &store.NoticeReleaseParams{Reservation: r2}))
 	_, ok = reserve(t, s, "ep_1", at(time.Minute+time.Hour-time.Second))
 	require.False(t, ok, "back to the notice at 1m: the hour from it still counts")
 	r3, ok := reserve(t, s, "ep_1", at(time.Minute+time.Hour+time.Second))
 	require.True(t, ok)
 
 	// A stale release (its reservation replaced) changes nothing.
-	require.NoError(t, s.NoticeRelease(t.Context(), r2))
-	require.NoError(t, s.NoticeRelease(t.Context(), r))
+	require.NoError(t, s.NoticeRelease(t.Context(), &store.NoticeReleaseParams{Reservation: r2}))
+	require.NoError(t, s.NoticeRelease(t.Context(), &store.NoticeReleaseParams{Reservation: r}))
 	_, ok = reserve(t, s, "ep_1", r3.SentAt.Add(time.Minute))
 	require.False(t, ok, "r3 still holds")
 }
