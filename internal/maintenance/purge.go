@@ -38,9 +38,17 @@ const (
 	DefaultPurgePause = 100 * time.Millisecond
 )
 
+// PurgeStore is what a Purger needs of the storage seam: the three
+// purges, each a batch at a time.
+type PurgeStore interface {
+	EventPurge(ctx context.Context, p *store.EventPurgeParams) (store.PurgeResult, error)
+	ActivityPurge(ctx context.Context, p *store.ActivityPurgeParams) (int, error)
+	DepthPurge(ctx context.Context, p *store.DepthPurgeParams) (int, error)
+}
+
 // PurgerConfig sets up a Purger.
 type PurgerConfig struct {
-	Store store.Store
+	Store PurgeStore
 	// Clock times the passes, and gives the store its Now (StoreNow).
 	// Default clock.Real.
 	Clock  clock.Clock

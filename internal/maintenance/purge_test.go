@@ -186,7 +186,9 @@ func TestRunPassesEveryIntervalOnTheClock(t *testing.T) {
 	require.NoError(t, <-done)
 }
 
-// fakeStore answers EventPurge with EventPurgeFunc; nothing else is used.
+// fakeStore answers EventPurge with EventPurgeFunc and purges no
+// activity or depth; the rest of the store, which the fixture holds, is
+// not used.
 type fakeStore struct {
 	store.Store
 	mu             sync.Mutex
