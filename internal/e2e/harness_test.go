@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/heraldhooks/herald/internal/store/pgstore/pgtest"
 	"io"
 	"log/slog"
 	"net/http"
@@ -30,7 +31,6 @@ import (
 	"github.com/heraldhooks/herald/internal/sender"
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
-	"github.com/heraldhooks/herald/internal/testdb"
 )
 
 const testAPIKey = "test-api-key-0123456789"
@@ -62,7 +62,7 @@ func backends(t *testing.T, fn func(t *testing.T, db string)) {
 	})
 	t.Run("PostgreSQL", func(t *testing.T) {
 		t.Parallel()
-		fn(t, testdb.PostgresURL(t))
+		fn(t, pgtest.URL(t))
 	})
 }
 
