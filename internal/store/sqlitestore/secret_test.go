@@ -13,8 +13,8 @@ import (
 
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore"
+	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
 	"github.com/heraldhooks/herald/internal/store/storetest"
-	"github.com/heraldhooks/herald/internal/testdb"
 )
 
 // TestSecrets holds the SQLite backend to the cases of secrets sealed at
@@ -22,7 +22,7 @@ import (
 func TestSecrets(t *testing.T) {
 	t.Parallel()
 	storetest.RunSecrets(t, func(t *testing.T) storetest.SecretsDB {
-		return secretsFile{path: testdb.SQLitePath(t)}
+		return secretsFile{path: sqlitetest.Path(t)}
 	})
 }
 
