@@ -1,11 +1,9 @@
 package depth_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
+	"github.com/heraldhooks/herald/internal/syncbuf"
 )
 
 // start is 20 seconds into a minute: the sampler samples at :20 of each.
@@ -46,24 +45,6 @@ func TestNext(t *testing.T) {
 			require.Equal(t, at(tc.want), depth.Next(at(tc.now), tc.phase))
 		})
 	}
-}
-
-// syncBuffer is a log destination safe for the sampler's goroutine.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // setup opens a migrated SQLite store.
@@ -185,7 +166,7 @@ func TestAFailedSampleIsLoggedAndTheNextOneComes(t *testing.T) {
 	st := setup(t)
 	require.NoError(t, st.Close()) // every call now fails
 	c := clock.NewTest(start)
-	log := &syncBuffer{}
+	log := &syncbuf.Buffer{}
 	run(t, depth.New(depth.Config{Store: st, Clock: c, Logger: slog.New(slog.NewTextHandler(log, nil))}), c, 1)
 	require.Contains(t, log.String(), `msg="sample queue depth"`)
 	c.Advance(time.Minute)

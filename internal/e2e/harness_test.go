@@ -31,6 +31,7 @@ import (
 	"github.com/heraldhooks/herald/internal/sender"
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
+	"github.com/heraldhooks/herald/internal/syncbuf"
 )
 
 const testAPIKey = "test-api-key-0123456789"
@@ -116,7 +117,7 @@ func setup(t *testing.T, db string, opts ...func(*options)) *env {
 	c := clock.NewTest(start)
 	if o.logger == nil {
 		// The node's warnings and errors, shown when the test fails.
-		var logs lockedBuffer
+		var logs syncbuf.Buffer
 		o.logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		t.Cleanup(func() {
 			if t.Failed() {

@@ -1,7 +1,6 @@
 package retention_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -17,6 +16,7 @@ import (
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
+	"github.com/heraldhooks/herald/internal/syncbuf"
 )
 
 var start = time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
@@ -26,30 +26,12 @@ const (
 	month = 30 * day
 )
 
-// syncBuffer is a log destination safe for the purger's goroutine.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // fixture is a purger on a real SQLite store with the test clock, whose
 // batches that deleted rows arrive on purged.
 type fixture struct {
 	store  store.Store
 	clock  *clock.Test
-	log    *syncBuffer
+	log    *syncbuf.Buffer
 	purged chan store.PurgeResult
 	p      *retention.Purger
 }
@@ -63,7 +45,7 @@ func setup(t *testing.T, st store.Store) *fixture {
 		require.NoError(t, s.Migrate(t.Context()))
 		st = s
 	}
-	f := &fixture{store: st, clock: clock.NewTest(start), log: &syncBuffer{}, purged: make(chan store.PurgeResult, 100)}
+	f := &fixture{store: st, clock: clock.NewTest(start), log: &syncbuf.Buffer{}, purged: make(chan store.PurgeResult, 100)}
 	f.p = retention.New(retention.Config{
 		Store:     st,
 		Clock:     f.clock,
