@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +17,7 @@ import (
 	"github.com/heraldhooks/herald"
 	"github.com/heraldhooks/herald/internal/api"
 	"github.com/heraldhooks/herald/internal/store"
+	"github.com/heraldhooks/herald/internal/syncbuf"
 )
 
 // concrete fills a route's {id} with id.
@@ -248,29 +247,11 @@ func (f failingStore) DeliveryGet(ctx context.Context, id string) (*herald.Deliv
 	panic("nil map in delivery row scan at 10.0.0.7:5432")
 }
 
-// syncBuffer is a log sink safe for the server's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestInternalErrorsStayInTheLog: a failing store or a panic answers a
 // generic 500; the detail goes to the log only.
 func TestInternalErrorsStayInTheLog(t *testing.T) {
 	t.Parallel()
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	secret := errors.New(`pq: password authentication failed for user "herald" at 10.0.0.7:5432 (SQLSTATE 28P01)`)
 	e := setup(t, func(o *options) {
 		o.wrap = func(s store.Store) store.Store { return failingStore{Store: s, err: secret} }

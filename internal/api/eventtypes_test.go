@@ -17,7 +17,7 @@ import (
 	"github.com/heraldhooks/herald/internal/api"
 	"github.com/heraldhooks/herald/internal/clock"
 	"github.com/heraldhooks/herald/internal/store/pgstore"
-	"github.com/heraldhooks/herald/internal/testdb"
+	"github.com/heraldhooks/herald/internal/store/pgstore/pgtest"
 )
 
 // eventTypeOut is a catalog entry as answered.
@@ -264,7 +264,7 @@ func TestIngestChecksTheCatalogSchema(t *testing.T) {
 // bound is the refresh), and at once by the one that took the write.
 func TestCatalogReachesEveryNode(t *testing.T) {
 	t.Parallel()
-	url := testdb.PostgresURL(t)
+	url := pgtest.URL(t)
 	doc, err := parseSpec()
 	require.NoError(t, err)
 	clk := clock.NewTest(start)

@@ -22,9 +22,9 @@ import (
 	"github.com/heraldhooks/herald/internal/notice/smtptest"
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/pgstore"
+	"github.com/heraldhooks/herald/internal/store/pgstore/pgtest"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
-	"github.com/heraldhooks/herald/internal/testdb"
 )
 
 const testKey = "hk_test_key_0123456789"
@@ -74,7 +74,7 @@ func setup(t *testing.T, opts ...func(*options)) *env {
 		Close() error
 	}
 	if o.postgres {
-		pg, err := pgstore.Open(ctx, testdb.PostgresURL(t), nil)
+		pg, err := pgstore.Open(ctx, pgtest.URL(t), nil)
 		require.NoError(t, err)
 		st = pg
 	} else {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -139,26 +140,13 @@ func TestProcParsing(t *testing.T) {
 		_, err := parseStatCPU([]byte("4242 (herald) S 1 2"))
 		require.Error(t, err)
 	})
-	t.Run("PeakRSS", func(t *testing.T) {
-		t.Parallel()
-		status := "Name:\therald\nVmPeak:\t  900000 kB\nVmHWM:\t   51200 kB\nVmRSS:\t   40000 kB\n"
-		n, err := parsePeakRSS(strings.NewReader(status))
-		require.NoError(t, err)
-		require.Equal(t, int64(51200*1024), n)
-	})
-	t.Run("NoPeakRSS", func(t *testing.T) {
-		t.Parallel()
-		_, err := parsePeakRSS(strings.NewReader("Name:\therald\n"))
-		require.Error(t, err)
-	})
 	t.Run("ThisProcess", func(t *testing.T) {
 		t.Parallel()
-		if _, err := procCPU("self"); err != nil {
+		if _, err := os.Stat("/proc/self/stat"); err != nil {
 			t.Skipf("no /proc here: %v", err)
 		}
-		n, err := procPeakRSS("self")
+		_, err := procCPU("self")
 		require.NoError(t, err)
-		require.Positive(t, n)
 	})
 }
 

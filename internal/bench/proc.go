@@ -1,10 +1,8 @@
 package bench
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -51,37 +49,6 @@ func parseStatCPU(raw []byte) (time.Duration, error) {
 		ticks += n
 	}
 	return time.Duration(ticks) * time.Second / userHZ, nil
-}
-
-// procPeakRSS returns the most resident memory the process pid has held,
-// in bytes: VmHWM in /proc/<pid>/status.
-func procPeakRSS(pid string) (int64, error) {
-	f, err := os.Open("/proc/" + pid + "/status")
-	if err != nil {
-		return 0, fmt.Errorf("read peak RSS: %w", err)
-	}
-	defer f.Close()
-	return parsePeakRSS(f)
-}
-
-func parsePeakRSS(f io.Reader) (int64, error) {
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:")
-		if !ok {
-			continue
-		}
-		num, unit, _ := strings.Cut(strings.TrimSpace(rest), " ")
-		kb, err := strconv.ParseInt(num, 10, 64)
-		if err != nil || strings.TrimSpace(unit) != "kB" {
-			return 0, fmt.Errorf("read peak RSS: cannot read VmHWM %q", strings.TrimSpace(rest))
-		}
-		return kb * 1024, nil
-	}
-	if err := sc.Err(); err != nil {
-		return 0, fmt.Errorf("read peak RSS: %w", err)
-	}
-	return 0, fmt.Errorf("read peak RSS: no VmHWM line")
 }
 
 // truncate cuts s to n characters and marks the cut.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/heraldhooks/herald/internal/client"
+	"github.com/heraldhooks/herald/internal/heraldproc"
 )
 
 const (
@@ -313,7 +314,7 @@ func (r *run) measure(ctx context.Context) (*Report, error) {
 	var rss int64
 	var rssErr error
 	if r.child != nil {
-		rss, rssErr = procPeakRSS(r.child.pid)
+		rss, rssErr = heraldproc.PeakRSS(r.child.pid)
 	}
 	self1, selfErr1 := procCPU("self")
 	counts := r.tally.Report()

@@ -6,17 +6,16 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
+	"github.com/heraldhooks/herald/internal/heraldproc"
 	"github.com/heraldhooks/herald/internal/keyring"
 )
 
@@ -45,7 +44,7 @@ type child struct {
 	// tmp is the directory of a database made for this run, removed at
 	// the end; "" when the caller gave --db.
 	tmp    string
-	output *tailBuffer
+	output *heraldproc.Tail
 	exited chan struct{}
 	err    error // how it exited, once exited is closed
 }
@@ -67,7 +66,7 @@ func spawn(ctx context.Context, bin, db string, extra []string) (*child, error) 
 		}
 		bin = self
 	}
-	c := &child{output: &tailBuffer{max: childOutputTail}, exited: make(chan struct{}), db: "sqlite"}
+	c := &child{output: &heraldproc.Tail{Max: childOutputTail}, exited: make(chan struct{}), db: "sqlite"}
 	if db == "" {
 		dir, err := os.MkdirTemp("", "herald-bench-")
 		if err != nil {
@@ -126,7 +125,7 @@ func (c *child) start(ctx context.Context, bin string, args []string) error {
 	}
 	c.url = "http://" + addr
 	c.cmd = exec.Command(bin, append([]string{"serve", "--addr", addr}, args...)...)
-	c.cmd.Env = withoutHeraldEnv(os.Environ())
+	c.cmd.Env = heraldproc.Env()
 	c.cmd.Stdout = c.output
 	c.cmd.Stderr = c.output
 	c.cmd.SysProcAttr = childAttr()
@@ -159,60 +158,25 @@ func hasFlag(args []string, name string) bool {
 	return false
 }
 
-// pickAddr finds the port a child listens on: freeAddr, or a test's.
-var pickAddr = freeAddr
+// pickAddr finds the port a child listens on: heraldproc.FreeAddr, or a
+// test's.
+var pickAddr = heraldproc.FreeAddr
 
-// freeAddr finds a free 127.0.0.1 port. Another process could take it
-// before the child listens; the child then fails to start, and spawn tries
-// another.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
-	}
-	addr := ln.Addr().String()
-	if err := ln.Close(); err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
-	}
-	return addr, nil
-}
-
-func withoutHeraldEnv(env []string) []string {
-	out := make([]string, 0, len(env))
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, "HERALD_") {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
-
-// waitReady polls /healthz until it answers 200, from the child (isOurs),
-// the child exits, or startTimeout passes.
+// waitReady waits until the child answers /healthz (and isOurs), the
+// child exits, or startTimeout passes.
 func (c *child) waitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	hc := &http.Client{Timeout: 2 * time.Second}
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url+"/healthz", nil)
-		if err != nil {
-			return fmt.Errorf("check the spawned herald: %w", err)
-		}
-		if res, err := hc.Do(req); err == nil {
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK && c.isOurs(ctx, hc) {
-				return nil
-			}
-		}
-		select {
-		case <-c.exited:
-			return fmt.Errorf("the spawned herald serve exited before it was ready (%v); its output:\n%s", c.err, c.output.String())
-		case <-ctx.Done():
-			return fmt.Errorf("the spawned herald serve did not answer %s/healthz in time (%w); its output:\n%s", c.url, ctx.Err(), c.output.String())
-		case <-tick.C:
-		}
+	err := heraldproc.WaitReady(ctx, c.url+"/healthz", c.exited, c.isOurs)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, heraldproc.ErrExited):
+		return fmt.Errorf("the spawned herald serve exited before it was ready (%v); its output:\n%s", c.err, c.output.String())
+	case ctx.Err() != nil:
+		return fmt.Errorf("the spawned herald serve did not answer %s/healthz in time (%w); its output:\n%s", c.url, ctx.Err(), c.output.String())
+	default:
+		return fmt.Errorf("check the spawned herald: %w", err)
 	}
 }
 
@@ -277,37 +241,4 @@ func (c *child) cleanup() {
 	if c.tmp != "" {
 		_ = os.RemoveAll(c.tmp)
 	}
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
-
-func (b *tailBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	if over := len(b.buf) - b.max; over > 0 {
-		b.buf = append(b.buf[:0], b.buf[over:]...)
-	}
-	return len(p), nil
-}
-
-// Reset forgets what was written.
-func (b *tailBuffer) Reset() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = nil
-}
-
-func (b *tailBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if len(b.buf) == 0 {
-		return "(none)"
-	}
-	return string(b.buf)
 }

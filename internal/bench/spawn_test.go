@@ -10,12 +10,14 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhooks/herald/internal/heraldproc"
 )
 
 // TestSpawnOnATakenPort gives the spawned serve, first, the port of
 // another process that answers /healthz like a Herald but takes no key of
 // the bench's (as another test's Herald would, having taken the port
-// between freeAddr and the child's listen): the bench must not take that
+// between heraldproc.FreeAddr and the child's listen): the bench must not take that
 // process for its child, and must start the child on another port.
 func TestSpawnOnATakenPort(t *testing.T) {
 	t.Parallel()
@@ -40,9 +42,9 @@ func TestSpawnOnATakenPort(t *testing.T) {
 		if picks == 1 {
 			return taken, nil
 		}
-		return freeAddr()
+		return heraldproc.FreeAddr()
 	}
-	defer func() { pickAddr = freeAddr }()
+	defer func() { pickAddr = heraldproc.FreeAddr }()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

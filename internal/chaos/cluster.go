@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/heraldhooks/herald/internal/heraldproc"
 	"github.com/heraldhooks/herald/internal/keyring"
 )
 
@@ -81,7 +82,7 @@ func startCluster(ctx context.Context, o clusterOptions) (*cluster, error) {
 		}
 		common = append(common, "--encryption-key", key)
 	}
-	port, err := freePort()
+	port, err := heraldproc.FreePort()
 	if err != nil {
 		c.close()
 		return nil, err
@@ -92,7 +93,7 @@ func startCluster(ctx context.Context, o clusterOptions) (*cluster, error) {
 	c.nodes = append(c.nodes, newNode("serve", o.herald, serve, c.api+"/healthz", o.log))
 	if o.backend == BackendPostgres {
 		for i := 1; i <= 2; i++ {
-			mport, err := freePort()
+			mport, err := heraldproc.FreePort()
 			if err != nil {
 				c.close()
 				return nil, err

@@ -1,18 +1,16 @@
 package chaos
 
 import (
-	"bufio"
 	"context"
+	"errors"
 	"fmt"
-	"net"
-	"net/http"
-	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/heraldhooks/herald/internal/heraldproc"
 )
 
 const (
@@ -45,19 +43,19 @@ type node struct {
 	peakRSS int64
 	starts  int
 	died    []string // how each unexpected exit looked
-	output  *tail
+	output  *heraldproc.Tail
 }
 
 // newNode describes a node; start runs it.
 func newNode(name, bin string, args []string, ready string, logf func(string, ...any)) *node {
-	return &node{name: name, bin: bin, args: args, ready: ready, log: logf, output: &tail{max: nodeOutputTail}}
+	return &node{name: name, bin: bin, args: args, ready: ready, log: logf, output: &heraldproc.Tail{Max: nodeOutputTail}}
 }
 
 // start runs the node and waits until it is ready.
 func (n *node) start(ctx context.Context) error {
 	n.mu.Lock()
 	cmd := exec.Command(n.bin, n.args...)
-	cmd.Env = withoutHeraldEnv(os.Environ())
+	cmd.Env = heraldproc.Env()
 	cmd.Stdout = n.output
 	cmd.Stderr = n.output
 	// Its own process group, killed by the kernel if the harness dies.
@@ -87,28 +85,21 @@ func (n *node) wait(cmd *exec.Cmd, exited chan struct{}) {
 	close(exited)
 }
 
+// waitReady waits until the node answers at its ready URL, exits, or
+// nodeStartTimeout passes.
 func (n *node) waitReady(ctx context.Context, exited chan struct{}) error {
 	ctx, cancel := context.WithTimeout(ctx, nodeStartTimeout)
 	defer cancel()
-	hc := &http.Client{Timeout: 2 * time.Second}
-	tick := time.NewTicker(25 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.ready, nil); err == nil {
-			if res, err := hc.Do(req); err == nil {
-				res.Body.Close()
-				if res.StatusCode == http.StatusOK {
-					return nil
-				}
-			}
-		}
-		select {
-		case <-exited:
-			return fmt.Errorf("%s exited before it was ready; its output:\n%s", n.name, n.output.String())
-		case <-ctx.Done():
-			return fmt.Errorf("%s was not ready at %s in time; its output:\n%s", n.name, n.ready, n.output.String())
-		case <-tick.C:
-		}
+	err := heraldproc.WaitReady(ctx, n.ready, exited, nil)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, heraldproc.ErrExited):
+		return fmt.Errorf("%s exited before it was ready; its output:\n%s", n.name, n.output.String())
+	case ctx.Err() != nil:
+		return fmt.Errorf("%s was not ready at %s in time; its output:\n%s", n.name, n.ready, n.output.String())
+	default:
+		return fmt.Errorf("%s: %w", n.name, err)
 	}
 }
 
@@ -187,7 +178,7 @@ func (n *node) sampleMemory() {
 	if n.cmd == nil || n.cmd.Process == nil {
 		return
 	}
-	if rss, err := peakRSS(n.cmd.Process.Pid); err == nil && rss > n.peakRSS {
+	if rss, err := heraldproc.PeakRSS(strconv.Itoa(n.cmd.Process.Pid)); err == nil && rss > n.peakRSS {
 		n.peakRSS = rss
 	}
 }
@@ -197,74 +188,4 @@ func (n *node) report() NodeReport {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return NodeReport{Name: n.name, Starts: n.starts, PeakRSSBytes: n.peakRSS, DiedOnItsOwn: len(n.died), Deaths: append([]string(nil), n.died...)}
-}
-
-// peakRSS is VmHWM of /proc/<pid>/status in bytes.
-func peakRSS(pid int) (int64, error) {
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:")
-		if !ok {
-			continue
-		}
-		num, _, _ := strings.Cut(strings.TrimSpace(rest), " ")
-		kb, err := strconv.ParseInt(num, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("read VmHWM %q: %w", rest, err)
-		}
-		return kb << 10, nil
-	}
-	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
-}
-
-func withoutHeraldEnv(env []string) []string {
-	out := make([]string, 0, len(env))
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, "HERALD_") {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
-
-// freePort finds a free loopback port. Another process could take it
-// before it is used; the one using it then fails to start, and says so.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	if err := ln.Close(); err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	return port, nil
-}
-
-// tail keeps the last max bytes written to it.
-type tail struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
-
-func (b *tail) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	if over := len(b.buf) - b.max; over > 0 {
-		b.buf = append(b.buf[:0], b.buf[over:]...)
-	}
-	return len(p), nil
-}
-
-func (b *tail) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.buf)
 }

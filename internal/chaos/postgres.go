@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/heraldhooks/herald/internal/heraldproc"
 )
 
 // pgCluster is a PostgreSQL cluster of the harness's own: initdb'd in a
@@ -99,7 +101,7 @@ func startPG(ctx context.Context, binDir string, logf func(string, ...any)) (*pg
 			return nil, fmt.Errorf("give %s to the postgres user: %w", dir, err)
 		}
 	}
-	port, err := freePort()
+	port, err := heraldproc.FreePort()
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, err

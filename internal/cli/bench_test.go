@@ -19,8 +19,8 @@ import (
 	"github.com/heraldhooks/herald/internal/cli"
 	"github.com/heraldhooks/herald/internal/client"
 	"github.com/heraldhooks/herald/internal/config"
+	"github.com/heraldhooks/herald/internal/store/pgstore/pgtest"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
-	"github.com/heraldhooks/herald/internal/testdb"
 )
 
 // benchRun runs `herald bench args...` with env as its environment.
@@ -83,7 +83,7 @@ func TestBenchSpawnsHeraldAndCountsEveryDelivery(t *testing.T) {
 	t.Run("PostgreSQL", func(t *testing.T) {
 		// On PostgreSQL the database's backends count too: CPU per
 		// delivery is Herald's and theirs.
-		r := benchRun(t, nil, "--db", testdb.PostgresURL(t), "--events", "200", "--endpoints", "5", "--herald-binary", bin, "--json", "-q")
+		r := benchRun(t, nil, "--db", pgtest.URL(t), "--events", "200", "--endpoints", "5", "--herald-binary", bin, "--json", "-q")
 		require.NoError(t, r.e, "stdout: %s\nstderr: %s", r.out, r.err)
 		var rep bench.Report
 		require.NoError(t, json.Unmarshal([]byte(r.out), &rep), "stdout: %s", r.out)
@@ -94,7 +94,7 @@ func TestBenchSpawnsHeraldAndCountsEveryDelivery(t *testing.T) {
 		require.NotNil(t, rep.Herald.CPUMSPerDelivery)
 		require.InDelta(t, 1000*(*rep.Herald.CPUSeconds+*rep.Herald.PostgresCPUSeconds)/200, *rep.Herald.CPUMSPerDelivery, 1e-9)
 
-		r = benchRun(t, nil, "--db", testdb.PostgresURL(t), "--events", "20", "--endpoints", "1", "--herald-binary", bin)
+		r = benchRun(t, nil, "--db", pgtest.URL(t), "--events", "20", "--endpoints", "1", "--herald-binary", bin)
 		require.NoError(t, r.e, "stdout: %s\nstderr: %s", r.out, r.err)
 		require.Regexp(t, `(?m)^ingest call p99\s+\S+ ms\s*$`, r.out)
 		require.Regexp(t, `(?m)^postgres CPU\s+\S+ s\s+the database's backends, about \S+ cores busy$`, r.out)

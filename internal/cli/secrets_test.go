@@ -18,6 +18,7 @@ import (
 	"github.com/heraldhooks/herald/internal/cli"
 	"github.com/heraldhooks/herald/internal/keyring"
 	"github.com/heraldhooks/herald/internal/store"
+	"github.com/heraldhooks/herald/internal/syncbuf"
 	"github.com/heraldhooks/herald/internal/testdb"
 )
 
@@ -266,7 +267,7 @@ func runWorkerUntil(t *testing.T, db, want string) string {
 	t.Helper()
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	var out, errb lockedBuffer
+	var out, errb syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
 		cmd := cli.New(cli.IO{Out: &out, Err: &errb, Getenv: func(string) string { return "" }})

@@ -17,6 +17,7 @@ import (
 	"github.com/heraldhooks/herald/internal/cli"
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore"
+	"github.com/heraldhooks/herald/internal/syncbuf"
 	"github.com/heraldhooks/herald/internal/testdb"
 )
 
@@ -51,7 +52,7 @@ func TestWorkerDispatchesAndStops(t *testing.T) {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		var out, errb lockedBuffer
+		var out, errb syncbuf.Buffer
 		cmd := cli.New(cli.IO{Out: &out, Err: &errb, Getenv: func(k string) string {
 			return map[string]string{"HERALD_ALLOW_PRIVATE_NETWORKS": "true"}[k]
 		}})
@@ -76,7 +77,7 @@ func TestWorkerServesProfilesWhenAsked(t *testing.T) {
 	path := testdb.SQLitePath(t)
 	runCtx, stop := context.WithCancel(context.Background())
 	defer stop()
-	var out, errb lockedBuffer
+	var out, errb syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() {
 		cmd := cli.New(cli.IO{Out: &out, Err: &errb, Getenv: func(string) string { return "" }})

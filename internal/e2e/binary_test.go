@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,7 +13,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
+	"github.com/heraldhooks/herald/internal/syncbuf"
 	"github.com/heraldhooks/herald/verify"
 )
 
@@ -46,7 +45,7 @@ func TestBinaryAsAUserWould(t *testing.T) {
 	serve := exec.CommandContext(ctx, bin, "serve", "--addr", "127.0.0.1:0", "--db", db, "--allow-private-networks")
 	stdout, err := serve.StdoutPipe()
 	require.NoError(t, err)
-	var stderr lockedBuffer
+	var stderr syncbuf.Buffer
 	serve.Stderr = &stderr
 	require.NoError(t, serve.Start())
 	// exited closes when serve has exited, waitErr then holding how: both
@@ -166,29 +165,10 @@ func TestPrivateDestinationsRefusedByDefault(t *testing.T) {
 	require.Contains(t, out.Error.Message, "--allow-private-networks")
 }
 
-// lockedBuffer is a bytes.Buffer that a child process writes while the
-// test reads.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // servingAddr waits for a Herald's log (in logs) to say where it serves
 // what ("" for its API, "metrics" for its metrics listener) and returns
 // that address: a listener given port 0 is on the port the system chose.
-func servingAddr(t *testing.T, logs *lockedBuffer, what string) string {
+func servingAddr(t *testing.T, logs *syncbuf.Buffer, what string) string {
 	t.Helper()
 	msg := "herald serving"
 	if what != "" {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhooks/herald/internal/syncbuf"
 )
 
 // A node dies with attempts in flight and never hands its leases back. Once
@@ -76,7 +78,7 @@ func TestCrashedNodeLeasesExpireAndWorkIsDelivered(t *testing.T) {
 func TestLostLeasesAreCountedAsRedeliveries(t *testing.T) {
 	t.Parallel()
 	backends(t, func(t *testing.T, db string) {
-		var logs lockedBuffer
+		var logs syncbuf.Buffer
 		logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		e := setup(t, db, func(o *options) {
 			o.noDispatch = true

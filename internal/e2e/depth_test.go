@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/heraldhooks/herald/internal/testdb"
+	"github.com/heraldhooks/herald/internal/store/pgstore/pgtest"
 )
 
 // TestDepthIsTheSameOnEveryNode: two nodes on one PostgreSQL, each running
@@ -18,7 +18,7 @@ import (
 // was in each minute sampled, null in the minute under way.
 func TestDepthIsTheSameOnEveryNode(t *testing.T) {
 	t.Parallel()
-	db := testdb.PostgresURL(t)
+	db := pgtest.URL(t)
 	noDispatch := func(o *options) { o.noDispatch = true }
 	nodes := []*env{setup(t, db, noDispatch), setup(t, db, noDispatch)}
 	for _, n := range nodes {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/heraldhooks/herald/internal/store/pgstore/pgtest"
 	"io"
 	"log/slog"
 	"net/http"
@@ -30,7 +31,7 @@ import (
 	"github.com/heraldhooks/herald/internal/sender"
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
-	"github.com/heraldhooks/herald/internal/testdb"
+	"github.com/heraldhooks/herald/internal/syncbuf"
 )
 
 const testAPIKey = "test-api-key-0123456789"
@@ -62,7 +63,7 @@ func backends(t *testing.T, fn func(t *testing.T, db string)) {
 	})
 	t.Run("PostgreSQL", func(t *testing.T) {
 		t.Parallel()
-		fn(t, testdb.PostgresURL(t))
+		fn(t, pgtest.URL(t))
 	})
 }
 
@@ -116,7 +117,7 @@ func setup(t *testing.T, db string, opts ...func(*options)) *env {
 	c := clock.NewTest(start)
 	if o.logger == nil {
 		// The node's warnings and errors, shown when the test fails.
-		var logs lockedBuffer
+		var logs syncbuf.Buffer
 		o.logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 		t.Cleanup(func() {
 			if t.Failed() {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/heraldhooks/herald/internal/app"
 	"github.com/heraldhooks/herald/internal/config"
+	"github.com/heraldhooks/herald/internal/store/pgstore/pgtest"
 	"github.com/heraldhooks/herald/internal/testdb"
 )
 
@@ -69,7 +70,7 @@ func benchApp(b *testing.B, backend string, poll time.Duration) *httptest.Server
 	b.Helper()
 	db := "sqlite://" + testdb.SQLitePath(b)
 	if backend == "PostgreSQL" {
-		db = testdb.PostgresURL(b)
+		db = pgtest.URL(b)
 	}
 	cfg := config.Default()
 	cfg.DB = db

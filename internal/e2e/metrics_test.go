@@ -20,6 +20,7 @@ import (
 
 	"github.com/heraldhooks/herald/internal/app"
 	"github.com/heraldhooks/herald/internal/config"
+	"github.com/heraldhooks/herald/internal/syncbuf"
 	"github.com/heraldhooks/herald/internal/testdb"
 )
 
@@ -248,7 +249,7 @@ func TestWorkerServesMetrics(t *testing.T) {
 	cfg := config.Default()
 	cfg.DB = "sqlite://" + testdb.SQLitePath(t)
 	cfg.MetricsAddr = "127.0.0.1:0" // the port the system picks, which the log tells
-	var logs lockedBuffer
+	var logs syncbuf.Buffer
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	a, err := app.New(ctx, cfg, app.Deps{Logger: slog.New(slog.NewTextHandler(&logs, nil))}, false)
@@ -291,7 +292,7 @@ func TestWorkerServesMetrics(t *testing.T) {
 func TestAttemptLogs(t *testing.T) {
 	t.Parallel()
 	backends(t, func(t *testing.T, db string) {
-		var logs lockedBuffer
+		var logs syncbuf.Buffer
 		logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		e := setup(t, db, func(o *options) { o.logger = logger })
 

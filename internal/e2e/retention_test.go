@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhooks/herald/internal/syncbuf"
 )
 
 // runPurger starts the node's purger (the one serve runs, wired to its
@@ -39,7 +41,7 @@ func (e *env) runPurger() {
 func TestRetentionPurgesEndedHistory(t *testing.T) {
 	t.Parallel()
 	backends(t, func(t *testing.T, db string) {
-		log := &lockedBuffer{}
+		log := &syncbuf.Buffer{}
 		e := setup(t, db, func(o *options) { o.logger = slog.New(slog.NewTextHandler(log, nil)) })
 		e.runPurger()
 

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhooks/herald/internal/syncbuf"
 )
 
 // TestReadmeWalkthrough runs the README's five-minute walk-through, the
@@ -84,12 +86,12 @@ func runWalkthrough(t *testing.T, bin, script string) (string, error) {
 // portWatch is a script's output, which calls taken once it says that an
 // address was in use.
 type portWatch struct {
-	lockedBuffer
+	syncbuf.Buffer
 	taken func()
 }
 
 func (w *portWatch) Write(p []byte) (int, error) {
-	n, err := w.lockedBuffer.Write(p)
+	n, err := w.Buffer.Write(p)
 	if strings.Contains(w.String(), "address already in use") {
 		w.taken()
 	}

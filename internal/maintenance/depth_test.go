@@ -1,11 +1,9 @@
 package maintenance_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
+	"github.com/heraldhooks/herald/internal/syncbuf"
 )
 
 // sampleStart is 20 seconds into a minute: the sampler samples at :20 of
@@ -47,25 +46,6 @@ func TestNextSample(t *testing.T) {
 			require.Equal(t, at(tc.want), maintenance.NextSample(at(tc.now), tc.phase))
 		})
 	}
-}
-
-// syncBuffer is a log destination safe for the sampler's and the purger's
-// goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // openStore opens a migrated SQLite store.
@@ -187,7 +167,7 @@ func TestAFailedSampleIsLoggedAndTheNextOneComes(t *testing.T) {
 	st := openStore(t)
 	require.NoError(t, st.Close()) // every call now fails
 	c := clock.NewTest(sampleStart)
-	log := &syncBuffer{}
+	log := &syncbuf.Buffer{}
 	run(t, maintenance.NewSampler(maintenance.SamplerConfig{Store: st, Clock: c, Logger: slog.New(slog.NewTextHandler(log, nil))}), c, 1)
 	require.Contains(t, log.String(), `msg="sample queue depth"`)
 	c.Advance(time.Minute)

@@ -16,6 +16,7 @@ import (
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
+	"github.com/heraldhooks/herald/internal/syncbuf"
 )
 
 var purgeStart = time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
@@ -30,7 +31,7 @@ const (
 type fixture struct {
 	store  store.Store
 	clock  *clock.Test
-	log    *syncBuffer
+	log    *syncbuf.Buffer
 	purged chan store.PurgeResult
 	p      *maintenance.Purger
 }
@@ -44,7 +45,7 @@ func setup(t *testing.T, st store.Store) *fixture {
 		require.NoError(t, s.Migrate(t.Context()))
 		st = s
 	}
-	f := &fixture{store: st, clock: clock.NewTest(purgeStart), log: &syncBuffer{}, purged: make(chan store.PurgeResult, 100)}
+	f := &fixture{store: st, clock: clock.NewTest(purgeStart), log: &syncbuf.Buffer{}, purged: make(chan store.PurgeResult, 100)}
 	f.p = maintenance.NewPurger(maintenance.PurgerConfig{
 		Store:     st,
 		Clock:     f.clock,

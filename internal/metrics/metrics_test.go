@@ -1,7 +1,6 @@
 package metrics
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -25,6 +24,7 @@ import (
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
+	"github.com/heraldhooks/herald/internal/syncbuf"
 )
 
 var start = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -173,24 +173,6 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		case <-poll.C:
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger and a test at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func TestQueueGauges(t *testing.T) {
@@ -344,7 +326,7 @@ func TestQueueGauges(t *testing.T) {
 
 	t.Run("FailedReadIsCountedAndLogged", func(t *testing.T) {
 		t.Parallel()
-		var logged syncBuffer
+		var logged syncbuf.Buffer
 		m, st, _, _ := setup(t, Options{Logger: slog.New(slog.NewTextHandler(&logged, nil))})
 		st.StatsFunc = func(context.Context, *store.StatsParams) (*store.Stats, error) {
 			return nil, errors.New("connection refused")

@@ -2,12 +2,19 @@
 // on the server named by HERALD_TEST_DATABASE_URL (or the local default), or a
 // fresh SQLite file. Each test gets its own, so every package and every test
 // can run in parallel. It is imported only by tests.
+//
+// A test that starts from a migrated database gets a copy of a template
+// built once per test process (PostgresTemplate, SQLiteTemplate), not one
+// migrated from zero: applying every migration cost most of a store test's
+// time. Tests of the migrations themselves start empty (PostgresURL,
+// SQLitePath).
 package testdb
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -30,30 +37,59 @@ func PostgresBaseURL() string {
 }
 
 // PostgresURL creates an empty schema for this test, drops it when the test
-// ends, and returns a connection URL whose search_path is that schema.
+// ends, and returns a connection URL whose search_path is that schema. A
+// test that starts from a migrated schema asks a PostgresTemplate instead;
+// this is for those that migrate from zero, or from an older migration.
 func PostgresURL(t testing.TB) string {
 	t.Helper()
-	base := PostgresBaseURL()
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	schema := "herald_test_" + hex.EncodeToString(b[:])
-
+	schema := newSchemaName(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, base)
-	if err != nil {
-		t.Fatalf("connect to test PostgreSQL %s (set HERALD_TEST_DATABASE_URL): %v", base, err)
-	}
+	conn := connect(ctx, t)
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
 		t.Fatalf("create schema: %v", err)
 	}
+	dropAtCleanup(t, schema)
+	return schemaURL(t, schema)
+}
+
+// randomSchemaName returns a new name for a test's schema.
+func randomSchemaName() (string, error) {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return "herald_test_" + hex.EncodeToString(b[:]), nil
+}
+
+// newSchemaName returns a new name for a test's schema.
+func newSchemaName(t testing.TB) string {
+	t.Helper()
+	name, err := randomSchemaName()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// connect connects to the test server.
+func connect(ctx context.Context, t testing.TB) *pgx.Conn {
+	t.Helper()
+	base := PostgresBaseURL()
+	conn, err := pgx.Connect(ctx, base)
+	if err != nil {
+		t.Fatalf("connect to test PostgreSQL %s (set HERALD_TEST_DATABASE_URL): %v", base, err)
+	}
+	return conn
+}
+
+// dropAtCleanup drops schema, and all it holds, when t ends.
+func dropAtCleanup(t testing.TB, schema string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		conn, err := pgx.Connect(ctx, base)
+		conn, err := pgx.Connect(ctx, PostgresBaseURL())
 		if err != nil {
 			t.Errorf("connect to drop schema %s: %v", schema, err)
 			return
@@ -63,15 +99,28 @@ func PostgresURL(t testing.TB) string {
 			t.Errorf("drop schema %s: %v", schema, err)
 		}
 	})
+}
 
+// schemaURL is the test server's URL with search_path set to schema.
+func schemaURL(t testing.TB, schema string) string {
+	t.Helper()
+	u, err := withSearchPath(PostgresBaseURL(), schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// withSearchPath is base with search_path set to schema.
+func withSearchPath(base, schema string) (string, error) {
 	u, err := url.Parse(base)
 	if err != nil {
-		t.Fatalf("parse %s: %v", base, err)
+		return "", fmt.Errorf("parse %s: %w", base, err)
 	}
 	q := u.Query()
 	q.Set("search_path", schema)
 	u.RawQuery = q.Encode()
-	return u.String()
+	return u.String(), nil
 }
 
 // SQLitePath returns a path for a new SQLite file in the test's temp dir.

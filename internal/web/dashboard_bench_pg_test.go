@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/heraldhooks/herald/internal/store/pgstore"
-	"github.com/heraldhooks/herald/internal/testdb"
+	"github.com/heraldhooks/herald/internal/store/pgstore/pgtest"
 )
 
 // BenchmarkDashboardPagesPostgres is BenchmarkDashboardPages on PostgreSQL: the same
@@ -17,7 +17,7 @@ import (
 func BenchmarkDashboardPagesPostgres(b *testing.B) {
 	ctx := b.Context()
 	deliveries := benchSize(b)
-	url := testdb.PostgresURL(b)
+	url := pgtest.URL(b)
 	st, err := pgstore.Open(ctx, url, nil)
 	if err != nil {
 		b.Fatal(err)

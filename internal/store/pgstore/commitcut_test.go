@@ -17,7 +17,6 @@ import (
 	"github.com/heraldhooks/herald"
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/storetest"
-	"github.com/heraldhooks/herald/internal/testdb"
 )
 
 // commitCutter is a TCP proxy to the test database that, once armed,
@@ -37,7 +36,7 @@ type commitCutter struct {
 // openCut opens a store whose connections go through a commitCutter.
 func openCut(t *testing.T) (*Store, *commitCutter) {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(testdb.PostgresURL(t))
+	cfg, err := pgxpool.ParseConfig(migrated.URL(t))
 	require.NoError(t, err)
 	target := net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port)))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -14,7 +14,6 @@ import (
 
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/storetest"
-	"github.com/heraldhooks/herald/internal/testdb"
 )
 
 // roundTrips counts what the store sends and waits on: each query or
@@ -47,7 +46,7 @@ func openCounted(t *testing.T) (*Store, *roundTrips) {
 // openCountedConns is openCounted with a pool of conns connections.
 func openCountedConns(t *testing.T, conns int) (*Store, *roundTrips) {
 	t.Helper()
-	cfg, err := pgxpool.ParseConfig(testdb.PostgresURL(t) + fmt.Sprintf("&pool_max_conns=%d", conns))
+	cfg, err := pgxpool.ParseConfig(migrated.URL(t) + fmt.Sprintf("&pool_max_conns=%d", conns))
 	require.NoError(t, err)
 	trips := &roundTrips{}
 	cfg.ConnConfig.Tracer = trips

@@ -23,10 +23,11 @@ import (
 // t0 is the test clock's time: a whole second, which PostgreSQL keeps exactly.
 var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
-// openNodes opens n stores on one fresh schema, migrated once.
+// openNodes opens n stores on one fresh schema, a copy of migrated that
+// the first migrates again.
 func openNodes(t *testing.T, n int) []*Store {
 	t.Helper()
-	url := testdb.PostgresURL(t)
+	url := migrated.URL(t)
 	nodes := make([]*Store, n)
 	for i := range nodes {
 		s, err := Open(t.Context(), url, slog.New(slog.DiscardHandler))
@@ -266,7 +267,7 @@ func TestNodes(t *testing.T) {
 
 	t.Run("CloseEndsSubscriptions", func(t *testing.T) {
 		t.Parallel()
-		url := testdb.PostgresURL(t)
+		url := migrated.URL(t)
 		s, err := Open(t.Context(), url, nil)
 		require.NoError(t, err)
 		require.NoError(t, s.Migrate(t.Context()))

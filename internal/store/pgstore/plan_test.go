@@ -13,7 +13,6 @@ import (
 
 	"github.com/heraldhooks/herald"
 	"github.com/heraldhooks/herald/internal/store"
-	"github.com/heraldhooks/herald/internal/testdb"
 )
 
 // explain returns the plan PostgreSQL makes for q with args, with
@@ -408,7 +407,7 @@ func TestGenericPlans(t *testing.T) {
 // use of it.)
 func TestGenericPlansStayInTheirStatements(t *testing.T) {
 	t.Parallel()
-	s, err := Open(t.Context(), testdb.PostgresURL(t)+"&pool_max_conns=1", slog.New(slog.DiscardHandler))
+	s, err := Open(t.Context(), migrated.URL(t)+"&pool_max_conns=1", slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	require.NoError(t, s.Migrate(t.Context()))

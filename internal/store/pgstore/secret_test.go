@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net/url"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +22,7 @@ import (
 func TestSecrets(t *testing.T) {
 	t.Parallel()
 	storetest.RunSecrets(t, func(t *testing.T) storetest.SecretsDB {
-		url := testdb.PostgresURL(t)
+		url := migrated.URL(t)
 		return storetest.NewSecretsDB(opener(url), func(t *testing.T) []byte { return dumpSchema(t, url) })
 	})
 }
@@ -59,22 +56,12 @@ func dumpSchema(t *testing.T, dbURL string) []byte {
 	return out
 }
 
-// pgDump finds pg_dump: HERALD_TEST_PG_DUMP, the PATH, or the newest of
-// Debian's /usr/lib/postgresql/*/bin.
+// pgDump finds pg_dump (testdb.PostgresDumpPath).
 func pgDump(t *testing.T) string {
 	t.Helper()
-	if p := os.Getenv("HERALD_TEST_PG_DUMP"); p != "" {
-		return p
-	}
-	if p, err := exec.LookPath("pg_dump"); err == nil {
-		return p
-	}
-	found, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_dump")
-	if len(found) == 0 {
-		t.Fatal("pg_dump not found: install the PostgreSQL client, or set HERALD_TEST_PG_DUMP")
-	}
-	slices.Sort(found)
-	return found[len(found)-1]
+	p, err := testdb.PostgresDumpPath()
+	require.NoError(t, err)
+	return p
 }
 
 // TestPlainSecretsUseTheirIndex: the pass that seals plain secrets, run at

@@ -1,6 +1,7 @@
 package sqlitestore
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"log/slog"
@@ -17,9 +18,28 @@ import (
 	"github.com/heraldhooks/herald/internal/testdb"
 )
 
+// migrated is an empty database with every migration applied, built once
+// per test process and copied for each test that starts from it
+// (testdb.SQLiteTemplate), as sqlitetest does for other packages' tests,
+// which this package's own cannot import. Tests of migrations start from
+// an empty file (testdb.SQLitePath) instead.
+var migrated = testdb.NewSQLiteTemplate(func(ctx context.Context, path string) error {
+	s, err := Open(ctx, path, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	if err := s.Migrate(ctx); err != nil {
+		s.Close()
+		return err
+	}
+	return s.Close()
+})
+
+// openInternal opens a store on a copy of migrated, closed when t ends,
+// and migrates it again, which finds nothing left to apply.
 func openInternal(t *testing.T) *Store {
 	t.Helper()
-	s, err := Open(t.Context(), testdb.SQLitePath(t), slog.New(slog.DiscardHandler))
+	s, err := Open(t.Context(), migrated.Path(t), slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	require.NoError(t, s.Migrate(t.Context()))

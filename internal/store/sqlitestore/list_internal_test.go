@@ -19,7 +19,7 @@ import (
 // the consumers c1 and c2, returned by consumer.
 func openLister(t *testing.T, listEvery time.Duration) (*Store, map[string]string) {
 	t.Helper()
-	s, err := Open(t.Context(), testdb.SQLitePath(t), slog.New(slog.DiscardHandler))
+	s, err := Open(t.Context(), migrated.Path(t), slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	s.listEvery = listEvery
@@ -219,7 +219,7 @@ func TestListingMigrationListsEveryRow(t *testing.T) {
 // the writer's time for each row listed (an event or a delivery), and
 // hold-ms a transaction's (up to listBatch rows).
 func BenchmarkListPass(b *testing.B) {
-	s, err := Open(b.Context(), testdb.SQLitePath(b), slog.New(slog.DiscardHandler))
+	s, err := Open(b.Context(), migrated.Path(b), slog.New(slog.DiscardHandler))
 	require.NoError(b, err)
 	b.Cleanup(func() { require.NoError(b, s.Close()) })
 	s.listEvery = time.Hour

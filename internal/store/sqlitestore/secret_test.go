@@ -14,8 +14,8 @@ import (
 
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore"
+	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
 	"github.com/heraldhooks/herald/internal/store/storetest"
-	"github.com/heraldhooks/herald/internal/testdb"
 )
 
 // TestSecrets holds the SQLite backend to the cases of secrets sealed at
@@ -23,7 +23,7 @@ import (
 func TestSecrets(t *testing.T) {
 	t.Parallel()
 	storetest.RunSecrets(t, func(t *testing.T) storetest.SecretsDB {
-		path := testdb.SQLitePath(t)
+		path := sqlitetest.Path(t)
 		open := func(ctx context.Context, opts ...store.OpenOption) (*sqlitestore.Store, error) {
 			return sqlitestore.Open(ctx, path, slog.New(slog.DiscardHandler), opts...)
 		}

@@ -13,7 +13,6 @@ import (
 	"github.com/heraldhooks/herald/internal/store/sqlitestore"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
 	"github.com/heraldhooks/herald/internal/store/storetest"
-	"github.com/heraldhooks/herald/internal/testdb"
 )
 
 // open returns a migrated store on a fresh file, closed when t ends: a copy
@@ -51,7 +50,7 @@ func TestOpenRefusesNonFilePaths(t *testing.T) {
 
 func TestDataSurvivesReopen(t *testing.T) {
 	t.Parallel()
-	path := testdb.SQLitePath(t)
+	path := sqlitetest.Path(t)
 	s, err := sqlitestore.Open(t.Context(), path, nil)
 	require.NoError(t, err)
 	require.NoError(t, s.Migrate(t.Context()))
@@ -77,7 +76,7 @@ func TestDataSurvivesReopen(t *testing.T) {
 
 func TestCloseEndsSubscriptions(t *testing.T) {
 	t.Parallel()
-	s, err := sqlitestore.Open(t.Context(), testdb.SQLitePath(t), nil)
+	s, err := sqlitestore.Open(t.Context(), sqlitetest.Path(t), nil)
 	require.NoError(t, err)
 	require.NoError(t, s.Migrate(t.Context()))
 	ch, err := s.Subscribe(context.Background())

@@ -13,7 +13,6 @@ import (
 
 	"github.com/heraldhooks/herald"
 	"github.com/heraldhooks/herald/internal/store"
-	"github.com/heraldhooks/herald/internal/testdb"
 )
 
 // openWithEndpoint opens a store with one endpoint, of consumer "c", taking
@@ -148,7 +147,7 @@ func TestIngestCallsThatOverlapCommitTogether(t *testing.T) {
 // database file through the checkpointer; Close leaves the WAL empty.
 func TestCheckpointerCopiesTheWALIntoTheFile(t *testing.T) {
 	t.Parallel()
-	path := testdb.SQLitePath(t)
+	path := migrated.Path(t)
 	s, err := Open(t.Context(), path, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	require.NoError(t, s.Migrate(t.Context()))

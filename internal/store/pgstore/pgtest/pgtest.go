@@ -1,0 +1,36 @@
+// Package pgtest gives tests a migrated PostgreSQL schema of their own
+// without applying the migrations for each: they are applied once per test
+// process, and each test gets a copy of the schema. It is imported only by
+// tests.
+package pgtest
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+
+	"github.com/heraldhooks/herald/internal/store/pgstore"
+	"github.com/heraldhooks/herald/internal/testdb"
+)
+
+// migrated is an empty schema with every migration applied.
+var migrated = testdb.NewPostgresTemplate(func(ctx context.Context, url string) error {
+	s, err := pgstore.Open(ctx, url, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	if err := s.Migrate(ctx); err != nil {
+		s.Close()
+		return err
+	}
+	return s.Close()
+})
+
+// URL creates a schema for this test holding an empty database with every
+// migration applied, drops it when the test ends, and returns a connection
+// URL whose search_path is that schema. Opening it and migrating again
+// finds nothing left to apply, as on a restart.
+func URL(t testing.TB) string {
+	t.Helper()
+	return migrated.URL(t)
+}
