@@ -36,12 +36,16 @@ var migrated = testdb.NewSQLiteTemplate(func(ctx context.Context, path string) e
 })
 
 // openInternal opens a store on a copy of migrated, closed when t ends,
-// and migrates it again, which finds nothing left to apply.
-func openInternal(t *testing.T) *Store {
+// applies before to it, and migrates it again, which finds nothing left
+// to apply.
+func openInternal(t *testing.T, before ...func(*Store)) *Store {
 	t.Helper()
 	s, err := Open(t.Context(), migrated.Path(t), slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	for _, f := range before {
+		f(s) // before Migrate starts the lister
+	}
 	require.NoError(t, s.Migrate(t.Context()))
 	return s
 }

@@ -19,7 +19,9 @@ import (
 // every event type, and its statements compiled (which needs the writer).
 func openWithEndpoint(t *testing.T) *Store {
 	t.Helper()
-	s := openInternal(t)
+	// The lister, which commits a pass every listEvery, waits an hour, so
+	// that the commits a test counts are the writers' it drives.
+	s := openInternal(t, func(s *Store) { s.listEvery = time.Hour })
 	_, err := s.EndpointCreate(t.Context(), &store.EndpointCreateParams{Endpoint: &herald.Endpoint{
 		ConsumerID: "c", URL: "https://example.com/h", EventTypes: []string{"*"}, Enabled: true,
 		Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", Timeout: time.Second, SignatureScheme: herald.SchemeStandard,
