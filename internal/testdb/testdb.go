@@ -25,6 +25,29 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// Migrator is a store as a template's build function sees it.
+type Migrator interface {
+	Migrate(ctx context.Context) error
+	Close() error
+}
+
+// Migrated is the build function of a template of a migrated database:
+// it opens the database at dsn (a file's path, or a schema's URL) with
+// open, applies every migration and closes it.
+func Migrated(open func(ctx context.Context, dsn string) (Migrator, error)) func(context.Context, string) error {
+	return func(ctx context.Context, dsn string) error {
+		s, err := open(ctx, dsn)
+		if err != nil {
+			return err
+		}
+		if err := s.Migrate(ctx); err != nil {
+			s.Close()
+			return err
+		}
+		return s.Close()
+	}
+}
+
 // DefaultPostgresURL is the database used when HERALD_TEST_DATABASE_URL is unset.
 const DefaultPostgresURL = "postgres://postgres@127.0.0.1:5432/test?sslmode=disable"
 

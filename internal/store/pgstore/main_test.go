@@ -36,14 +36,6 @@ func TestMain(m *testing.M) {
 // (testdb.PostgresTemplate): a test that migrated its own schema from zero
 // spent most of its time there. Tests of migrations start from an empty
 // schema (testdb.PostgresURL) instead.
-var migrated = testdb.NewPostgresTemplate(func(ctx context.Context, url string) error {
-	s, err := Open(ctx, url, slog.New(slog.DiscardHandler))
-	if err != nil {
-		return err
-	}
-	if err := s.Migrate(ctx); err != nil {
-		s.Close()
-		return err
-	}
-	return s.Close()
-})
+var migrated = testdb.NewPostgresTemplate(testdb.Migrated(func(ctx context.Context, url string) (testdb.Migrator, error) {
+	return Open(ctx, url, slog.New(slog.DiscardHandler))
+}))

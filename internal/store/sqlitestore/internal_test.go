@@ -23,17 +23,9 @@ import (
 // (testdb.SQLiteTemplate), as sqlitetest does for other packages' tests,
 // which this package's own cannot import. Tests of migrations start from
 // an empty file (testdb.SQLitePath) instead.
-var migrated = testdb.NewSQLiteTemplate(func(ctx context.Context, path string) error {
-	s, err := Open(ctx, path, slog.New(slog.DiscardHandler))
-	if err != nil {
-		return err
-	}
-	if err := s.Migrate(ctx); err != nil {
-		s.Close()
-		return err
-	}
-	return s.Close()
-})
+var migrated = testdb.NewSQLiteTemplate(testdb.Migrated(func(ctx context.Context, path string) (testdb.Migrator, error) {
+	return Open(ctx, path, slog.New(slog.DiscardHandler))
+}))
 
 // openInternal opens a store on a copy of migrated, closed when t ends,
 // applies before to it, and migrates it again, which finds nothing left

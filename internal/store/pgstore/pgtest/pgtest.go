@@ -14,17 +14,9 @@ import (
 )
 
 // migrated is an empty schema with every migration applied.
-var migrated = testdb.NewPostgresTemplate(func(ctx context.Context, url string) error {
-	s, err := pgstore.Open(ctx, url, slog.New(slog.DiscardHandler))
-	if err != nil {
-		return err
-	}
-	if err := s.Migrate(ctx); err != nil {
-		s.Close()
-		return err
-	}
-	return s.Close()
-})
+var migrated = testdb.NewPostgresTemplate(testdb.Migrated(func(ctx context.Context, url string) (testdb.Migrator, error) {
+	return pgstore.Open(ctx, url, slog.New(slog.DiscardHandler))
+}))
 
 // URL creates a schema for this test holding an empty database with every
 // migration applied, drops it when the test ends, and returns a connection

@@ -14,17 +14,9 @@ import (
 )
 
 // migrated is an empty database with every migration applied.
-var migrated = testdb.NewSQLiteTemplate(func(ctx context.Context, path string) error {
-	s, err := sqlitestore.Open(ctx, path, slog.New(slog.DiscardHandler))
-	if err != nil {
-		return err
-	}
-	if err := s.Migrate(ctx); err != nil {
-		s.Close()
-		return err
-	}
-	return s.Close()
-})
+var migrated = testdb.NewSQLiteTemplate(testdb.Migrated(func(ctx context.Context, path string) (testdb.Migrator, error) {
+	return sqlitestore.Open(ctx, path, slog.New(slog.DiscardHandler))
+}))
 
 // Path returns the path of a new file in the test's temp dir holding an
 // empty database with every migration applied. Opening it and migrating
