@@ -530,6 +530,7 @@ func heraldBinary(t *testing.T) string {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	pgtest.Close()
 	if heraldBuild.dir != "" {
 		os.RemoveAll(heraldBuild.dir)
 	}

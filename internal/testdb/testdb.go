@@ -134,7 +134,8 @@ func schemaURL(t testing.TB, schema string) string {
 	return u
 }
 
-// withSearchPath is base with search_path set to schema.
+// withSearchPath is base with search_path set to schema, and
+// application_name too, so that the connections to a schema can be told.
 func withSearchPath(base, schema string) (string, error) {
 	u, err := url.Parse(base)
 	if err != nil {
@@ -142,6 +143,7 @@ func withSearchPath(base, schema string) (string, error) {
 	}
 	q := u.Query()
 	q.Set("search_path", schema)
+	q.Set("application_name", schema)
 	u.RawQuery = q.Encode()
 	return u.String(), nil
 }

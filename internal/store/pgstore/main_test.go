@@ -28,13 +28,16 @@ func TestMain(m *testing.M) {
 			panic(err)
 		}
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	migrated.Close()
+	os.Exit(code)
 }
 
 // migrated is an empty schema with every migration applied, built once
-// per test process and copied into each test that starts from it
-// (testdb.PostgresTemplate): a test that migrated its own schema from zero
-// spent most of its time there. Tests of migrations start from an empty
+// per test process and copied into each test that starts from it, the
+// copies pooled and emptied between tests (testdb.PostgresTemplate): a
+// test that migrated its own schema from zero spent most of its time
+// there. Tests of migrations start from an empty
 // schema (testdb.PostgresURL) instead.
 var migrated = testdb.NewPostgresTemplate(testdb.Migrated(func(ctx context.Context, url string) (testdb.Migrator, error) {
 	return Open(ctx, url, slog.New(slog.DiscardHandler))

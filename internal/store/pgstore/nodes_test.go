@@ -23,11 +23,23 @@ import (
 // t0 is the test clock's time: a whole second, which PostgreSQL keeps exactly.
 var t0 = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 
-// openNodes opens n stores on one fresh schema, a copy of migrated that
-// the first migrates again.
+// openNodes opens n stores on one schema of their own, a copy of migrated
+// that the first migrates again.
 func openNodes(t *testing.T, n int) []*Store {
 	t.Helper()
-	url := migrated.URL(t)
+	return openOn(t, migrated.URL(t), n)
+}
+
+// openPlanned opens a store on a copy of migrated that no test has used:
+// for tests of the planner's choices, which depend on what a table held.
+func openPlanned(t *testing.T) *Store {
+	t.Helper()
+	return openOn(t, migrated.FreshURL(t), 1)[0]
+}
+
+// openOn opens n stores on url, the first migrating it.
+func openOn(t *testing.T, url string, n int) []*Store {
+	t.Helper()
 	nodes := make([]*Store, n)
 	for i := range nodes {
 		s, err := Open(t.Context(), url, slog.New(slog.DiscardHandler))

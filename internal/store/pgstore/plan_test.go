@@ -54,7 +54,7 @@ func explainWith(t *testing.T, s *Store, set, q string, args ...any) string {
 // would turn a probe per endpoint into a scan of every delivery.
 func TestPlans(t *testing.T) {
 	t.Parallel()
-	s := openNodes(t, 1)[0]
+	s := openPlanned(t)
 	a := createEndpoint(t, s, "c1")
 	ingest(t, s, "c1", 3)
 
@@ -288,7 +288,7 @@ ANALYZE endpoints, events, deliveries, attempts`)
 // whole index, fails here.
 func TestGenericPlans(t *testing.T) {
 	t.Parallel()
-	s := openNodes(t, 1)[0]
+	s := openPlanned(t)
 	// scan is how a statement reaches rows of table through index: an
 	// index scan, or a bitmap scan of the index.
 	scan := func(index, table string) string {
@@ -407,7 +407,7 @@ func TestGenericPlans(t *testing.T) {
 // use of it.)
 func TestGenericPlansStayInTheirStatements(t *testing.T) {
 	t.Parallel()
-	s, err := Open(t.Context(), migrated.URL(t)+"&pool_max_conns=1", slog.New(slog.DiscardHandler))
+	s, err := Open(t.Context(), migrated.FreshURL(t)+"&pool_max_conns=1", slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	require.NoError(t, s.Migrate(t.Context()))

@@ -20,7 +20,7 @@ func purgeAt(ctx context.Context, s *Store) (store.PurgeResult, error) {
 // and reaches deliveries and attempts by theirs, never by a scan.
 func TestPurgePlans(t *testing.T) {
 	t.Parallel()
-	s := openNodes(t, 1)[0]
+	s := openPlanned(t)
 	ids := []string{"evt_x", "evt_y"}
 	// Enough events that the planner sees a table worth an index walk.
 	for range 4 {

@@ -1,7 +1,7 @@
 // Package pgtest gives tests a migrated PostgreSQL schema of their own
 // without applying the migrations for each: they are applied once per test
-// process, and each test gets a copy of the schema. It is imported only by
-// tests.
+// process, and each test gets a copy of the schema, emptied and reused
+// when the test ends. It is imported only by tests.
 package pgtest
 
 import (
@@ -18,8 +18,13 @@ var migrated = testdb.NewPostgresTemplate(testdb.Migrated(func(ctx context.Conte
 	return pgstore.Open(ctx, url, slog.New(slog.DiscardHandler))
 }))
 
-// URL creates a schema for this test holding an empty database with every
-// migration applied, drops it when the test ends, and returns a connection
+// Close drops the pooled copies; a package's TestMain calls it after
+// m.Run. A process that does not leaves them to the next test process's
+// template build, which drops them once this process has ended.
+func Close() { migrated.Close() }
+
+// URL gives this test a schema of its own holding an empty database with
+// every migration applied, takes it back when the test ends, and returns a connection
 // URL whose search_path is that schema. Opening it and migrating again
 // finds nothing left to apply, as on a restart.
 func URL(t testing.TB) string {
