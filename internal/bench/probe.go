@@ -199,6 +199,7 @@ func (p *probe) liteTables(ctx context.Context) (tableStats, error) {
 type pgUsage struct {
 	cpu   map[int]time.Duration // by backend pid
 	xacts int64                 // xact_commit + xact_rollback
+	wal   uint64                // the server's WAL insert position, in bytes
 }
 
 // pgUsage reads the CPU time of every backend of this database but the
@@ -215,9 +216,13 @@ WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&pids)
 	if err != nil {
 		return u, fmt.Errorf("list the database's backends: %w", err)
 	}
+	var lsn string
 	if err := p.pg.QueryRow(ctx, `
-SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()`).Scan(&u.xacts); err != nil {
-		return u, fmt.Errorf("read the database's transactions: %w", err)
+SELECT xact_commit + xact_rollback, pg_current_wal_lsn()::text FROM pg_stat_database WHERE datname = current_database()`).Scan(&u.xacts, &lsn); err != nil {
+		return u, fmt.Errorf("read the database's transactions and the WAL position: %w", err)
+	}
+	if u.wal, err = parseLSN(lsn); err != nil {
+		return u, err
 	}
 	var readErr error
 	for _, pid := range pids {
@@ -232,6 +237,24 @@ SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current
 		return u, fmt.Errorf("PostgreSQL's backends: %w", readErr)
 	}
 	return u, nil
+}
+
+// parseLSN reads a WAL position as PostgreSQL writes it (two hex halves,
+// "16/B374D848") as a byte offset.
+func parseLSN(lsn string) (uint64, error) {
+	hi, lo, ok := strings.Cut(lsn, "/")
+	h, err1 := strconv.ParseUint(hi, 16, 32)
+	l, err2 := strconv.ParseUint(lo, 16, 32)
+	if !ok || err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("read the WAL position %q: not an LSN", lsn)
+	}
+	return h<<32 | l, nil
+}
+
+// walSince is the WAL the server wrote between u0 and u, in bytes: every
+// database's, so the bench's share only when nothing else writes.
+func (u pgUsage) walSince(u0 pgUsage) int64 {
+	return int64(u.wal - u0.wal)
 }
 
 // cpuSince is the CPU time the backends used between u0 and u: a backend

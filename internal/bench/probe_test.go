@@ -111,10 +111,13 @@ func TestProbe(t *testing.T) {
 			_, err := other.Exec(ctx, `SELECT count(*) FROM generate_series(1, 20000)`)
 			require.NoError(t, err)
 		}
+		_, err = other.Exec(ctx, `CREATE TABLE filler AS SELECT repeat('x', 1000) AS v FROM generate_series(1, 100)`)
+		require.NoError(t, err)
 		u1, err := p.pgUsage(ctx)
 		require.NoError(t, err)
 		require.Positive(t, u1.cpuSince(u0), "the other backend worked")
 		require.GreaterOrEqual(t, u1.xacts, u0.xacts)
+		require.Greater(t, u1.walSince(u0), int64(100*1000), "100 rows of 1,000 bytes went through the WAL")
 	})
 }
 
@@ -124,4 +127,18 @@ func TestPgUsageCPUSince(t *testing.T) {
 	u1 := pgUsage{cpu: map[int]time.Duration{1: 3 * time.Second, 2: 2 * time.Second, 4: 500 * time.Millisecond}}
 	// 1 used 2 s, 2 nothing, 4 is new (all of its 0.5 s), 3 ended (not counted).
 	require.Equal(t, 2500*time.Millisecond, u1.cpuSince(u0), fmt.Sprint(u1))
+}
+
+func TestParseLSN(t *testing.T) {
+	t.Parallel()
+	for lsn, want := range map[string]uint64{"0/0": 0, "0/16B3748": 0x16B3748, "16/B374D848": 0x16<<32 | 0xB374D848, "FFFFFFFF/FFFFFFFF": 1<<64 - 1} {
+		got, err := parseLSN(lsn)
+		require.NoError(t, err, lsn)
+		require.Equal(t, want, got, lsn)
+	}
+	for _, bad := range []string{"", "16", "16/", "/1", "G/1", "1/100000000"} {
+		_, err := parseLSN(bad)
+		require.Error(t, err, bad)
+	}
+	require.Equal(t, int64(4096), pgUsage{wal: 1<<32 + 4096}.walSince(pgUsage{wal: 1 << 32}))
 }

@@ -228,6 +228,12 @@ type HeraldResources struct {
 	// --idle); PostgresError says why it could not be read.
 	PostgresCPUSeconds *float64 `json:"postgres_cpu_seconds,omitempty"`
 	PostgresError      string   `json:"postgres_error,omitempty"`
+	// PostgresWALBytes is, on PostgreSQL, the write-ahead log the server
+	// wrote over the same time (pg_current_wal_lsn before and after): every
+	// database's, so Herald's alone when nothing else writes to the server.
+	// WALBytesPerDelivery is it over the deliveries.
+	PostgresWALBytes    *int64   `json:"postgres_wal_bytes,omitempty"`
+	WALBytesPerDelivery *float64 `json:"wal_bytes_per_delivery,omitempty"`
 	// CPUMSPerDelivery is Herald's CPU time, and on PostgreSQL its
 	// database's too, over the deliveries, in milliseconds: what one
 	// delivery costs the machine, ingest to outcome.
@@ -384,6 +390,13 @@ func (r *Report) WriteText(w io.Writer) error {
 		row("postgres CPU", secs(*h.PostgresCPUSeconds)+" s", detail)
 	} else if h.PostgresError != "" {
 		row("postgres CPU", "unknown", h.PostgresError)
+	}
+	if h.PostgresWALBytes != nil {
+		detail := "the server's, every database's"
+		if h.WALBytesPerDelivery != nil {
+			detail = fmt.Sprintf("%.0f bytes a delivery; %s", *h.WALBytesPerDelivery, detail)
+		}
+		row("postgres WAL", fmt.Sprintf("%.1f MiB", float64(*h.PostgresWALBytes)/(1<<20)), detail)
 	}
 	if h.CPUMSPerDelivery != nil {
 		who := "Herald's"

@@ -391,6 +391,11 @@ func (r *run) measure(ctx context.Context) (*Report, error) {
 	}
 	if pgErr == nil {
 		rep.Herald.PostgresCPUSeconds = ptr(pg1.cpuSince(pg0).Seconds())
+		wal := pg1.walSince(pg0)
+		rep.Herald.PostgresWALBytes = ptr(wal)
+		if counts.Delivered > 0 {
+			rep.Herald.WALBytesPerDelivery = ptr(float64(wal) / float64(counts.Delivered))
+		}
 	} else if !errors.Is(pgErr, errNoPostgres) {
 		rep.Herald.PostgresError = pgErr.Error()
 	}

@@ -78,6 +78,7 @@ func TestBenchSpawnsHeraldAndCountsEveryDelivery(t *testing.T) {
 	require.NotNil(t, rep.Herald.CPUMSPerDelivery, "Herald's CPU over its deliveries")
 	require.InDelta(t, 1000*(*rep.Herald.CPUSeconds)/200, *rep.Herald.CPUMSPerDelivery, 1e-9)
 	require.Nil(t, rep.Herald.PostgresCPUSeconds, "SQLite has no backends")
+	require.Nil(t, rep.Herald.PostgresWALBytes, "nor a WAL position to read")
 	require.Empty(t, r.err, "-q prints no progress")
 
 	t.Run("PostgreSQL", func(t *testing.T) {
@@ -93,12 +94,17 @@ func TestBenchSpawnsHeraldAndCountsEveryDelivery(t *testing.T) {
 		require.Positive(t, *rep.Herald.PostgresCPUSeconds, "200 events cost the database something")
 		require.NotNil(t, rep.Herald.CPUMSPerDelivery)
 		require.InDelta(t, 1000*(*rep.Herald.CPUSeconds+*rep.Herald.PostgresCPUSeconds)/200, *rep.Herald.CPUMSPerDelivery, 1e-9)
+		require.NotNil(t, rep.Herald.PostgresWALBytes, "the WAL the server wrote")
+		require.Greater(t, *rep.Herald.PostgresWALBytes, int64(200*1024), "200 events of 1 KiB went through the WAL")
+		require.NotNil(t, rep.Herald.WALBytesPerDelivery)
+		require.InDelta(t, float64(*rep.Herald.PostgresWALBytes)/200, *rep.Herald.WALBytesPerDelivery, 1e-9)
 
 		r = benchRun(t, nil, "--db", pgtest.URL(t), "--events", "20", "--endpoints", "1", "--herald-binary", bin)
 		require.NoError(t, r.e, "stdout: %s\nstderr: %s", r.out, r.err)
 		require.Regexp(t, `(?m)^ingest call p99\s+\S+ ms\s*$`, r.out)
 		require.Regexp(t, `(?m)^postgres CPU\s+\S+ s\s+the database's backends, about \S+ cores busy$`, r.out)
 		require.Regexp(t, `(?m)^CPU per delivery\s+\S+ ms\s+Herald's and its database's CPU time over the deliveries$`, r.out)
+		require.Regexp(t, `(?m)^postgres WAL\s+\S+ MiB\s+\d+ bytes a delivery; the server's, every database's$`, r.out)
 	})
 }
 
