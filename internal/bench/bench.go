@@ -47,6 +47,11 @@ const (
 	MaxIdleEndpoints = 1_000_000
 	// MaxIdle is the longest --idle.
 	MaxIdle = time.Hour
+	// MaxReceiverDelay is the longest --receiver-delay: past Herald's
+	// longest endpoint timeout, a receiver that never answers.
+	MaxReceiverDelay = 2 * time.Minute
+	// MaxMaxInFlight is the largest --max-in-flight, as the API allows.
+	MaxMaxInFlight = 1000
 	// MinSoakEvery is the shortest --soak-every: a row reads the hot
 	// tables, which costs the database a little each time.
 	MinSoakEvery = time.Second
@@ -114,6 +119,13 @@ type Options struct {
 	// Verify checks every delivery's signature and body at the receiver,
 	// which costs the bench CPU time that Herald shares on one machine.
 	Verify bool
+	// ReceiverDelay is how long the receiver takes to answer each
+	// delivery (a slow receiver); a delivery counts as arrived when it
+	// comes, its answer follows ReceiverDelay later.
+	ReceiverDelay time.Duration
+	// MaxInFlight is each endpoint's max_in_flight; 0 leaves Herald's
+	// default.
+	MaxInFlight int
 
 	// IdleEndpoints is how many idle endpoints to create before the load,
 	// each of its own consumer (idle_000001, ...), enabled, delivering to
@@ -252,6 +264,12 @@ func (o Options) Validate() error {
 	}
 	if o.DrainTimeout < 0 || o.DrainTimeout > MaxDrainTimeout {
 		bad("--drain-timeout must be at most %s", MaxDrainTimeout)
+	}
+	if o.ReceiverDelay < 0 || o.ReceiverDelay > MaxReceiverDelay {
+		bad("--receiver-delay must be from 0 to %s, not %s", MaxReceiverDelay, o.ReceiverDelay)
+	}
+	if o.MaxInFlight < 0 || o.MaxInFlight > MaxMaxInFlight {
+		bad("--max-in-flight must be from 1 to %d (0: Herald's default), not %d", MaxMaxInFlight, o.MaxInFlight)
 	}
 	if o.IdleEndpoints < 0 || o.IdleEndpoints > MaxIdleEndpoints {
 		bad("--idle-endpoints must be from 0 to %d, not %d", MaxIdleEndpoints, o.IdleEndpoints)

@@ -61,6 +61,10 @@ func TestOptionsValidate(t *testing.T) {
 		{"SoakEveryTooShort", Options{Soak: time.Minute, SoakEvery: time.Millisecond}, "--soak-every must be from 1s to --soak (1m0s)"},
 		{"SoakEveryLongerThanSoak", Options{Soak: time.Minute, SoakEvery: 2 * time.Minute}, "--soak-every must be from 1s"},
 		{"SoakRateTooMany", Options{Soak: time.Hour, Rate: 5000}, "--rate × --duration"},
+		{"NegativeReceiverDelay", Options{ReceiverDelay: -time.Millisecond}, "--receiver-delay must be from 0 to 2m0s, not -1ms"},
+		{"ReceiverDelayTooLong", Options{ReceiverDelay: MaxReceiverDelay + time.Second}, "--receiver-delay must be from 0"},
+		{"NegativeMaxInFlight", Options{MaxInFlight: -1}, "--max-in-flight must be from 1 to 1000 (0: Herald's default), not -1"},
+		{"MaxInFlightTooMany", Options{MaxInFlight: MaxMaxInFlight + 1}, "--max-in-flight must be from 1 to 1000"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -21,10 +21,11 @@ import (
 // number follows it (/e/12).
 const receiverPath = "/e/"
 
-// receiver is the bench's webhook receiver: it answers 200 at once and
-// records each delivery's arrival in a Tally, under the webhook-id header
-// and the endpoint number in the path. It logs nothing and, unless asked to
-// verify, reads no more of a request than net/http must.
+// receiver is the bench's webhook receiver: it records each delivery's
+// arrival in a Tally, under the webhook-id header and the endpoint number
+// in the path, and answers 200, at once or, as a slow receiver, delay
+// later. It logs nothing and, unless asked to verify, reads no more of a
+// request than net/http must.
 type receiver struct {
 	tally *Tally
 	// check, when set, verifies each webhook's signature with its
@@ -32,6 +33,7 @@ type receiver struct {
 	check   *bodyCheck
 	srv     *http.Server
 	ln      net.Listener
+	delay   time.Duration
 	strange atomic.Int64 // requests with no webhook-id or a path not /e/N
 }
 
@@ -56,13 +58,14 @@ func (c *bodyCheck) secret(num string) string {
 	return c.secrets[num]
 }
 
-// startReceiver listens on a free 127.0.0.1 port and serves until close.
-func startReceiver(tally *Tally, check *bodyCheck) (*receiver, error) {
+// startReceiver listens on a free 127.0.0.1 port and serves until close,
+// answering each delivery delay after it came.
+func startReceiver(tally *Tally, check *bodyCheck, delay time.Duration) (*receiver, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("listen for webhooks: %w", err)
 	}
-	r := &receiver{tally: tally, check: check, ln: ln}
+	r := &receiver{tally: tally, check: check, ln: ln, delay: delay}
 	r.srv = &http.Server{
 		Handler:           r,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -101,6 +104,18 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	k = append(k, '#')
 	k = append(k, num...)
 	r.tally.arrivedBytes(k, now)
+	if r.delay > 0 {
+		// A slow receiver: it answers delay after the delivery came (real
+		// time, which is what a bench measures), or not at all if Herald
+		// gives up first.
+		t := time.NewTimer(r.delay - time.Since(now))
+		select {
+		case <-t.C:
+		case <-req.Context().Done():
+			t.Stop()
+			return
+		}
+	}
 	w.WriteHeader(http.StatusOK)
 }
 

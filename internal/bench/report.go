@@ -65,6 +65,11 @@ type Load struct {
 	Connections int     `json:"connections"`
 	PayloadSize int     `json:"payload_size"`
 	Verify      bool    `json:"verify"`
+	// ReceiverDelayMS is how long the receiver took to answer each
+	// delivery (--receiver-delay); MaxInFlight each endpoint's
+	// max_in_flight (--max-in-flight, 0: Herald's default).
+	ReceiverDelayMS float64 `json:"receiver_delay_ms,omitempty"`
+	MaxInFlight     int     `json:"max_in_flight,omitempty"`
 	// IdleEndpoints is the --idle-endpoints made besides Endpoints.
 	IdleEndpoints int `json:"idle_endpoints"`
 	// IdleSeconds is the --idle, SoakSeconds the --soak.
@@ -288,9 +293,16 @@ func (r *Report) WriteText(w io.Writer) error {
 			(time.Duration(l.IdleSeconds * float64(time.Second))).String(),
 			plural(l.Endpoints, "endpoint"), plural(l.Consumers, "consumer"), idle)
 	} else {
-		fmt.Fprintf(w, "herald bench: %s, %s, to %s of %s (fanout %d)%s, batch %d, %s, %d-byte payloads\n",
+		receiver := ""
+		if l.MaxInFlight > 0 {
+			receiver += fmt.Sprintf(", %d in flight an endpoint", l.MaxInFlight)
+		}
+		if l.ReceiverDelayMS > 0 {
+			receiver += ", receivers answering in " + (time.Duration(l.ReceiverDelayMS * float64(time.Millisecond))).String()
+		}
+		fmt.Fprintf(w, "herald bench: %s, %s, to %s of %s (fanout %d)%s, batch %d, %s, %d-byte payloads%s\n",
 			amount, rate, plural(l.Endpoints, "endpoint"), plural(l.Consumers, "consumer"), l.Fanout, idle, l.Batch,
-			plural(l.Connections, "connection"), l.PayloadSize)
+			plural(l.Connections, "connection"), l.PayloadSize, receiver)
 	}
 	switch r.Target.Mode {
 	case "spawn":

@@ -174,7 +174,7 @@ func (r *run) start(ctx context.Context) error {
 	if o.Verify {
 		r.check = &bodyCheck{payload: r.payload, secrets: make(map[string]string, o.Endpoints)}
 	}
-	recv, err := startReceiver(r.tally, r.check)
+	recv, err := startReceiver(r.tally, r.check, o.ReceiverDelay)
 	if err != nil {
 		return err
 	}
@@ -223,9 +223,13 @@ func (r *run) setup(ctx context.Context) error {
 				}
 				g := i / o.Fanout
 				url, c, desc := r.recv.url(i), consumer(g), "herald bench"
-				ep, err := api.EndpointCreate(ctx, &client.EndpointParams{
+				params := &client.EndpointParams{
 					ConsumerID: &c, URL: &url, Description: &desc, EventTypes: []string{eventType(g)},
-				})
+				}
+				if o.MaxInFlight > 0 {
+					params.MaxInFlight = &o.MaxInFlight
+				}
+				ep, err := api.EndpointCreate(ctx, params)
 				if err != nil {
 					errOnce.Do(func() { setupErr = explainSetup(err) })
 					next.Store(int64(o.Endpoints)) // stop the others
@@ -434,6 +438,7 @@ func (r *run) baseReport() *Report {
 			Endpoints: o.Endpoints, Consumers: o.Consumers, Fanout: o.Fanout, Events: o.Events,
 			DurationSeconds: o.Duration.Seconds(), Rate: o.Rate, Batch: o.Batch,
 			Connections: o.Connections, PayloadSize: o.PayloadSize, Verify: o.Verify,
+			ReceiverDelayMS: float64(o.ReceiverDelay) / float64(time.Millisecond), MaxInFlight: o.MaxInFlight,
 			IdleEndpoints: o.IdleEndpoints, IdleSeconds: o.Idle.Seconds(), SoakSeconds: o.Soak.Seconds(),
 		},
 		Notes: []string{noteShared},

@@ -1,13 +1,17 @@
 package bench
 
 import (
+	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhooks/herald/verify"
 )
 
 func TestTally(t *testing.T) {
@@ -190,4 +194,36 @@ func seq(n int) []int {
 		out[i] = i + 1
 	}
 	return out
+}
+
+// TestSlowReceiver: with a delay, the receiver counts a delivery as
+// arrived when it comes and answers the delay later; a sender that gives
+// up first gets no answer, and the arrival still counts.
+func TestSlowReceiver(t *testing.T) {
+	t.Parallel()
+	const delay = 150 * time.Millisecond
+	tally := NewTally(4)
+	r, err := startReceiver(tally, nil, delay)
+	require.NoError(t, err)
+	t.Cleanup(func() { r.close() })
+	send := func(ctx context.Context, id string) (*http.Response, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.url(3), strings.NewReader("{}"))
+		require.NoError(t, err)
+		req.Header.Set(verify.HeaderStandardID, id)
+		return http.DefaultClient.Do(req)
+	}
+
+	start := time.Now()
+	res, err := send(t.Context(), "msg_1")
+	require.NoError(t, err)
+	res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	require.GreaterOrEqual(t, time.Since(start), delay, "answered before the delay")
+
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	_, err = send(ctx, "msg_2")
+	require.ErrorIs(t, err, context.DeadlineExceeded, "a sender's timeout cuts the wait")
+	_, _, arrivals := tally.Progress()
+	require.Equal(t, int64(2), arrivals, "both deliveries arrived")
 }

@@ -106,6 +106,27 @@ func TestBenchSpawnsHeraldAndCountsEveryDelivery(t *testing.T) {
 		require.Regexp(t, `(?m)^CPU per delivery\s+\S+ ms\s+Herald's and its database's CPU time over the deliveries$`, r.out)
 		require.Regexp(t, `(?m)^postgres WAL\s+\S+ MiB\s+\d+ bytes a delivery; the server's, every database's$`, r.out)
 	})
+
+	t.Run("SlowReceivers", func(t *testing.T) {
+		// Receivers that answer in 100 ms, two deliveries in flight an
+		// endpoint: 12 events to 2 endpoints take at least 3 rounds of
+		// 100 ms, and every delivery still arrives once.
+		r := benchRun(t, nil, "--events", "12", "--endpoints", "2", "--connections", "4",
+			"--receiver-delay", "100ms", "--max-in-flight", "2", "--herald-binary", bin, "--json", "-q")
+		require.NoError(t, r.e, "stdout: %s\nstderr: %s", r.out, r.err)
+		var rep bench.Report
+		require.NoError(t, json.Unmarshal([]byte(r.out), &rep), "stdout: %s", r.out)
+		require.Equal(t, 100.0, rep.Load.ReceiverDelayMS)
+		require.Equal(t, 2, rep.Load.MaxInFlight)
+		require.Equal(t, int64(12), rep.Deliveries.Delivered)
+		require.Zero(t, rep.Deliveries.Missing)
+		require.Zero(t, rep.Deliveries.Duplicated)
+		require.GreaterOrEqual(t, rep.Deliveries.WindowSeconds, 0.2, "two at a time on each endpoint, 100 ms each")
+
+		r = benchRun(t, nil, "--events", "2", "--endpoints", "1", "--receiver-delay", "20ms", "--max-in-flight", "5", "--herald-binary", bin)
+		require.NoError(t, r.e, "stdout: %s\nstderr: %s", r.out, r.err)
+		require.Contains(t, r.out, ", 5 in flight an endpoint, receivers answering in 20ms\n")
+	})
 }
 
 // TestBenchIdleEndpointsAndSoak spawns Herald on SQLite with 50 idle
