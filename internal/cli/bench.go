@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -12,10 +13,13 @@ import (
 
 func benchCmd(stdio IO) *cobra.Command {
 	var (
-		o      bench.Options
-		spawn  bool
-		asJSON bool
-		quiet  bool
+		o          bench.Options
+		spawn      bool
+		asJSON     bool
+		quiet      bool
+		shape      bool
+		shapeEps   []int
+		shapeDelay []time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "bench [flags] [-- serve flags]",
@@ -49,6 +53,7 @@ func benchCmd(stdio IO) *cobra.Command {
 			"  herald bench --duration 1m --rate 2000 --batch 100 --json\n" +
 			"  herald bench --events 50000 --fanout 10 --consumers 1 -- --concurrency 256\n" +
 			"  herald bench --idle-endpoints 100000 --idle 1m --soak 15m --rate 1000\n" +
+			"  herald bench --shape --duration 1m --rate 1000 --max-in-flight 300 -- --concurrency 2000\n" +
 			"  herald bench --server http://127.0.0.1:8080 --api-key \"$HERALD_API_KEY\"",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 0 && cmd.ArgsLenAtDash() != 0 {
@@ -66,6 +71,29 @@ func benchCmd(stdio IO) *cobra.Command {
 			}
 			if !quiet {
 				o.Progress = stdio.Err
+			}
+			if shape {
+				// The shapes set these; given, they are refused.
+				if !cmd.Flags().Changed("endpoints") {
+					o.Endpoints = 0
+				}
+				if !cmd.Flags().Changed("fanout") {
+					o.Fanout = 0
+				}
+				rep, err := bench.RunShapes(cmd.Context(), o, shapeEps, shapeDelay)
+				if rep != nil {
+					var perr error
+					if asJSON {
+						perr = printJSONValue(stdio.Out, rep)
+					} else {
+						perr = rep.WriteText(stdio.Out)
+					}
+					err = errors.Join(err, perr)
+				}
+				return err
+			}
+			if cmd.Flags().Changed("shape-endpoints") || cmd.Flags().Changed("shape-delays") {
+				return errors.New("--shape-endpoints and --shape-delays apply to --shape")
 			}
 			rep, err := bench.Run(cmd.Context(), o)
 			if rep != nil {
@@ -103,6 +131,9 @@ func benchCmd(stdio IO) *cobra.Command {
 	fs.DurationVar(&o.Idle, "idle", 0, "before the load, hold the node idle this long and report its CPU in % of one core (alone: no load at all)")
 	fs.DurationVar(&o.Soak, "soak", 0, fmt.Sprintf("send for this long (in place of --duration) and print a row a minute: latency, deliveries, hot tables' rows and dead rows (at most %s)", bench.MaxDuration))
 	fs.DurationVar(&o.SoakEvery, "soak-every", 0, "length of a --soak row (default 1m)")
+	fs.BoolVar(&shape, "shape", false, "run the same load once for each of --shape-endpoints endpoints with each of --shape-delays receivers, and print a row each")
+	fs.IntSliceVar(&shapeEps, "shape-endpoints", bench.DefaultShapeEndpoints, "with --shape: the numbers of endpoints the load is spread over")
+	fs.DurationSliceVar(&shapeDelay, "shape-delays", bench.DefaultShapeDelays, "with --shape: the receivers' answer times (0: at once)")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON, for scripts")
 	fs.BoolVarP(&quiet, "quiet", "q", false, "print no progress lines on stderr")
 	fs.VisitAll(func(f *pflag.Flag) {

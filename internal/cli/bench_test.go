@@ -127,6 +127,34 @@ func TestBenchSpawnsHeraldAndCountsEveryDelivery(t *testing.T) {
 		require.NoError(t, r.e, "stdout: %s\nstderr: %s", r.out, r.err)
 		require.Contains(t, r.out, ", 5 in flight an endpoint, receivers answering in 20ms\n")
 	})
+
+	t.Run("Shapes", func(t *testing.T) {
+		// The same 30 events to 1 endpoint and to 3, with receivers that
+		// answer at once and in 30 ms: four runs, each delivering all.
+		r := benchRun(t, nil, "--shape", "--shape-endpoints", "1,3", "--shape-delays", "0,30ms", "--events", "30",
+			"--max-in-flight", "10", "--herald-binary", bin, "--json", "-q")
+		require.NoError(t, r.e, "stdout: %s\nstderr: %s", r.out, r.err)
+		var rep bench.ShapeReport
+		require.NoError(t, json.Unmarshal([]byte(r.out), &rep), "stdout: %s", r.out)
+		require.Len(t, rep.Shapes, 4)
+		var names []string
+		for _, s := range rep.Shapes {
+			names = append(names, s.Name)
+			require.Equal(t, s.Endpoints, s.Report.Load.Endpoints, s.Name)
+			require.Equal(t, s.ReceiverDelayMS, s.Report.Load.ReceiverDelayMS, s.Name)
+			require.Equal(t, int64(30), s.Report.Deliveries.Delivered, s.Name)
+			require.Zero(t, s.Report.Deliveries.Missing, s.Name)
+		}
+		require.Equal(t, []string{"1 endpoint, at once", "1 endpoint, 30ms", "3 endpoints, at once", "3 endpoints, 30ms"}, names)
+		require.Empty(t, rep.Behind)
+		require.Positive(t, rep.BestP99MS)
+		require.InDelta(t, rep.WorstP99MS/rep.BestP99MS, rep.P99Ratio, 1e-9)
+
+		r = benchRun(t, nil, "--shape", "--endpoints", "5", "--herald-binary", bin)
+		require.ErrorContains(t, r.e, "--shape sets --endpoints and --receiver-delay itself")
+		r = benchRun(t, nil, "--shape-endpoints", "5", "--herald-binary", bin)
+		require.ErrorContains(t, r.e, "--shape-endpoints and --shape-delays apply to --shape")
+	})
 }
 
 // TestBenchIdleEndpointsAndSoak spawns Herald on SQLite with 50 idle
