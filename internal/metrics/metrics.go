@@ -53,6 +53,7 @@ const (
 	NameQueueReadErrors  = "herald_queue_stats_errors_total"
 	NamePurgedRows       = "herald_purged_rows_total"
 	NameNoticesSent      = "herald_notices_sent_total"
+	NameLockConflicts    = "herald_store_lock_conflicts_total"
 )
 
 // The values of the outcome label of herald_deliveries_total.
@@ -227,11 +228,25 @@ func New(st Store, opts Options) *Metrics {
 	})
 	m.queue = newQueueCollector(st, opts, queueErrors)
 
+	// Always there, so that a dashboard need not know the backend: 0 on
+	// a store that is not a LockCounter (SQLite's one writer meets no
+	// other's lock).
+	lockConflicts := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: NameLockConflicts,
+		Help: "Writes by this node that found a row another writer held and were written again rather than wait: on PostgreSQL, outcome writes riding an ingest that found their endpoint held by a claim. Always 0 on SQLite.",
+	}, func() float64 {
+		if lc, ok := st.(store.LockCounter); ok {
+			return float64(lc.LockConflicts())
+		}
+		return 0
+	})
+
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.eventsIngested, deliveries, m.deadByReason, m.stale, m.redelivered, m.leaseShort, attempts,
 		m.attemptDuration, m.deliveryLatency, m.inFlight, purged, queueErrors, m.queue, m.notices,
+		lockConflicts,
 	)
 	m.handler = promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{
 		ErrorLog:      slogPrinter{opts.Logger},

@@ -512,6 +512,7 @@ func TestExposition(t *testing.T) {
 			NameEventsIngested, NameDeliveries, NameDeliveriesDead, NameOutcomesStale, NameRedelivered, NameLeaseTooShort, NameAttempts,
 			NameAttemptDuration, NameDeliveryLatency, NameAttemptsInFlight, NameQueueDue,
 			NameQueueOldestDue, NameDeadLetterDepth, NameDeliveriesStatus, NameQueueReadErrors, NamePurgedRows, NameNoticesSent,
+			NameLockConflicts,
 		} {
 			require.True(t, own[name], "%s is in the scrape", name)
 		}
@@ -524,6 +525,17 @@ func TestExposition(t *testing.T) {
 		}
 	})
 
+	t.Run("LockConflictsAreTheStores", func(t *testing.T) {
+		t.Parallel()
+		lc := &lockCountingStore{}
+		m := New(lc, Options{})
+		require.Equal(t, 0.0, gatherValue(t, m, NameLockConflicts))
+		lc.n.Store(7)
+		require.Equal(t, 7.0, gatherValue(t, m, NameLockConflicts), "read at each scrape")
+		plain, _, _, _ := setup(t, Options{})
+		require.Equal(t, 0.0, gatherValue(t, plain, NameLockConflicts), "a store that counts none")
+	})
+
 	t.Run("EachMetricsHasItsOwnRegistry", func(t *testing.T) {
 		t.Parallel()
 		a, _, _, _ := setup(t, Options{})
@@ -532,4 +544,33 @@ func TestExposition(t *testing.T) {
 		require.Equal(t, 5.0, must(t, a.Registry(), NameEventsIngested))
 		require.Equal(t, 0.0, must(t, b.Registry(), NameEventsIngested))
 	})
+}
+
+// lockCountingStore is a queue that is always empty and a LockCounter.
+type lockCountingStore struct{ n atomic.Int64 }
+
+func (s *lockCountingStore) Stats(context.Context, *store.StatsParams) (*store.Stats, error) {
+	return &store.Stats{}, nil
+}
+
+func (s *lockCountingStore) LockConflicts() int64 { return s.n.Load() }
+
+// gatherValue is the value of the one unlabelled counter or gauge name.
+func gatherValue(t *testing.T, m *Metrics, name string) float64 {
+	t.Helper()
+	mfs, err := m.Registry().Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		require.Len(t, mf.GetMetric(), 1, name)
+		met := mf.GetMetric()[0]
+		if c := met.GetCounter(); c != nil {
+			return c.GetValue()
+		}
+		return met.GetGauge().GetValue()
+	}
+	t.Fatalf("%s is not in the scrape", name)
+	return 0
 }

@@ -640,6 +640,17 @@ type Taker interface {
 	Take(r Reservation, claimed []*ClaimedDelivery)
 }
 
+// A LockCounter is a store whose writers can find a row another writer
+// holds, and then write again rather than wait: PostgreSQL, where an
+// outcome write riding an ingest finds an endpoint a claim holds. It is a
+// capability beside Store, for the metrics; SQLite's one writer never
+// meets another's lock and is not one.
+type LockCounter interface {
+	// LockConflicts is how many writes met a lock and were written again
+	// since the store was opened.
+	LockConflicts() int64
+}
+
 // A Leaser is a store that leases deliveries at ingest to a Taker. It is
 // a capability beside Store, not part of it (this node's dispatcher is
 // not part of the storage seam), which the app finds by a type

@@ -49,6 +49,10 @@ type Store struct {
 	// (groupcommit.go).
 	groups ingestGroups
 
+	// lockConflicts counts the writes that met a lock and were written
+	// again (LockConflicts).
+	lockConflicts atomic.Int64
+
 	// rides lets outcome writes share ingests' transactions (rides.go).
 	rides rides
 

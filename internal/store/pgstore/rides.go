@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/heraldhooks/herald/internal/store"
 )
 
 // Outcome writes that ride an ingest: at low rates each transaction's
@@ -139,10 +141,27 @@ func (s *Store) carrying(write func(r *outcomeRide) error) error {
 		err = write(r)
 	}()
 	if notCommitted(err) {
+		if isLockNotAvailable(err) {
+			s.lockConflicts.Add(1)
+		}
 		return write(nil)
 	}
 	return err
 }
+
+// isLockNotAvailable says whether err is PostgreSQL's lock_not_available
+// (55P03): a NOWAIT lock another transaction held.
+func isLockNotAvailable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
+}
+
+var _ store.LockCounter = (*Store)(nil)
+
+// LockConflicts implements store.LockCounter: the outcome writes riding
+// an ingest that found an endpoint's row held (plainSuccessRidingSQL's
+// NOWAIT) and were written again apart, the ingest without them.
+func (s *Store) LockConflicts() int64 { return s.lockConflicts.Load() }
 
 // errRideAbandoned is a ride's fate if its ingest never returned.
 var errRideAbandoned = errors.New("the ingest carrying the outcomes did not finish")

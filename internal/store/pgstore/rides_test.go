@@ -122,6 +122,7 @@ func TestOutcomesRideAnIngest(t *testing.T) {
 	require.NoError(t, <-done)
 	require.EqualValues(t, 1, f.trips.n.Load(), "the ingest and the outcome write, in one round trip")
 	require.Equal(t, []herald.Status{herald.StatusDelivered, herald.StatusDelivered}, f.statuses(t))
+	require.Zero(t, f.s.LockConflicts(), "a ride that met no lock")
 	f.sameTransaction(t, res[0].Event.ID, true)
 	for _, c := range f.claimed {
 		attempts, err := f.s.AttemptList(ctx, &store.AttemptListParams{DeliveryID: c.Delivery.ID})
@@ -240,6 +241,7 @@ func TestARiderTakesNoLockItWouldWaitFor(t *testing.T) {
 	require.NoError(t, tx.Rollback(ctx))
 	require.NoError(t, <-done)
 	require.Equal(t, []herald.Status{herald.StatusDelivered}, f.statuses(t))
+	require.Equal(t, int64(1), f.s.LockConflicts(), "the rider met the lock once, and went alone")
 }
 
 // TestARiderRidesAgainWhenEndpointsChanged: an ingest from remembered
