@@ -530,11 +530,13 @@ func (a *App) stopSide(side []*http.Server) {
 	}
 }
 
-// pprofMux serves Go's runtime profiles under /debug/pprof/.
+// pprofMux serves Go's runtime profiles under /debug/pprof/, but not
+// cmdline: the command line carries --api-key, --encryption-key and any
+// other secret given as a flag.
 func pprofMux() *http.ServeMux {
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /debug/pprof/cmdline", http.NotFound)
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)

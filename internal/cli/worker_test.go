@@ -109,8 +109,16 @@ func TestWorkerServesProfilesWhenAsked(t *testing.T) {
 		return err == nil && resp.StatusCode == http.StatusOK && strings.Contains(string(body), "dispatch.(*Dispatcher)")
 	}, 30*time.Second, 20*time.Millisecond, "the profile is of this worker: %.2000s", profile)
 
+	// Not the command line: it carries the flags' secrets.
+	cmdline, err := http.Get("http://" + addr + "/debug/pprof/cmdline")
+	require.NoError(t, err)
+	line, _ := io.ReadAll(cmdline.Body)
+	cmdline.Body.Close()
+	require.Equal(t, http.StatusNotFound, cmdline.StatusCode, "%s", line)
+	require.NotContains(t, string(line), path)
+
 	stopAndWait(t, stop, done)
-	_, err := http.Get("http://" + addr + "/debug/pprof/")
+	_, err = http.Get("http://" + addr + "/debug/pprof/")
 	require.Error(t, err, "the profile server stops with the worker")
 }
 

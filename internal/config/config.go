@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -261,22 +262,52 @@ func ParseLevel(s string) (slog.Level, error) {
 	return l, nil
 }
 
-// Redact hides the password of a database URL, for logs and errors.
+// Redact hides the secrets of a database URL, for logs and errors: the
+// password of its user (which may hold an @), the password and
+// sslpassword of its query, and, in PostgreSQL's key=value form, the
+// values of password and sslpassword. A URL that does not parse is hidden
+// whole but for its scheme.
 func Redact(db string) string {
-	scheme, rest, ok := strings.Cut(db, "://")
+	scheme, _, ok := strings.Cut(db, "://")
 	if !ok {
-		return db
+		return redactKeyValues.ReplaceAllString(db, "${1}=xxxxx")
 	}
-	userinfo, host, ok := strings.Cut(rest, "@")
-	if !ok {
-		return db
+	u, err := url.Parse(db)
+	if err != nil {
+		return scheme + "://xxxxx"
 	}
-	user, _, hasPass := strings.Cut(userinfo, ":")
-	if !hasPass {
-		return db
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
 	}
-	return scheme + "://" + user + ":xxxxx@" + host
+	if u.RawQuery != "" {
+		q, err := url.ParseQuery(u.RawQuery)
+		if err != nil {
+			u.RawQuery = "xxxxx"
+		} else {
+			for k := range q {
+				if secretParam(k) {
+					q[k] = []string{"xxxxx"}
+				}
+			}
+			u.RawQuery = q.Encode()
+		}
+	}
+	return u.String()
 }
+
+// secretParam says whether a connection parameter's value is a secret.
+func secretParam(k string) bool {
+	switch strings.ToLower(k) {
+	case "password", "sslpassword":
+		return true
+	}
+	return false
+}
+
+// redactKeyValues finds the secrets of PostgreSQL's key=value connection
+// strings: password or sslpassword, then a quoted value (with \' and \\
+// escapes) or one up to the next space.
+var redactKeyValues = regexp.MustCompile(`(?i)\b(password|sslpassword)\s*=\s*('(?:[^'\\]|\\.)*'|\S*)`)
 
 // RedactKeyRing shows a key ring by its key ids only ("k2,k1 (keys
 // hidden)"), for logs; "" when none is given.

@@ -126,9 +126,30 @@ func TestDBWait(t *testing.T) {
 
 func TestRedact(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, "postgres://u:xxxxx@h:5432/db", config.Redact("postgres://u:hunter2@h:5432/db"))
-	require.Equal(t, "postgres://u@h/db", config.Redact("postgres://u@h/db"))
-	require.Equal(t, "sqlite://x.db", config.Redact("sqlite://x.db"))
+	for _, tc := range []struct{ in, want string }{
+		{"postgres://u:hunter2@h:5432/db", "postgres://u:xxxxx@h:5432/db"},
+		{"postgres://u@h/db", "postgres://u@h/db"},
+		{"sqlite://x.db", "sqlite://x.db"},
+		{"sqlite:///var/lib/herald/herald.db?_pragma=busy_timeout(5000)", "sqlite:///var/lib/herald/herald.db?_pragma=busy_timeout%285000%29"},
+		// An @ in the password: the host is after the last one.
+		{"postgres://u:p@ss@h/db", "postgres://u:xxxxx@h/db"},
+		{"postgresql://u:hunter2@h/db?sslmode=require", "postgresql://u:xxxxx@h/db?sslmode=require"},
+		// In the query, whatever its case, beside other parameters.
+		{"postgres://h/db?user=u&password=hunter2&sslmode=disable", "postgres://h/db?password=xxxxx&sslmode=disable&user=u"},
+		{"postgres://u@h/db?PASSWORD=hunter2", "postgres://u@h/db?PASSWORD=xxxxx"},
+		{"postgres://u@h/db?sslpassword=hunter2&sslkey=/k.pem", "postgres://u@h/db?sslkey=%2Fk.pem&sslpassword=xxxxx"},
+		// An escaped password, and one that does not parse.
+		{"postgres://u:hun%40ter2@h/db", "postgres://u:xxxxx@h/db"},
+		{"postgres://u:hunter2%zz@h/db", "postgres://xxxxx"},
+		// PostgreSQL's key=value form.
+		{"host=h user=u password=hunter2 dbname=db", "host=h user=u password=xxxxx dbname=db"},
+		{"host=h password = 'hunter 2' dbname=db", "host=h password=xxxxx dbname=db"},
+		{`host=h password='it\'s hunter2' sslpassword=hunter3`, "host=h password=xxxxx sslpassword=xxxxx"},
+	} {
+		got := config.Redact(tc.in)
+		require.Equal(t, tc.want, got, tc.in)
+		require.NotContains(t, got, "hunter", tc.in)
+	}
 }
 
 // TestEncryptionKeyIsCheckedAndNeverLogged: a bad ring is named without

@@ -32,6 +32,9 @@ const (
 	idleConnTimeout = 90 * time.Second
 	// MaxRetryAfter caps how long a receiver's Retry-After can hold a delivery.
 	MaxRetryAfter = 24 * time.Hour
+	// MaxResponseHeaderBytes caps a receiver's answer's headers: past it the
+	// attempt fails, retryable, as a broken answer does.
+	MaxResponseHeaderBytes = 64 << 10
 )
 
 // Config sets up a Sender.
@@ -98,6 +101,9 @@ func New(cfg Config) *Sender {
 		// No Accept-Encoding: the kept bytes are the answer as sent, and no
 		// CPU goes to inflating answers nobody reads past 4 KiB.
 		DisableCompression: true,
+		// A receiver's headers, which nobody reads but the status line,
+		// are not let to fill the node's memory (Go's default is 10 MB).
+		MaxResponseHeaderBytes: MaxResponseHeaderBytes,
 	}
 	return &Sender{
 		transport: transport,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"io"
 	"log"
 	"net"
@@ -562,6 +563,37 @@ func TestSendTransportFailures(t *testing.T) {
 		require.Zero(t, res.StatusCode)
 		require.Contains(t, res.Error, "connection refused")
 		require.NotContains(t, res.Error, "Post ", "the URL prefix is trimmed")
+	})
+
+	t.Run("HugeAnswerHeadersAreRetryable", func(t *testing.T) {
+		t.Parallel()
+		s := setup(t)
+		// 100 KiB of headers, past MaxResponseHeaderBytes (64 KiB), where
+		// Go's default would read 10 MB of them.
+		srv, got := receiver(t, func(w http.ResponseWriter, r *http.Request) {
+			for i := range 100 {
+				w.Header().Set(fmt.Sprintf("X-Filler-%03d", i), strings.Repeat("x", 1<<10))
+			}
+			w.WriteHeader(http.StatusOK)
+		})
+
+		res := s.Send(context.Background(), request(srv.URL))
+
+		one(t, got)
+		require.Equal(t, Retryable, res.Class)
+		require.Zero(t, res.StatusCode)
+		require.Contains(t, res.Error, "header")
+
+		// Just under the cap, the answer is read.
+		srv2, got2 := receiver(t, func(w http.ResponseWriter, r *http.Request) {
+			for i := range 60 {
+				w.Header().Set(fmt.Sprintf("X-Filler-%03d", i), strings.Repeat("x", 1<<10))
+			}
+			w.WriteHeader(http.StatusOK)
+		})
+		res = s.Send(context.Background(), request(srv2.URL))
+		one(t, got2)
+		require.Equal(t, Success, res.Class, res.Error)
 	})
 
 	t.Run("UntrustedCertificateIsRetryable", func(t *testing.T) {
