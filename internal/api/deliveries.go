@@ -38,7 +38,7 @@ func (s *Server) deliveryList(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("list deliveries: %w", err)
 	}
-	writeJSON(w, http.StatusOK, wire.List[wire.Delivery]{Data: toDeliveriesJSON(page.Items), NextCursor: encodeCursor(page.NextCursor)})
+	writeJSON(w, http.StatusOK, wire.List[wire.Delivery]{Data: toDeliveriesJSON(page.Items, asConsumer(r)), NextCursor: encodeCursor(page.NextCursor)})
 	return nil
 }
 
@@ -49,7 +49,7 @@ func (s *Server) deliveryGet(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return storeError("get delivery", err, "delivery", id)
 	}
-	writeJSON(w, http.StatusOK, toDeliveryJSON(d))
+	writeJSON(w, http.StatusOK, toDeliveryJSON(d, asConsumer(r)))
 	return nil
 }
 
@@ -73,7 +73,7 @@ func (s *Server) attemptList(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := wire.List[wire.Attempt]{Data: make([]wire.Attempt, 0, len(page.Items)), NextCursor: encodeCursor(page.NextCursor)}
 	for _, a := range page.Items {
-		out.Data = append(out.Data, toAttemptJSON(a))
+		out.Data = append(out.Data, toAttemptJSON(a, asConsumer(r)))
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -96,7 +96,7 @@ func (s *Server) deliveryReplay(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return storeError("replay delivery", err, "delivery", id)
 	}
-	writeJSON(w, http.StatusAccepted, toDeliveryJSON(d))
+	writeJSON(w, http.StatusAccepted, toDeliveryJSON(d, asConsumer(r)))
 	return nil
 }
 
@@ -119,7 +119,7 @@ func (s *Server) deliveryCancel(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return storeError("cancel delivery", err, "delivery", id)
 	}
-	writeJSON(w, http.StatusOK, toDeliveryJSON(d))
+	writeJSON(w, http.StatusOK, toDeliveryJSON(d, asConsumer(r)))
 	return nil
 }
 

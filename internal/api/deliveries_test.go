@@ -215,3 +215,64 @@ func TestDeliveryList(t *testing.T) {
 		e.do("GET", "/v1/deliveries?cursor=AAAA", nil).apiErr(http.StatusBadRequest, "invalid_cursor")
 	})
 }
+
+// TestARefusedDestinationReadsAsNotAllowedToItsConsumer: an attempt
+// refused because its destination resolved to a private address names
+// that address to the operator (key and dashboard), and reads only as
+// "destination not allowed" to the endpoint's consumer (its key, the
+// portal, the events it reads), which must not learn what a name resolves
+// to inside the operator's network. Other errors read the same to both.
+func TestARefusedDestinationReadsAsNotAllowedToItsConsumer(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.createEndpoint(map[string]any{"consumer_id": "c1", "event_types": []string{"refused"}})
+	e.createEndpoint(map[string]any{"consumer_id": "c1", "event_types": []string{"failed"}})
+	refusedEv := e.send("c1", "refused", `{}`)
+	failedEv := e.send("c1", "failed", `{}`)
+	refusal := herald.RefusedDestinationError("10.20.30.40")
+	e.clock.Advance(time.Second)
+	e.attempt(func(c *store.ClaimedDelivery) store.DeliveryOutcome {
+		a := herald.Attempt{Number: 1, AttemptedAt: e.clock.Now(), Error: refusal}
+		if c.Delivery.EventID == failedEv.ID {
+			a.StatusCode, a.Error = http.StatusInternalServerError, "HTTP 500"
+		}
+		return store.DeliveryOutcome{Attempt: a, Status: herald.StatusDead, DeadReason: herald.DeadExhausted}
+	})
+	consumer := e.createKey("consumer", "c1").Key
+
+	for _, tc := range []struct {
+		name, key, want string
+	}{
+		{"Operator", testKey, refusal},
+		{"Consumer", consumer, herald.DestinationNotAllowed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := refusedEv.Deliveries[0].ID
+			var d deliveryOut
+			e.doKey(tc.key, "GET", "/v1/deliveries/"+id, nil).must(http.StatusOK, &d)
+			require.Equal(t, tc.want, d.LastError)
+			var list struct{ Data []deliveryOut }
+			e.doKey(tc.key, "GET", "/v1/deliveries?event_id="+refusedEv.ID, nil).must(http.StatusOK, &list)
+			require.Len(t, list.Data, 1)
+			require.Equal(t, tc.want, list.Data[0].LastError)
+			var attempts struct {
+				Data []struct {
+					Error string `json:"error"`
+				}
+			}
+			e.doKey(tc.key, "GET", "/v1/deliveries/"+id+"/attempts", nil).must(http.StatusOK, &attempts)
+			require.Len(t, attempts.Data, 1)
+			require.Equal(t, tc.want, attempts.Data[0].Error)
+			ev := e.doKey(tc.key, "GET", "/v1/events/"+refusedEv.ID, nil)
+			require.Equal(t, http.StatusOK, ev.status)
+			require.Contains(t, string(ev.body), `"last_error":"`+tc.want+`"`)
+			if tc.key == consumer {
+				require.NotContains(t, string(ev.body), "10.20.30.40")
+			}
+
+			var other deliveryOut
+			e.doKey(tc.key, "GET", "/v1/deliveries/"+failedEv.Deliveries[0].ID, nil).must(http.StatusOK, &other)
+			require.Equal(t, "HTTP 500", other.LastError, "other errors read the same to both")
+		})
+	}
+}

@@ -262,7 +262,7 @@ func (s *Server) eventGet(w http.ResponseWriter, r *http.Request) error {
 			break
 		}
 	}
-	ds := toDeliveriesJSON(deliveries)
+	ds := toDeliveriesJSON(deliveries, asConsumer(r))
 	b, err := s.appendEvent(nil, ev, ds)
 	if err != nil {
 		return err

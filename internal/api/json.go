@@ -131,7 +131,13 @@ func toDurations(ds []time.Duration) []wire.Duration {
 	return out
 }
 
-func toDeliveryJSON(d *herald.Delivery) wire.Delivery {
+// toDeliveryJSON is d as the API shows it; to a consumer (a consumer key,
+// the portal), its last error as herald.ConsumerError has it.
+func toDeliveryJSON(d *herald.Delivery, consumer bool) wire.Delivery {
+	lastError := d.LastError
+	if consumer {
+		lastError = herald.ConsumerError(lastError)
+	}
 	return wire.Delivery{
 		ID:             d.ID,
 		EventID:        d.EventID,
@@ -142,7 +148,7 @@ func toDeliveryJSON(d *herald.Delivery) wire.Delivery {
 		AttemptCount:   d.AttemptCount,
 		NextAttemptAt:  utcPtr(d.NextAttemptAt),
 		LastStatusCode: d.LastStatusCode,
-		LastError:      d.LastError,
+		LastError:      lastError,
 		DeadReason:     string(d.DeadReason),
 		CreatedAt:      d.CreatedAt.UTC(),
 		UpdatedAt:      d.UpdatedAt.UTC(),
@@ -150,15 +156,21 @@ func toDeliveryJSON(d *herald.Delivery) wire.Delivery {
 	}
 }
 
-func toDeliveriesJSON(ds []*herald.Delivery) []wire.Delivery {
+func toDeliveriesJSON(ds []*herald.Delivery, consumer bool) []wire.Delivery {
 	out := make([]wire.Delivery, 0, len(ds))
 	for _, d := range ds {
-		out = append(out, toDeliveryJSON(d))
+		out = append(out, toDeliveryJSON(d, consumer))
 	}
 	return out
 }
 
-func toAttemptJSON(a *herald.Attempt) wire.Attempt {
+// toAttemptJSON is a as the API shows it; to a consumer, its error as
+// herald.ConsumerError has it.
+func toAttemptJSON(a *herald.Attempt, consumer bool) wire.Attempt {
+	msg := a.Error
+	if consumer {
+		msg = herald.ConsumerError(msg)
+	}
 	return wire.Attempt{
 		ID:           a.ID,
 		DeliveryID:   a.DeliveryID,
@@ -168,7 +180,7 @@ func toAttemptJSON(a *herald.Attempt) wire.Attempt {
 		DurationMS:   a.Duration.Milliseconds(),
 		StatusCode:   a.StatusCode,
 		ResponseBody: responseText(a.Response),
-		Error:        a.Error,
+		Error:        msg,
 	}
 }
 

@@ -292,3 +292,11 @@ func topMembers(body []byte) (out []member, ok bool) {
 // members0 is the offset just past the opening brace of the JSON object
 // body.
 func members0(body []byte) int { return bytes.IndexByte(body, '{') + 1 }
+
+// asConsumer says whether the caller sees as a consumer does (a consumer
+// key, or the portal's session): what it reads of attempts' errors is
+// herald.ConsumerError's.
+func asConsumer(r *http.Request) bool {
+	p, ok := auth.FromContext(r.Context())
+	return !ok || !p.IsOperator()
+}

@@ -9,6 +9,8 @@ import (
 	"syscall"
 
 	"code.dny.dev/ssrf"
+
+	"github.com/heraldhooks/herald"
 )
 
 // PrivateAddressError is a destination refused because it is loopback,
@@ -23,8 +25,7 @@ type PrivateAddressError struct {
 
 // Error says what was refused and how to allow it.
 func (e *PrivateAddressError) Error() string {
-	return fmt.Sprintf("destination %s is a private or loopback address; "+
-		"start Herald with --allow-private-networks (HERALD_ALLOW_PRIVATE_NETWORKS=true) to allow it", e.Addr)
+	return herald.RefusedDestinationError(e.Addr)
 }
 
 // newGuardian returns the SSRF check shared by the dialer and CheckURL: any

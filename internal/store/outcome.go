@@ -136,7 +136,7 @@ func ObserveOutcome(cfg breaker.Config, ep *herald.Endpoint, o *DeliveryOutcome,
 			ConsecutiveFailures: h.ConsecutiveFailures,
 			FailingSince:        since,
 			LastStatusCode:      o.Attempt.StatusCode,
-			LastError:           o.Attempt.Error,
+			LastError:           herald.ConsumerError(o.Attempt.Error),
 		})
 	}
 	if fx.NotifyRecovered {
@@ -159,7 +159,7 @@ func ObserveOutcome(cfg breaker.Config, ep *herald.Endpoint, o *DeliveryOutcome,
 			DeadReason:     string(o.DeadReason),
 			AttemptCount:   d.AttemptCount,
 			LastStatusCode: o.Attempt.StatusCode,
-			LastError:      o.Attempt.Error,
+			LastError:      herald.ConsumerError(o.Attempt.Error),
 		})
 	}
 	if out.Disable != "" {

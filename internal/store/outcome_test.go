@@ -85,6 +85,37 @@ func TestObserveOutcome(t *testing.T) {
 	}
 }
 
+// TestObserveOutcomeTellsTheConsumerNoAddress: the herald.* notifications
+// go to the endpoint's consumer, so a refused destination's error reads
+// as herald.DestinationNotAllowed in them; other errors are kept.
+func TestObserveOutcomeTellsTheConsumerNoAddress(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct{ recorded, notified string }{
+		{herald.RefusedDestinationError("10.20.30.40"), herald.DestinationNotAllowed},
+		{herald.RefusedDestinationError("fd12:3456::1"), herald.DestinationNotAllowed},
+		{"HTTP 503", "HTTP 503"},
+		{"destination host unreachable", "destination host unreachable"},
+	} {
+		h := herald.NewEndpointHealth()
+		h.ConsecutiveFailures, h.FailingSince = 99, &now
+		ep := &herald.Endpoint{ID: "ep_1", ConsumerID: "c", URL: "https://example.com/hooks", Enabled: true, Health: h}
+		o := store.DeliveryOutcome{Lease: store.Lease{DeliveryID: "dlv_1"}, Status: herald.StatusDead,
+			DeadReason: herald.DeadExhausted, Attempt: herald.Attempt{Error: tc.recorded}}
+		fx := store.ObserveOutcome(breaker.Default(), ep, &o, store.DeliveryFacts{EventID: "evt_1", EventType: "order.created", ConsumerID: "c"}, breaker.Window{}, now)
+		var seen int
+		for _, n := range fx.Notifications {
+			var fields map[string]any
+			require.NoError(t, json.Unmarshal(n.Payload, &fields))
+			if v, ok := fields["last_error"]; ok {
+				require.Equal(t, tc.notified, v, "%s of %q", n.EventType, tc.recorded)
+				seen++
+			}
+		}
+		require.Equal(t, 2, seen, "failing and dead both carry the last error")
+	}
+}
+
 func TestOutcomeBatchStopsAtTheDisable(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 1, 2, 12, 0, 0, 0, time.UTC)
