@@ -463,8 +463,8 @@ func (s *Server) applyEndpoint(ep *herald.Endpoint, req *wire.EndpointRequest, p
 	} else if req.Description != nil {
 		// A NUL byte is refused as no text column holds it (PostgreSQL
 		// answered it with an error, a 500).
-		if len(*req.Description) > maxDescriptionLen || strings.IndexByte(*req.Description, 0) >= 0 {
-			return badRequest("invalid_description", "description must be at most %d bytes, without a NUL byte", maxDescriptionLen)
+		if len(*req.Description) > maxDescriptionLen || hasControlText(*req.Description) {
+			return badRequest("invalid_description", "description must be at most %d bytes, without control characters (tabs and line feeds are kept)", maxDescriptionLen)
 		}
 		ep.Description = *req.Description
 	}

@@ -254,8 +254,8 @@ func jsonOrNone(b json.RawMessage) json.RawMessage {
 // bounded length, a schema that compiles (an object or a boolean, $refs
 // inside itself only), an example that matches it.
 func checkEntry(e *herald.EventTypeEntry) error {
-	if len(e.Description) > maxDescriptionLen {
-		return badRequest("invalid_description", "description must be at most %d bytes", maxDescriptionLen)
+	if len(e.Description) > maxDescriptionLen || hasControlText(e.Description) {
+		return badRequest("invalid_description", "description must be at most %d bytes, without control characters (tabs and line feeds are kept)", maxDescriptionLen)
 	}
 	var sc *schema.Schema
 	if e.Schema != nil {

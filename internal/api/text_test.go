@@ -52,6 +52,27 @@ func TestTextNoColumnHoldsNeverReachesTheStore(t *testing.T) {
 	}
 }
 
+// TestDescriptionsWithoutControlCharacters: a description that would
+// drive a terminal or rewrite a page around it (an escape sequence, a
+// carriage return, a C1 control, a bidirectional override, a line
+// separator) is refused with 400 for endpoints and event types; tabs and
+// line feeds are text and kept.
+func TestDescriptionsWithoutControlCharacters(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ep := e.createEndpoint(map[string]any{"consumer_id": "c1", "description": "orders"})
+	for _, bad := range []string{`\u001b[31mred\u001b[0m`, `\u001b]0;title\u0007`, `over\rwrite`, `c1\u009b31m`, `abc\u202edcba`, `a\u2028b`, `bell\u0007`} {
+		e.do("POST", "/v1/endpoints", `{"consumer_id":"c1","url":"https://example.com/hooks","description":"`+bad+`"}`).
+			apiErr(http.StatusBadRequest, "invalid_description")
+		e.do("PATCH", "/v1/endpoints/"+ep.ID, `{"description":"`+bad+`"}`).apiErr(http.StatusBadRequest, "invalid_description")
+		e.do("POST", "/v1/event-types", `{"name":"order.created","description":"`+bad+`"}`).apiErr(http.StatusBadRequest, "invalid_description")
+	}
+	var got endpointOut
+	e.do("PATCH", "/v1/endpoints/"+ep.ID, `{"description":"orders\tshipped\nand returned"}`).must(http.StatusOK, &got)
+	require.Equal(t, "orders\tshipped\nand returned", got.Description)
+	e.do("POST", "/v1/event-types", `{"name":"order.created","description":"line one\nline two"}`).must(http.StatusCreated, nil)
+}
+
 // TestEndpointDescriptionWithoutNUL: a description holding a NUL byte (JSON
 // "\u0000", or a portal form's %00) is refused with 400 on both backends;
 // PostgreSQL, which holds no NUL in text, answered it with a 500 before.

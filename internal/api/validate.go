@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/heraldhooks/herald"
@@ -326,6 +327,23 @@ func isToken(s string) bool {
 		}
 	}
 	return true
+}
+
+// hasControlText reports whether free text (a description) holds a
+// control character other than a tab or a line feed: an escape
+// sequence's ESC, a carriage return, a C1 control, a bidirectional
+// override or a line or paragraph separator, any of which could rewrite
+// what a terminal or a page shows around it.
+func hasControlText(s string) bool {
+	for _, r := range s {
+		if r == '\t' || r == '\n' {
+			continue
+		}
+		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) || r == '\u2028' || r == '\u2029' {
+			return true
+		}
+	}
+	return false
 }
 
 // hasControl reports whether s holds an ASCII control character.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 )
 
 // Human output: tables for lists, "key: value" blocks for single objects,
@@ -61,17 +62,30 @@ func (t *tableWriter) row(cells ...string) {
 
 func (t *tableWriter) flush() error { return t.tw.Flush() }
 
-// cell makes a value fit one table cell or block line.
+// cell makes a value fit one table cell or block line, and safe to print
+// to a terminal: tabs and line breaks become spaces, so the columns stay
+// aligned, and every other control character (an escape sequence's ESC,
+// the C1 controls some terminals obey, bidirectional overrides) is shown
+// escaped (\x1b, \u202e), so that text from a consumer or a receiver (a
+// description, a last error) cannot drive the operator's terminal.
 func cell(s string) string {
 	if s == "" {
 		return none
 	}
-	return strings.Map(func(r rune) rune {
-		if r == '\t' || r == '\n' || r == '\r' {
-			return ' '
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r == '\t' || r == '\n' || r == '\r':
+			b.WriteByte(' ')
+		case r < 0x100 && unicode.IsControl(r):
+			fmt.Fprintf(&b, "\\x%02x", r)
+		case unicode.Is(unicode.Bidi_Control, r) || r == '\u2028' || r == '\u2029':
+			fmt.Fprintf(&b, "\\u%04x", r)
+		default:
+			b.WriteRune(r)
 		}
-		return r
-	}, s)
+	}
+	return b.String()
 }
 
 // block writes "key: value" lines with the values aligned.
