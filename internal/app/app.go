@@ -75,6 +75,9 @@ type App struct {
 	// run it beside the dispatcher. Nil without --smtp-url.
 	Mailer *notice.Mailer
 	log    *slog.Logger
+	// readHeaderTimeout, when not 0, replaces config.ReadHeaderTimeout on
+	// every listener: tests shorten it to see a slow client cut off.
+	readHeaderTimeout time.Duration
 }
 
 // OpenStore opens (without migrating) the store that db names. opts give
@@ -462,12 +465,21 @@ func (a *App) Work(ctx context.Context) error {
 	return err
 }
 
-// newServer is an HTTP server of handler with Herald's timeouts, logging
-// its errors as warnings.
+// newServer is an HTTP server of handler with the limits every listener
+// of Herald's has (config.ReadHeaderTimeout and the others beside it,
+// Config.ReadTimeout), logging its errors as warnings. It sets no write
+// timeout: see config.ReadHeaderTimeout's block for why.
 func (a *App) newServer(handler http.Handler) *http.Server {
+	header := a.readHeaderTimeout
+	if header == 0 {
+		header = config.ReadHeaderTimeout
+	}
 	return &http.Server{
 		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: header,
+		ReadTimeout:       a.Config.ReadTimeout,
+		IdleTimeout:       config.IdleTimeout,
+		MaxHeaderBytes:    config.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 	}
 }

@@ -117,6 +117,33 @@ func TestLeaseMarginReachesTheConfig(t *testing.T) {
 	}
 }
 
+// TestReadTimeoutReachesTheConfig: serve and worker (whose /metrics and
+// profiles listen too) take --read-timeout and its twin
+// HERALD_READ_TIMEOUT into the configuration they validate, and the flag
+// wins over the twin.
+func TestReadTimeoutReachesTheConfig(t *testing.T) {
+	t.Parallel()
+	for _, command := range []string{"serve", "worker"} {
+		t.Run(command, func(t *testing.T) {
+			t.Parallel()
+			db := "sqlite://" + filepath.Join(t.TempDir(), "r.db")
+			_, _, err := run(t, nil, command, "--db", db, "--read-timeout", "500ms")
+			require.ErrorContains(t, err, "read-timeout: 500ms is not between 1s and 1h")
+
+			_, _, err = run(t, map[string]string{"HERALD_READ_TIMEOUT": "2h"}, command, "--db", db)
+			require.ErrorContains(t, err, "read-timeout: 2h0m0s is not between 1s and 1h")
+
+			_, _, err = run(t, map[string]string{"HERALD_READ_TIMEOUT": "soon"}, command, "--db", db)
+			require.ErrorContains(t, err, "HERALD_READ_TIMEOUT")
+
+			_, _, err = run(t, map[string]string{"HERALD_READ_TIMEOUT": "2h"}, command, "--db", db,
+				"--read-timeout", "30s", "--log-format", "xml")
+			require.ErrorContains(t, err, "log-format:")
+			require.NotContains(t, err.Error(), "read-timeout")
+		})
+	}
+}
+
 // TestNodeWaitsForItsDatabase: serve and worker wait --db-wait (or its
 // twin) for a PostgreSQL that does not answer yet, trying again and
 // saying so, and then give up; --db-wait 0 tries once.

@@ -46,6 +46,13 @@ type Config struct {
 	MaxPayloadBytes int
 	// ShutdownTimeout bounds a graceful stop (in-flight attempts included).
 	ShutdownTimeout time.Duration
+	// ReadTimeout is how long every HTTP listener Herald serves (the API
+	// and pages, a worker's /metrics, /debug/pprof/) waits for a whole
+	// request, body included: a client that sends slower loses its
+	// connection. It must cover the largest event batch on the slowest
+	// link a sender uses. The listeners' other limits are fixed:
+	// ReadHeaderTimeout, IdleTimeout, MaxHeaderBytes.
+	ReadTimeout time.Duration
 	// DBWait is how long serve and worker wait at start for a PostgreSQL
 	// that is not accepting connections yet (starting, restarting, out of
 	// connection slots), trying again with backoff and logging each try.
@@ -106,6 +113,40 @@ func (c *Config) PublicBaseURL() string {
 	return "http://" + net.JoinHostPort(host, port)
 }
 
+// The limits of every HTTP listener Herald serves: the API and the pages
+// on Addr, a worker's /metrics on MetricsAddr, the profiles on PprofAddr.
+// They close the connections of clients that would hold a goroutine and
+// a socket without end: one that sends its headers or its body slowly
+// (slowloris), or keeps an idle connection open. Each timeout counts from
+// the connection's opening, or on a kept-alive connection from the next
+// request's first byte.
+//
+// There is no write timeout. Nothing Herald answers streams for long (the
+// longest, a profile on PprofAddr, lasts the ?seconds= it is asked for),
+// but net/http counts a write timeout from the end of the headers, the
+// handler's own time included, and when it fires closes the connection
+// without an answer: a page waiting on a slow database would look to the
+// browser like a broken network. So a client that reads its answer slowly
+// is not cut off; answers are bounded (lists are paged).
+const (
+	// ReadHeaderTimeout is how long a listener waits for a request's
+	// headers: a browser or a load balancer sends them at once.
+	ReadHeaderTimeout = 10 * time.Second
+	// DefaultReadTimeout is ReadTimeout's default (--read-timeout): the
+	// largest batch body the API takes (16 MiB) arrives in time at about
+	// 280 KiB/s, an event of the default largest payload at 5 KiB/s.
+	DefaultReadTimeout = 60 * time.Second
+	// IdleTimeout is how long a kept-alive connection may wait for its
+	// next request. It is above the 60 s idle timeout of common load
+	// balancers (AWS's ALB), so the balancer closes an idle connection
+	// first and never sends a request on one Herald is closing.
+	IdleTimeout = 120 * time.Second
+	// MaxHeaderBytes bounds a request's line and headers (net/http adds
+	// 4 KiB of slack); past it a request answers 431. Herald's longest
+	// header is an API key or a session cookie, far below it.
+	MaxHeaderBytes = 64 << 10
+)
+
 // Default returns the configuration used when nothing is set.
 func Default() Config {
 	return Config{
@@ -118,6 +159,7 @@ func Default() Config {
 		LeaseMargin:     15 * time.Second,
 		MaxPayloadBytes: 256 << 10,
 		ShutdownTimeout: 30 * time.Second,
+		ReadTimeout:     DefaultReadTimeout,
 		DBWait:          time.Minute,
 		Retention:       720 * time.Hour,
 	}
@@ -195,6 +237,9 @@ func (c *Config) Validate(needAddr bool) error {
 	}
 	if c.ShutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("shutdown-timeout: %s is negative", c.ShutdownTimeout))
+	}
+	if c.ReadTimeout < time.Second || c.ReadTimeout > time.Hour {
+		errs = append(errs, fmt.Errorf("read-timeout: %s is not between 1s and 1h", c.ReadTimeout))
 	}
 	if c.DBWait < 0 {
 		errs = append(errs, fmt.Errorf("db-wait: %s is negative (0 tries once)", c.DBWait))
@@ -337,6 +382,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("concurrency", c.Concurrency),
 		slog.Duration("poll_interval", c.PollInterval),
 		slog.Duration("lease_margin", c.LeaseMargin),
+		slog.Duration("read_timeout", c.ReadTimeout),
 		slog.Duration("db_wait", c.DBWait),
 		slog.Duration("retention", c.Retention),
 		slog.Any("portal_frame_ancestors", c.PortalFrameAncestors),

@@ -61,9 +61,10 @@ func TestValidateListsEveryProblem(t *testing.T) {
 	c.PprofAddr = "anywhere"
 	c.EncryptionKey = "k1:short"
 	c.Retention = -time.Hour
+	c.ReadTimeout = 0
 	err := c.Validate(true)
 	require.Error(t, err)
-	for _, want := range []string{"addr:", "db:", "api-key:", "log-format:", "log-level:", "concurrency:", "poll-interval:", "lease-margin:", "metrics-addr:", "pprof-addr:", "encryption-key:", "retention:"} {
+	for _, want := range []string{"addr:", "db:", "api-key:", "log-format:", "log-level:", "concurrency:", "poll-interval:", "lease-margin:", "metrics-addr:", "pprof-addr:", "encryption-key:", "retention:", "read-timeout:"} {
 		require.ErrorContains(t, err, want)
 	}
 	require.NotRegexp(t, "(?m)^addr:", c.Validate(false).Error(), "worker has no address")
@@ -99,6 +100,42 @@ func TestLeaseMarginBounds(t *testing.T) {
 			require.EqualError(t, err, "lease-margin: "+tt.margin.String()+" is not between 1s and 10m")
 		})
 	}
+}
+
+// TestReadTimeoutBounds: --read-timeout is 60 s unless set, from 1 s to
+// 1 h, and is logged with the configuration.
+func TestReadTimeoutBounds(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, time.Minute, config.Default().ReadTimeout)
+	tests := []struct {
+		timeout time.Duration
+		ok      bool
+	}{
+		{-time.Second, false},
+		{0, false},
+		{999 * time.Millisecond, false},
+		{time.Second, true},
+		{time.Minute, true},
+		{time.Hour, true},
+		{time.Hour + time.Millisecond, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.timeout.String(), func(t *testing.T) {
+			t.Parallel()
+			c := config.Default()
+			c.ReadTimeout = tt.timeout
+			err := c.Validate(true)
+			if tt.ok {
+				require.NoError(t, err)
+				return
+			}
+			require.EqualError(t, err, "read-timeout: "+tt.timeout.String()+" is not between 1s and 1h")
+		})
+	}
+
+	var buf bytes.Buffer
+	slog.New(slog.NewTextHandler(&buf, nil)).Info("start", "config", config.Default())
+	require.Contains(t, buf.String(), "config.read_timeout=1m0s")
 }
 
 func TestRetention(t *testing.T) {

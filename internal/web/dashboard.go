@@ -58,6 +58,8 @@ type Dashboard struct {
 	ttl      time.Duration
 	log      *slog.Logger
 	mux      *http.ServeMux
+	// handler is mux behind limitForms.
+	handler http.Handler
 }
 
 // NewDashboard returns the dashboard.
@@ -80,6 +82,9 @@ func NewDashboard(cfg DashboardConfig) *Dashboard {
 		u.layout = NewLayout(u.assets, u.log)
 	}
 	u.routes()
+	u.handler = limitForms(u.mux, func(w http.ResponseWriter, r *http.Request, status int, title, text string) {
+		u.message(w, r, nil, status, title, text)
+	})
 	return u
 }
 
@@ -119,8 +124,9 @@ func (u *Dashboard) routes() {
 	}))
 }
 
-// ServeHTTP serves /ui and everything under it.
-func (u *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) { u.mux.ServeHTTP(w, r) }
+// ServeHTTP serves /ui and everything under it, every form held to
+// limitForms's limits before any route sees it.
+func (u *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) { u.handler.ServeHTTP(w, r) }
 
 // IsDashboardPath reports whether the dashboard serves path.
 func IsDashboardPath(path string) bool {

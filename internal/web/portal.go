@@ -8,6 +8,8 @@
 // principal (api.Server.Call), so the portal reaches one consumer's data
 // through the same scope seam as the API: another consumer's endpoint,
 // event or delivery answers the portal's 404 page, as the API answers 404.
+// Both halves read every request through limitForms: a form of at most
+// 64 KiB, parsed before any route sees it, and never a multipart body.
 package web
 
 import (
@@ -54,6 +56,8 @@ type Portal struct {
 	log       *slog.Logger
 	ancestors string
 	mux       *http.ServeMux
+	// handler is mux behind limitForms.
+	handler http.Handler
 }
 
 // NewPortal returns the /portal/ handler: GET /portal/<token> opens a link;
@@ -85,6 +89,9 @@ func NewPortal(cfg PortalConfig) *Portal {
 		p.layout = NewLayout(assets, p.log)
 	}
 	p.routes()
+	p.handler = limitForms(p.mux, func(w http.ResponseWriter, r *http.Request, status int, title, text string) {
+		p.message(w, r, nil, status, title, text)
+	})
 	return p
 }
 
@@ -133,8 +140,9 @@ func (p *Portal) routes() {
 	}))
 }
 
-// ServeHTTP serves /portal and everything under it.
-func (p *Portal) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.mux.ServeHTTP(w, r) }
+// ServeHTTP serves /portal and everything under it, every form held to
+// limitForms's limits before any route sees it.
+func (p *Portal) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.handler.ServeHTTP(w, r) }
 
 // IsPortalPath reports whether the portal serves path.
 func IsPortalPath(path string) bool {
