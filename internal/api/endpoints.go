@@ -38,6 +38,9 @@ func (s *Server) endpointCreate(w http.ResponseWriter, r *http.Request) error {
 	if err := s.applyEndpoint(ep, &req, present, true); err != nil {
 		return err
 	}
+	if err := s.checkEndpointRoom(r, ep.ConsumerID); err != nil {
+		return err
+	}
 	created, err := s.store.EndpointCreate(r.Context(), &store.EndpointCreateParams{Endpoint: ep, Now: s.storeNow()})
 	if err != nil {
 		return fmt.Errorf("create endpoint: %w", err)
@@ -623,6 +626,36 @@ func applyRetry(ep *herald.Endpoint, req *wire.EndpointRequest, isNull func(stri
 		}
 		ep.RetryExponential = p
 		ep.RetrySchedule = nil
+	}
+	return nil
+}
+
+// checkEndpointRoom refuses a consumer's call (its key, its portal
+// session) that would create an endpoint for a consumer that has
+// MaxEndpointsPerConsumer already: 409 too_many_endpoints. It counts
+// before the create, so calls at the same moment may pass it together,
+// each seeing the room one leaves. Operator keys are not held to it.
+func (s *Server) checkEndpointRoom(r *http.Request, consumer string) error {
+	most := s.maxEndpoints
+	if most <= 0 || !asConsumer(r) {
+		return nil
+	}
+	page, err := s.store.EndpointList(r.Context(), &store.EndpointListParams{ConsumerID: consumer, Limit: min(most, store.MaxListLimit)})
+	if err != nil {
+		return fmt.Errorf("count the consumer's endpoints: %w", err)
+	}
+	n := len(page.Items)
+	for cursor := page.NextCursor; cursor != "" && n < most; {
+		more, err := s.store.EndpointList(r.Context(), &store.EndpointListParams{ConsumerID: consumer, Cursor: cursor, Limit: min(most-n, store.MaxListLimit)})
+		if err != nil {
+			return fmt.Errorf("count the consumer's endpoints: %w", err)
+		}
+		n += len(more.Items)
+		cursor = more.NextCursor
+	}
+	if n >= most {
+		return &apiError{http.StatusConflict, "too_many_endpoints",
+			fmt.Sprintf("consumer %s has %d endpoints, the most its own key or portal may make; delete one first, or ask the operator", consumer, most)}
 	}
 	return nil
 }

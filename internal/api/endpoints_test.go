@@ -624,3 +624,37 @@ func TestEndpointEnableDisableReplay(t *testing.T) {
 	e.do("POST", "/v1/endpoints/ep_missing/enable", nil).apiErr(http.StatusNotFound, "not_found")
 	e.do("POST", "/v1/endpoints/ep_missing/disable", nil).apiErr(http.StatusNotFound, "not_found")
 }
+
+// TestConsumerEndpointLimit: a consumer's key makes endpoints for its
+// consumer up to MaxEndpointsPerConsumer, then answers 409
+// too_many_endpoints and makes nothing; room comes back when one is
+// deleted. An operator key is not held to it, and another consumer has
+// room of its own.
+func TestConsumerEndpointLimit(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(o *options) { o.maxEndpoints = 3 })
+	key := e.createKey("consumer", "c1").Key
+	body := `{"url":"https://example.com/hooks"}`
+	var made []string
+	for range 3 {
+		var ep endpointOut
+		e.doKey(key, "POST", "/v1/endpoints", body).must(http.StatusCreated, &ep)
+		made = append(made, ep.ID)
+	}
+	r := e.doKey(key, "POST", "/v1/endpoints", body)
+	r.apiErr(http.StatusConflict, "too_many_endpoints")
+	require.Contains(t, string(r.body), "consumer c1 has 3 endpoints")
+	var list struct{ Data []endpointOut }
+	e.doKey(key, "GET", "/v1/endpoints", nil).must(http.StatusOK, &list)
+	require.Len(t, list.Data, 3, "the refused call made nothing")
+
+	e.createEndpoint(map[string]any{"consumer_id": "c1"}) // the operator's key
+	e.doKey(key, "POST", "/v1/endpoints", body).apiErr(http.StatusConflict, "too_many_endpoints")
+
+	other := e.createKey("consumer", "c2").Key
+	e.doKey(other, "POST", "/v1/endpoints", body).must(http.StatusCreated, nil)
+
+	e.doKey(key, "DELETE", "/v1/endpoints/"+made[0], nil).must(http.StatusNoContent, nil)
+	e.doKey(key, "DELETE", "/v1/endpoints/"+made[1], nil).must(http.StatusNoContent, nil)
+	e.doKey(key, "POST", "/v1/endpoints", body).must(http.StatusCreated, nil)
+}

@@ -80,6 +80,11 @@ type Config struct {
 	AllowPrivateNetworks bool
 	// MaxPayloadBytes bounds one event's payload (default 256 KiB).
 	MaxPayloadBytes int
+	// MaxEndpointsPerConsumer is how many endpoints a consumer may have
+	// for a consumer's call (its key, its portal session) to create
+	// another: past it, 409 too_many_endpoints. 0: no limit. Operator keys
+	// are not held to it.
+	MaxEndpointsPerConsumer int
 	// MaxBatchBytes bounds the whole body of POST /v1/events/batch (default
 	// 16 MiB, and never less than one largest event).
 	MaxBatchBytes int
@@ -110,6 +115,8 @@ type Server struct {
 	allowPrivate bool
 	maxPayload   int
 	maxBatchBody int64
+	// maxEndpoints is Config.MaxEndpointsPerConsumer.
+	maxEndpoints int
 	schemas      *schema.Cache
 	notify       func(herald.Notification)
 	confirm      ConfirmationMailer
@@ -126,6 +133,7 @@ func New(cfg Config) *Server {
 		allowPrivate: cfg.AllowPrivateNetworks,
 		maxPayload:   cfg.MaxPayloadBytes,
 		maxBatchBody: int64(cfg.MaxBatchBytes),
+		maxEndpoints: cfg.MaxEndpointsPerConsumer,
 		notify:       cfg.Notify,
 		confirm:      cfg.Confirmations,
 		mux:          http.NewServeMux(),

@@ -44,6 +44,8 @@ type options struct {
 	allowPrivate bool
 	maxPayload   int
 	maxBatch     int
+	// maxEndpoints is the API's MaxEndpointsPerConsumer (0: no limit).
+	maxEndpoints int
 	// wrap, when set, stands between the API and the store.
 	wrap func(store.Store) store.Store
 	// logger, when set, receives the API's log.
@@ -98,15 +100,16 @@ func setup(t *testing.T, opts ...func(*options)) *env {
 		confirmations = notice.NewConfirmer(notice.NewSMTP(cfg), "https://hooks.example.com", nil)
 	}
 	srv := httptest.NewServer(api.New(api.Config{
-		Store:                served,
-		Clock:                clk,
-		Logger:               o.logger,
-		APIKeyHash:           sha256.Sum256([]byte(testKey)),
-		AllowPrivateNetworks: o.allowPrivate,
-		MaxPayloadBytes:      o.maxPayload,
-		MaxBatchBytes:        o.maxBatch,
-		Notify:               o.notify,
-		Confirmations:        confirmations,
+		Store:                   served,
+		Clock:                   clk,
+		Logger:                  o.logger,
+		APIKeyHash:              sha256.Sum256([]byte(testKey)),
+		AllowPrivateNetworks:    o.allowPrivate,
+		MaxPayloadBytes:         o.maxPayload,
+		MaxBatchBytes:           o.maxBatch,
+		MaxEndpointsPerConsumer: o.maxEndpoints,
+		Notify:                  o.notify,
+		Confirmations:           confirmations,
 	}))
 	t.Cleanup(srv.Close)
 	return &env{t: t, url: srv.URL, store: st, clock: clk, spec: doc}

@@ -192,14 +192,15 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 			return nil, err
 		}
 		apiHandler := api.New(api.Config{
-			Store:                a.Metrics.CountIngest(st),
-			Clock:                deps.Clock,
-			Logger:               deps.Logger,
-			APIKeyHash:           hash,
-			AllowPrivateNetworks: cfg.AllowPrivateNetworks,
-			MaxPayloadBytes:      cfg.MaxPayloadBytes,
-			Notify:               notify,
-			Confirmations:        confirmations,
+			Store:                   a.Metrics.CountIngest(st),
+			Clock:                   deps.Clock,
+			Logger:                  deps.Logger,
+			APIKeyHash:              hash,
+			AllowPrivateNetworks:    cfg.AllowPrivateNetworks,
+			MaxPayloadBytes:         cfg.MaxPayloadBytes,
+			MaxEndpointsPerConsumer: cfg.MaxEndpointsPerConsumer,
+			Notify:                  notify,
+			Confirmations:           confirmations,
 		})
 		assets := web.NewAssets()
 		portal := web.NewPortal(web.PortalConfig{Store: st, API: apiHandler, Assets: assets, Clock: deps.Clock,

@@ -144,6 +144,7 @@ func serveCmd(stdio IO) *cobra.Command {
 	fs.StringVar(&c.Addr, "addr", c.Addr, "address the API listens on")
 	fs.StringVar(&c.APIKey, "api-key", c.APIKey, "API key for /v1 calls (default: made on first start and printed once)")
 	fs.IntVar(&c.MaxPayloadBytes, "max-payload-bytes", c.MaxPayloadBytes, "largest event payload accepted")
+	fs.IntVar(&c.MaxEndpointsPerConsumer, "max-endpoints-per-consumer", c.MaxEndpointsPerConsumer, "endpoints a consumer may have for its own key or portal to create another; 0: no limit (operator keys create endpoints whatever the consumer has)")
 	fs.StringVar(&c.PublicURL, "public-url", c.PublicURL, "where people's browsers reach this Herald, as https://hooks.example.com: the links Herald mails (confirming a notice address) start with it. Default: http:// and --addr")
 	fs.StringSliceVar(&c.PortalFrameAncestors, "portal-frame-ancestors", c.PortalFrameAncestors, "origins that may show /portal/ in a frame of their own pages, comma separated (https://app.example.com); the portal's cookies are then partitioned (CHIPS) inside such a frame. Default: no site may frame it")
 	nodeFlags(fs, &c)

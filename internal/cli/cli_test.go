@@ -171,3 +171,16 @@ func TestNodeWaitsForItsDatabase(t *testing.T) {
 		})
 	}
 }
+
+// TestMaxEndpointsPerConsumerReachesTheConfig: serve takes
+// --max-endpoints-per-consumer and its twin, and refuses a negative one.
+func TestMaxEndpointsPerConsumerReachesTheConfig(t *testing.T) {
+	t.Parallel()
+	db := "sqlite://" + filepath.Join(t.TempDir(), "m.db")
+	_, _, err := run(t, nil, "serve", "--db", db, "--max-endpoints-per-consumer", "-1")
+	require.ErrorContains(t, err, "max-endpoints-per-consumer: -1 is not between 0 (no limit) and 1000000")
+	_, _, err = run(t, map[string]string{"HERALD_MAX_ENDPOINTS_PER_CONSUMER": "2000000"}, "serve", "--db", db)
+	require.ErrorContains(t, err, "max-endpoints-per-consumer: 2000000 is not between")
+	_, _, err = run(t, map[string]string{"HERALD_MAX_ENDPOINTS_PER_CONSUMER": "many"}, "serve", "--db", db)
+	require.ErrorContains(t, err, "HERALD_MAX_ENDPOINTS_PER_CONSUMER")
+}

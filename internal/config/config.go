@@ -44,6 +44,10 @@ type Config struct {
 	LeaseMargin time.Duration
 	// MaxPayloadBytes bounds an event payload.
 	MaxPayloadBytes int
+	// MaxEndpointsPerConsumer is how many endpoints a consumer may have
+	// for its own key or portal session to create another (0: no limit).
+	// An operator key creates endpoints whatever their consumer has.
+	MaxEndpointsPerConsumer int
 	// ShutdownTimeout bounds a graceful stop (in-flight attempts included).
 	ShutdownTimeout time.Duration
 	// ReadTimeout is how long every HTTP listener Herald serves (the API
@@ -158,10 +162,14 @@ func Default() Config {
 		PollInterval:    time.Second,
 		LeaseMargin:     15 * time.Second,
 		MaxPayloadBytes: 256 << 10,
-		ShutdownTimeout: 30 * time.Second,
-		ReadTimeout:     DefaultReadTimeout,
-		DBWait:          time.Minute,
-		Retention:       720 * time.Hour,
+		// MaxEndpointsPerConsumer: enough for a customer's environments
+		// and services, few enough that a consumer's test sends cannot be
+		// aimed at many hosts.
+		MaxEndpointsPerConsumer: 50,
+		ShutdownTimeout:         30 * time.Second,
+		ReadTimeout:             DefaultReadTimeout,
+		DBWait:                  time.Minute,
+		Retention:               720 * time.Hour,
 	}
 }
 
@@ -223,6 +231,9 @@ func (c *Config) Validate(needAddr bool) error {
 	}
 	if c.LeaseMargin < time.Second || c.LeaseMargin > 10*time.Minute {
 		errs = append(errs, fmt.Errorf("lease-margin: %s is not between 1s and 10m", c.LeaseMargin))
+	}
+	if c.MaxEndpointsPerConsumer < 0 || c.MaxEndpointsPerConsumer > 1_000_000 {
+		errs = append(errs, fmt.Errorf("max-endpoints-per-consumer: %d is not between 0 (no limit) and 1000000", c.MaxEndpointsPerConsumer))
 	}
 	if c.MaxPayloadBytes < 1 || c.MaxPayloadBytes > 10<<20 {
 		errs = append(errs, fmt.Errorf("max-payload-bytes: %d is not between 1 and 10485760", c.MaxPayloadBytes))
@@ -383,6 +394,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("poll_interval", c.PollInterval),
 		slog.Duration("lease_margin", c.LeaseMargin),
 		slog.Duration("read_timeout", c.ReadTimeout),
+		slog.Int("max_endpoints_per_consumer", c.MaxEndpointsPerConsumer),
 		slog.Duration("db_wait", c.DBWait),
 		slog.Duration("retention", c.Retention),
 		slog.Any("portal_frame_ancestors", c.PortalFrameAncestors),
