@@ -240,7 +240,7 @@ func (s *Server) endpointDisable(w http.ResponseWriter, r *http.Request) error {
 	reason := ""
 	if req.Reason != nil {
 		reason = *req.Reason
-		if len(reason) > maxReasonLen || hasControl(reason) {
+		if len(reason) > maxReasonLen || hasControl(reason) || hasControlText(reason) {
 			return badRequest("invalid_reason", "reason must be at most %d bytes without control characters", maxReasonLen)
 		}
 	}
@@ -467,7 +467,7 @@ func (s *Server) applyEndpoint(ep *herald.Endpoint, req *wire.EndpointRequest, p
 		// A NUL byte is refused as no text column holds it (PostgreSQL
 		// answered it with an error, a 500).
 		if len(*req.Description) > maxDescriptionLen || hasControlText(*req.Description) {
-			return badRequest("invalid_description", "description must be at most %d bytes, without control characters (tabs and line feeds are kept)", maxDescriptionLen)
+			return badRequest("invalid_description", "description must be at most %d bytes, without control characters (tabs and line breaks are kept)", maxDescriptionLen)
 		}
 		ep.Description = *req.Description
 	}

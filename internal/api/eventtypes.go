@@ -38,6 +38,9 @@ func (s *Server) eventTypeCreate(w http.ResponseWriter, r *http.Request) error {
 	}
 	e := &herald.EventTypeEntry{Name: *req.Name, Schema: jsonOrNone(req.Schema), Example: jsonOrNone(req.Example)}
 	if req.Description != nil {
+		if err := checkDescriptionText(*req.Description); err != nil {
+			return err
+		}
 		e.Description = *req.Description
 	}
 	if err := checkEntry(e); err != nil {
@@ -142,6 +145,11 @@ func (s *Server) eventTypeUpdate(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if req.Description != nil {
+		// Checked when sent: a description kept from before the rule
+		// does not stop a change of the schema or the example.
+		if err := checkDescriptionText(*req.Description); err != nil {
+			return err
+		}
 		e.Description = *req.Description
 	}
 	if req.Schema != nil {
@@ -250,12 +258,21 @@ func jsonOrNone(b json.RawMessage) json.RawMessage {
 	return b
 }
 
+// checkDescriptionText refuses a description sent with control
+// characters (hasControlText).
+func checkDescriptionText(d string) error {
+	if hasControlText(d) {
+		return badRequest("invalid_description", "description must be without control characters (tabs and line breaks are kept)")
+	}
+	return nil
+}
+
 // checkEntry holds an entry to the catalog's rules: a description of
 // bounded length, a schema that compiles (an object or a boolean, $refs
 // inside itself only), an example that matches it.
 func checkEntry(e *herald.EventTypeEntry) error {
-	if len(e.Description) > maxDescriptionLen || hasControlText(e.Description) {
-		return badRequest("invalid_description", "description must be at most %d bytes, without control characters (tabs and line feeds are kept)", maxDescriptionLen)
+	if len(e.Description) > maxDescriptionLen {
+		return badRequest("invalid_description", "description must be at most %d bytes", maxDescriptionLen)
 	}
 	var sc *schema.Schema
 	if e.Schema != nil {

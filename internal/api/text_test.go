@@ -5,6 +5,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/store"
 )
 
 // TestTextNoColumnHoldsNeverReachesTheStore: an id in a path, or a query
@@ -54,22 +57,23 @@ func TestTextNoColumnHoldsNeverReachesTheStore(t *testing.T) {
 
 // TestDescriptionsWithoutControlCharacters: a description that would
 // drive a terminal or rewrite a page around it (an escape sequence, a
-// carriage return, a C1 control, a bidirectional override, a line
-// separator) is refused with 400 for endpoints and event types; tabs and
-// line feeds are text and kept.
+// C1 control, a bidirectional override, a line separator) is refused
+// with 400 for endpoints and event types, and so is such a disable
+// reason; tabs and line breaks (CRLF too) are text and kept.
 func TestDescriptionsWithoutControlCharacters(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ep := e.createEndpoint(map[string]any{"consumer_id": "c1", "description": "orders"})
-	for _, bad := range []string{`\u001b[31mred\u001b[0m`, `\u001b]0;title\u0007`, `over\rwrite`, `c1\u009b31m`, `abc\u202edcba`, `a\u2028b`, `bell\u0007`} {
+	for _, bad := range []string{`\u001b[31mred\u001b[0m`, `\u001b]0;title\u0007`, `c1\u009b31m`, `abc\u202edcba`, `a\u2028b`, `bell\u0007`} {
 		e.do("POST", "/v1/endpoints", `{"consumer_id":"c1","url":"https://example.com/hooks","description":"`+bad+`"}`).
 			apiErr(http.StatusBadRequest, "invalid_description")
 		e.do("PATCH", "/v1/endpoints/"+ep.ID, `{"description":"`+bad+`"}`).apiErr(http.StatusBadRequest, "invalid_description")
 		e.do("POST", "/v1/event-types", `{"name":"order.created","description":"`+bad+`"}`).apiErr(http.StatusBadRequest, "invalid_description")
 	}
 	var got endpointOut
-	e.do("PATCH", "/v1/endpoints/"+ep.ID, `{"description":"orders\tshipped\nand returned"}`).must(http.StatusOK, &got)
-	require.Equal(t, "orders\tshipped\nand returned", got.Description)
+	e.do("PATCH", "/v1/endpoints/"+ep.ID, `{"description":"orders\tshipped\r\nand returned"}`).must(http.StatusOK, &got)
+	require.Equal(t, "orders\tshipped\r\nand returned", got.Description)
+	e.do("POST", "/v1/endpoints/"+ep.ID+"/disable", `{"reason":"moved \u202eotherwise"}`).apiErr(http.StatusBadRequest, "invalid_reason")
 	e.do("POST", "/v1/event-types", `{"name":"order.created","description":"line one\nline two"}`).must(http.StatusCreated, nil)
 }
 
@@ -91,4 +95,19 @@ func TestEndpointDescriptionWithoutNUL(t *testing.T) {
 			require.Equal(t, "orders", got.Description)
 		})
 	}
+}
+
+// TestAnOldDescriptionDoesNotLockItsEventType: a description kept from
+// before control characters were refused is checked only when sent
+// again: the event type's example can still be changed, and the
+// description replaced.
+func TestAnOldDescriptionDoesNotLockItsEventType(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	_, err := e.store.EventTypeCreate(t.Context(), &store.EventTypeCreateParams{
+		Entry: &herald.EventTypeEntry{Name: "order.created", Description: "old\x1b[31m red"}, Now: e.clock.Now()})
+	require.NoError(t, err)
+	e.do("PATCH", "/v1/event-types/order.created", `{"example":{"id":1}}`).must(http.StatusOK, nil)
+	e.do("PATCH", "/v1/event-types/order.created", `{"description":"still \u001b red"}`).apiErr(http.StatusBadRequest, "invalid_description")
+	e.do("PATCH", "/v1/event-types/order.created", `{"description":"an order was placed"}`).must(http.StatusOK, nil)
 }

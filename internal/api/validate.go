@@ -329,14 +329,15 @@ func isToken(s string) bool {
 	return true
 }
 
-// hasControlText reports whether free text (a description) holds a
-// control character other than a tab or a line feed: an escape
-// sequence's ESC, a carriage return, a C1 control, a bidirectional
-// override or a line or paragraph separator, any of which could rewrite
-// what a terminal or a page shows around it.
+// hasControlText reports whether free text (a description, a reason)
+// holds a control character other than a tab or a line break (a line
+// feed, a carriage return: CRLF text is text): an escape sequence's ESC,
+// a C1 control, a bidirectional override or a line or paragraph
+// separator, any of which could rewrite what a terminal or a page shows
+// around it.
 func hasControlText(s string) bool {
 	for _, r := range s {
-		if r == '\t' || r == '\n' {
+		if r == '\t' || r == '\n' || r == '\r' {
 			continue
 		}
 		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) || r == '\u2028' || r == '\u2029' {

@@ -107,7 +107,10 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if r.delay > 0 {
 		// A slow receiver: it answers delay after the delivery came (real
 		// time, which is what a bench measures), or not at all if Herald
-		// gives up first.
+		// gives up first. The body is read to its end first: net/http
+		// notices a client gone (and ends the request's context) only
+		// once nothing of the body is left to read.
+		_, _ = io.Copy(io.Discard, req.Body)
 		t := time.NewTimer(r.delay - time.Since(now))
 		select {
 		case <-t.C:

@@ -319,13 +319,16 @@ func ParseLevel(s string) (slog.Level, error) {
 }
 
 // Redact hides the secrets of a database URL, for logs and errors: the
-// password of its user (which may hold an @), the password and
-// sslpassword of its query, and, in PostgreSQL's key=value form, the
-// values of password and sslpassword. A URL that does not parse is hidden
+// password of its user (which may hold an @), a query holding a password
+// or sslpassword (all of it: a value with an unescaped & would leave its
+// tail as a parameter of its own), and, in PostgreSQL's key=value form,
+// the values of password and sslpassword. A URL that does not parse, or
+// that still holds an @ once its user's password is hidden (a password
+// holding an unescaped / or ?, read as the host and path), is hidden
 // whole but for its scheme.
 func Redact(db string) string {
 	scheme, _, ok := strings.Cut(db, "://")
-	if !ok {
+	if !ok || !urlScheme.MatchString(scheme) {
 		return redactKeyValues.ReplaceAllString(db, "${1}=xxxxx")
 	}
 	u, err := url.Parse(db)
@@ -336,34 +339,35 @@ func Redact(db string) string {
 		u.User = url.UserPassword(u.User.Username(), "xxxxx")
 	}
 	if u.RawQuery != "" {
-		q, err := url.ParseQuery(u.RawQuery)
-		if err != nil {
+		if q, err := url.ParseQuery(u.RawQuery); err != nil || hasSecretParam(q) {
 			u.RawQuery = "xxxxx"
-		} else {
-			for k := range q {
-				if secretParam(k) {
-					q[k] = []string{"xxxxx"}
-				}
-			}
-			u.RawQuery = q.Encode()
 		}
 	}
-	return u.String()
+	out := u.String()
+	if strings.Contains(strings.TrimPrefix(out, scheme+"://"+u.User.String()+"@"), "@") {
+		return scheme + "://xxxxx"
+	}
+	return out
 }
 
-// secretParam says whether a connection parameter's value is a secret.
-func secretParam(k string) bool {
-	switch strings.ToLower(k) {
-	case "password", "sslpassword":
-		return true
+// urlScheme is what may come before :// in a URL (RFC 3986).
+var urlScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
+
+// hasSecretParam says whether a connection URL's query names a secret.
+func hasSecretParam(q url.Values) bool {
+	for k := range q {
+		switch strings.ToLower(k) {
+		case "password", "sslpassword":
+			return true
+		}
 	}
 	return false
 }
 
 // redactKeyValues finds the secrets of PostgreSQL's key=value connection
 // strings: password or sslpassword, then a quoted value (with \' and \\
-// escapes) or one up to the next space.
-var redactKeyValues = regexp.MustCompile(`(?i)\b(password|sslpassword)\s*=\s*('(?:[^'\\]|\\.)*'|\S*)`)
+// escapes) or one up to the next unescaped space.
+var redactKeyValues = regexp.MustCompile(`(?i)\b(password|sslpassword)\s*=\s*('(?:[^'\\]|\\.)*'|(?:[^\s\\]|\\.)*)`)
 
 // RedactKeyRing shows a key ring by its key ids only ("k2,k1 (keys
 // hidden)"), for logs; "" when none is given.

@@ -167,14 +167,18 @@ func TestRedact(t *testing.T) {
 		{"postgres://u:hunter2@h:5432/db", "postgres://u:xxxxx@h:5432/db"},
 		{"postgres://u@h/db", "postgres://u@h/db"},
 		{"sqlite://x.db", "sqlite://x.db"},
-		{"sqlite:///var/lib/herald/herald.db?_pragma=busy_timeout(5000)", "sqlite:///var/lib/herald/herald.db?_pragma=busy_timeout%285000%29"},
+		{"sqlite:///var/lib/herald/herald.db?_pragma=busy_timeout(5000)", "sqlite:///var/lib/herald/herald.db?_pragma=busy_timeout(5000)"},
 		// An @ in the password: the host is after the last one.
 		{"postgres://u:p@ss@h/db", "postgres://u:xxxxx@h/db"},
 		{"postgresql://u:hunter2@h/db?sslmode=require", "postgresql://u:xxxxx@h/db?sslmode=require"},
 		// In the query, whatever its case, beside other parameters.
-		{"postgres://h/db?user=u&password=hunter2&sslmode=disable", "postgres://h/db?password=xxxxx&sslmode=disable&user=u"},
-		{"postgres://u@h/db?PASSWORD=hunter2", "postgres://u@h/db?PASSWORD=xxxxx"},
-		{"postgres://u@h/db?sslpassword=hunter2&sslkey=/k.pem", "postgres://u@h/db?sslkey=%2Fk.pem&sslpassword=xxxxx"},
+		{"postgres://h/db?user=u&password=hunter2&sslmode=disable", "postgres://h/db?xxxxx"},
+		{"postgres://u@h/db?PASSWORD=hunter2", "postgres://u@h/db?xxxxx"},
+		{"postgres://u@h/db?sslpassword=hunter2&sslkey=/k.pem", "postgres://u@h/db?xxxxx"},
+		{"postgres://h/db?password=hun&ter2", "postgres://h/db?xxxxx"},
+		// A password holding an unescaped / is read as a port and a path.
+		{"postgres://u:1234/hunter2@h/db", "postgres://xxxxx"},
+		{"postgres://u:hunter2?x@h/db", "postgres://xxxxx"},
 		// An escaped password, and one that does not parse.
 		{"postgres://u:hun%40ter2@h/db", "postgres://u:xxxxx@h/db"},
 		{"postgres://u:hunter2%zz@h/db", "postgres://xxxxx"},
@@ -182,6 +186,9 @@ func TestRedact(t *testing.T) {
 		{"host=h user=u password=hunter2 dbname=db", "host=h user=u password=xxxxx dbname=db"},
 		{"host=h password = 'hunter 2' dbname=db", "host=h password=xxxxx dbname=db"},
 		{`host=h password='it\'s hunter2' sslpassword=hunter3`, "host=h password=xxxxx sslpassword=xxxxx"},
+		{`host=h password=hunter\ two dbname=db`, "host=h password=xxxxx dbname=db"},
+		// A :// in a key=value string does not make it a URL.
+		{"host=h password=hunter2 application_name=herald://n", "host=h password=xxxxx application_name=herald://n"},
 	} {
 		got := config.Redact(tc.in)
 		require.Equal(t, tc.want, got, tc.in)

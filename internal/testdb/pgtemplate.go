@@ -3,6 +3,8 @@ package testdb
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -41,9 +43,9 @@ import (
 // The built schema is dropped once dumped, Close drops the pool, and a
 // migration edited in place is never served stale: each process builds its
 // own, which costs one migration from zero per test process. Pooled schemas
-// are named after their process, and a process that did not Close leaves
-// them to the next one's template build, which drops those of processes
-// that have ended.
+// are named after their machine and process, and a process that did not
+// Close leaves them to the next template build on that machine, which
+// drops those of processes that have ended.
 type PostgresTemplate struct {
 	build func(ctx context.Context, url string) error
 	once  sync.Once
@@ -137,7 +139,7 @@ func (tp *PostgresTemplate) take(ctx context.Context, pooled bool) (string, erro
 	if err != nil {
 		return "", err
 	}
-	schema := fmt.Sprintf("%s%d_%s", poolPrefix, os.Getpid(), strings.TrimPrefix(name, "herald_test_"))
+	schema := fmt.Sprintf("%s%s_%d_%s", poolPrefix, hostTag(), os.Getpid(), strings.TrimPrefix(name, "herald_test_"))
 	// One simple query: its statements run in one implicit transaction.
 	if _, err := tp.admin.Exec(ctx, strings.ReplaceAll(tp.dump, schemaMark, schema)); err != nil {
 		return "", fmt.Errorf("into %s: %w", schema, err)
@@ -200,8 +202,10 @@ func (tp *PostgresTemplate) pristine(ctx context.Context, schema string) bool {
 // fingerprint sums up what a schema's catalog holds beside its rows: how
 // many objects it holds (tables, sequences, functions, types), the
 // template's relations ($2) with their columns, triggers (but a foreign
-// key's own, named after their oids), constraints and
-// any statistics gathered, and the template's functions ($3) with their
+// key's own, named after their oids), constraints, any statistics
+// gathered, the objects that depend on them (indexes, defaults,
+// constraints, triggers) and the definitions of their indexes,
+// constraints and defaults, and the template's functions ($3) with their
 // bodies. Each is read through a catalog index: a server without
 // autovacuum keeps every dead row of the catalogs that tests' schemas
 // churn, and a scan of pg_attribute there reads hundreds of megabytes.
@@ -222,6 +226,13 @@ SELECT concat_ws('|',
 	(SELECT string_agg(r.relname || '.' || k.conname, ',' ORDER BY r.relname, k.conname)
 	   FROM rel r JOIN pg_constraint k ON k.conrelid = r.oid),
 	(SELECT count(*) FROM rel r JOIN pg_statistic s ON s.starelid = r.oid)::text,
+	(SELECT count(*) FROM rel r JOIN pg_depend d ON d.refclassid = 'pg_class'::regclass AND d.refobjid = r.oid)::text,
+	(SELECT string_agg(replace(pg_get_indexdef(i.indexrelid), $1 || '.', ''), ',' ORDER BY 1)
+	   FROM rel r JOIN pg_index i ON i.indrelid = r.oid),
+	(SELECT string_agg(r.relname || '.' || k.conname || ':' || replace(pg_get_constraintdef(k.oid), $1 || '.', ''), ',' ORDER BY 1)
+	   FROM rel r JOIN pg_constraint k ON k.conrelid = r.oid),
+	(SELECT string_agg(r.relname || '.' || a.adnum || ':' || replace(pg_get_expr(a.adbin, a.adrelid), $1 || '.', ''), ',' ORDER BY 1)
+	   FROM rel r JOIN pg_attrdef a ON a.adrelid = r.oid),
 	(SELECT string_agg(p.proname || ':' || md5(p.prosrc), ',' ORDER BY p.proname)
 	   FROM pg_proc p WHERE p.proname = ANY($3::text[]) AND p.pronamespace = $1::regnamespace))`
 
@@ -371,13 +382,24 @@ func sweep(ctx context.Context, admin *pgxpool.Pool) {
 		return
 	}
 	for _, name := range names {
-		pid, _, _ := strings.Cut(strings.TrimPrefix(name, poolPrefix), "_")
+		host, rest, _ := strings.Cut(strings.TrimPrefix(name, poolPrefix), "_")
+		pid, _, _ := strings.Cut(rest, "_")
 		n, err := strconv.Atoi(pid)
-		if err != nil || processAlive(n) {
+		if host != hostTag() || err != nil || processAlive(n) {
 			continue
 		}
 		_, _ = admin.Exec(ctx, "DROP SCHEMA IF EXISTS "+name+" CASCADE")
 	}
+}
+
+// hostTag names this machine (its host name, hashed short) in the names
+// of the pooled copies, so that a sweep judges by process ids only the
+// copies of processes that ran here: a server shared by several machines
+// or containers holds others', whose ids mean nothing here.
+func hostTag() string {
+	name, _ := os.Hostname()
+	sum := sha256.Sum256([]byte(name))
+	return hex.EncodeToString(sum[:3])
 }
 
 // processAlive reports whether a process of this id runs on this machine.

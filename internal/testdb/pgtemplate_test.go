@@ -67,9 +67,11 @@ func use(t *testing.T, tp *PostgresTemplate, fresh bool, fn func(t *testing.T, c
 	t.Helper()
 	var schema string
 	t.Run("use", func(t *testing.T) {
-		url := tp.URL(t)
+		var url string
 		if fresh {
 			url = tp.FreshURL(t)
+		} else {
+			url = tp.URL(t)
 		}
 		conn := open(t, url)
 		schema = schemaOf(t, conn)
@@ -143,6 +145,9 @@ func TestPostgresTemplatePool(t *testing.T) {
 			`ALTER TABLE parents ADD COLUMN note text`,
 			`CREATE TRIGGER more AFTER INSERT ON parents FOR EACH ROW EXECUTE FUNCTION count_children()`,
 			`ANALYZE parents`,
+			`CREATE UNIQUE INDEX parents_name ON parents (name)`,
+			`ALTER TABLE parents ALTER COLUMN name SET DEFAULT 'x'`,
+			`ALTER TABLE children DROP CONSTRAINT children_parent_fkey, ADD CONSTRAINT children_parent_fkey FOREIGN KEY (parent) REFERENCES parents (id) ON DELETE CASCADE`,
 		} {
 			schema := use(t, tp, false, func(t *testing.T, conn *pgx.Conn) { run(t, conn, change) })
 			made = append(made, schema)
