@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -81,31 +82,19 @@ func benchCmd(stdio IO) *cobra.Command {
 					o.Fanout = 0
 				}
 				rep, err := bench.RunShapes(cmd.Context(), o, shapeEps, shapeDelay)
-				if rep != nil {
-					var perr error
-					if asJSON {
-						perr = printJSONValue(stdio.Out, rep)
-					} else {
-						perr = rep.WriteText(stdio.Out)
-					}
-					err = errors.Join(err, perr)
+				if rep == nil {
+					return err
 				}
-				return err
+				return errors.Join(err, printBenchReport(stdio, asJSON, rep))
 			}
 			if cmd.Flags().Changed("shape-endpoints") || cmd.Flags().Changed("shape-delays") {
 				return errors.New("--shape-endpoints and --shape-delays apply to --shape")
 			}
 			rep, err := bench.Run(cmd.Context(), o)
-			if rep != nil {
-				var perr error
-				if asJSON {
-					perr = printJSONValue(stdio.Out, rep)
-				} else {
-					perr = rep.WriteText(stdio.Out)
-				}
-				err = errors.Join(err, perr)
+			if rep == nil {
+				return err
 			}
-			return err
+			return errors.Join(err, printBenchReport(stdio, asJSON, rep))
 		},
 	}
 	fs := cmd.Flags()
@@ -142,4 +131,12 @@ func benchCmd(stdio IO) *cobra.Command {
 		}
 	})
 	return cmd
+}
+
+// printBenchReport prints a bench's report, as JSON or as text.
+func printBenchReport(stdio IO, asJSON bool, rep interface{ WriteText(io.Writer) error }) error {
+	if asJSON {
+		return printJSONValue(stdio.Out, rep)
+	}
+	return rep.WriteText(stdio.Out)
 }

@@ -7,6 +7,7 @@ package pgtest
 import (
 	"context"
 	"log/slog"
+	"os"
 	"testing"
 
 	"github.com/heraldhooks/herald/internal/store/pgstore"
@@ -18,9 +19,18 @@ var migrated = testdb.NewPostgresTemplate(testdb.Migrated(func(ctx context.Conte
 	return pgstore.Open(ctx, url, slog.New(slog.DiscardHandler))
 }))
 
-// Close drops the pooled copies; a package's TestMain calls it after
-// m.Run. A process that does not leaves them to the next test process's
-// template build, which drops them once this process has ended.
+// Main runs a package's tests and drops the pooled copies they leave
+// behind; a package's TestMain is func TestMain(m *testing.M) {
+// pgtest.Main(m) }. A process that does not drop them leaves them to the
+// next test process's template build, which drops them once this process
+// has ended.
+func Main(m *testing.M) {
+	code := m.Run()
+	migrated.Close()
+	os.Exit(code)
+}
+
+// Close drops the pooled copies, for a TestMain that does more than Main.
 func Close() { migrated.Close() }
 
 // URL gives this test a schema of its own holding an empty database with
