@@ -24,6 +24,7 @@ type receiver struct {
 	// arrivals receives the webhook id of each request as it reaches the
 	// middleware (when there is room).
 	arrivals chan string
+	client   *http.Client
 }
 
 // setupReceiver serves Middleware around handler, verifying with
@@ -49,6 +50,10 @@ func setupReceiver(t *testing.T, handler http.HandlerFunc, opts ...Option) *rece
 	srv.Start()
 	t.Cleanup(srv.Close)
 	rc.url = srv.URL
+	// A client of its own: another test's server closing (httptest's
+	// Close) shuts the idle connections of http.DefaultTransport, and
+	// with them a request of this test's about to reuse one.
+	rc.client = srv.Client()
 	return rc
 }
 
@@ -65,7 +70,7 @@ func (rc *receiver) send(ctx context.Context, h http.Header, body []byte) (answe
 		return answer{}, err
 	}
 	req.Header = h
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := rc.client.Do(req)
 	if err != nil {
 		return answer{}, err
 	}
@@ -155,7 +160,7 @@ func TestMiddleware(t *testing.T) {
 		v := &Verifier{}
 		srv := httptest.NewServer(Middleware(v, http.HandlerFunc(ok), WithLogger(slog.New(slog.DiscardHandler))))
 		t.Cleanup(srv.Close)
-		rc := &receiver{url: srv.URL}
+		rc := &receiver{url: srv.URL, client: srv.Client()}
 		a := rc.deliver(t, testID, time.Now().Unix())
 		require.Equal(t, http.StatusInternalServerError, a.status)
 		require.NotContains(t, a.body, testSecret)
@@ -205,7 +210,7 @@ func TestMiddleware(t *testing.T) {
 		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, rc.url, bytes.NewReader(testBody))
 		require.NoError(t, err)
 		req.Header = standardHeaders(t, testID, testTimestamp, testBody, testSecret)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := rc.client.Do(req)
 		if err == nil {
 			resp.Body.Close()
 		}
