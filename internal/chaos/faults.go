@@ -43,7 +43,9 @@ const (
 	// FaultBigBody answers 200 with a 10 MiB body.
 	FaultBigBody FaultKind = "big_body"
 	// FaultBigHeaders answers 200 with 100 KiB of headers (X-Pad-0 to
-	// X-Pad-99, 1 KiB each).
+	// X-Pad-99, 1 KiB each): past the 64 KiB Herald's sender reads
+	// (sender.MaxResponseHeaderBytes), so the attempt fails and is tried
+	// again.
 	FaultBigHeaders FaultKind = "big_headers"
 	// FaultRedirect answers 302 with a Location on 127.0.0.1 where nothing
 	// listens; Herald must record the 3xx, not follow it.
@@ -57,12 +59,13 @@ var AllFaults = []FaultKind{
 }
 
 // Delivered reports whether an answer with this fault counts as the webhook
-// taken: a 2xx that Herald can read (gzip_bomb, big_body, big_headers and
-// none). hang, trickle, reset, 500, 429 and redirect make the attempt fail,
-// so Herald must try again. A kind not listed in AllFaults is not delivered.
+// taken: a 2xx that Herald can read (gzip_bomb, big_body and none). hang,
+// trickle, reset, 500, 429, redirect and big_headers (past what the sender
+// reads) make the attempt fail, so Herald must try again. A kind not
+// listed in AllFaults is not delivered.
 func (k FaultKind) Delivered() bool {
 	switch k {
-	case FaultNone, FaultGzipBomb, FaultBigBody, FaultBigHeaders:
+	case FaultNone, FaultGzipBomb, FaultBigBody:
 		return true
 	}
 	return false

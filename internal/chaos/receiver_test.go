@@ -141,7 +141,7 @@ func TestReceiverFaultKindDelivered(t *testing.T) {
 		{Fault429, false},
 		{FaultGzipBomb, true},
 		{FaultBigBody, true},
-		{FaultBigHeaders, true},
+		{FaultBigHeaders, false},
 		{FaultRedirect, false},
 		{FaultKind("bogus"), false},
 	}
