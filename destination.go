@@ -2,6 +2,7 @@ package herald
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 )
 
@@ -27,11 +28,17 @@ func RefusedDestinationError(addr string) string {
 // (a consumer key's API calls, the portal, the herald.* notifications): a
 // refused destination is DestinationNotAllowed, without the address, which
 // would tell a consumer what a name resolves to inside the operator's
-// network; any other error is as it was recorded. The operator's views
-// and logs keep the whole error.
+// network; a failed lookup loses the resolver's address; any other error
+// is as it was recorded. The operator's views and logs keep the whole
+// error.
 func ConsumerError(msg string) string {
 	if strings.HasPrefix(msg, "destination ") && strings.Contains(msg, refusedDestination) {
 		return DestinationNotAllowed
 	}
-	return msg
+	return resolverAddress.ReplaceAllString(msg, "lookup $1:")
 }
+
+// resolverAddress finds, in a failed lookup's error, the address of the
+// resolver asked ("lookup hooks.example on 10.0.0.2:53: no such host"):
+// the operator's, which its consumers need not know.
+var resolverAddress = regexp.MustCompile(`lookup (\S+) on \S+:`)
