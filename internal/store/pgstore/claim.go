@@ -22,6 +22,13 @@ import (
 //     time), with a due delivery (for a FIFO endpoint, a due head). The
 //     lock is what makes the in-flight cap and the token bucket exact
 //     across nodes: only one claimer at a time decides for an endpoint.
+//     It is FOR NO KEY UPDATE, the mode of an ingest that leases: it
+//     keeps out other claims and leasing ingests, and the writers that
+//     lock FOR UPDATE (the breaker's path, disabling, deleting), but not
+//     the outcome writes of plain successes (FOR KEY SHARE): a claim
+//     writes no health they read (a probe goes only where the breaker is
+//     open, which is not plain), and their once-a-second write of a last
+//     success waits for the claim's commit like any update of the row.
 //     It also counts each endpoint's leased deliveries, as its snapshot,
 //     taken before the lock, saw them: an estimate.
 //  2. In Go, breaker.GateAt and ratelimit.Allowance (on the estimate) say
@@ -98,7 +105,7 @@ WHERE e.id = ANY(ARRAY(
 			WHEN e.max_in_flight > 0 THEN e.max_in_flight ELSE $3::int END
 ORDER BY random()
 LIMIT $2
-FOR UPDATE OF e SKIP LOCKED`
+FOR NO KEY UPDATE OF e SKIP LOCKED`
 
 // takeSQL leases deliveries: for each endpoint of $2 up to its share $3 of
 // due ones, and no more than the room under its in-flight cap $7 (the cap

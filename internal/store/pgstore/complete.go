@@ -286,15 +286,17 @@ const plainHealthSQL = `coalesce(coalesce(e.health->>'breaker_state', 'closed') 
 // plainSuccessSQL is the health write of a batch of plain successes
 // (plainSuccesses), sent before the outcomes it goes with. It holds the
 // endpoints of the deliveries still leased under the outcomes' tokens ($1,
-// $2) FOR KEY SHARE, in id order: ingests leasing to them (FOR NO KEY
-// UPDATE) and operators' changes go on, but the writers that decide on an
-// endpoint's health or send its live deliveries dead (the breaker's path
-// and claims, FOR UPDATE; disabling and deleting) wait for this
+// $2) FOR KEY SHARE, in id order: ingests leasing to them and claims
+// (FOR NO KEY UPDATE) and operators' changes go on, but the writers that
+// decide on an endpoint's health or send its live deliveries dead (the
+// breaker's path, FOR UPDATE; disabling and deleting) wait for this
 // transaction, or this one for them, before any delivery is touched; and
 // whether an endpoint is plain is read on the row as locked, after any
 // such writer committed. The plain ones whose last_success_at is older
 // than store.LastSuccessPrecision get the batch's now ($3 or the database
-// clock), never an earlier time than they hold. If an endpoint is not
+// clock), never an earlier time than they hold, unless a claim or a
+// leasing ingest holds the row: then the write is left to a later
+// success rather than wait for them (free). If an endpoint is not
 // plain, it fails with outcomesNotPlain: its outcomes must go through the
 // breaker (completeTx). It sets herald.claim_queues for the transaction:
 // its outcomes (completePlainSQL) keep the delivery queue themselves, as
@@ -315,11 +317,16 @@ WITH n AS (
 	WHERE e.id IN (SELECT id FROM l)
 	ORDER BY e.id
 	FOR KEY SHARE OF e
+), free AS (
+	SELECT e.id FROM endpoints e
+	WHERE e.id IN (SELECT id FROM held WHERE plain AND due)
+	ORDER BY e.id
+	FOR NO KEY UPDATE OF e SKIP LOCKED
 ), upd AS (
 	UPDATE endpoints e SET health = jsonb_set(e.health, '{last_success_at}',
 		to_jsonb(to_char(n.t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')))
-	FROM held, n
-	WHERE e.id = held.id AND held.plain AND held.due
+	FROM free, n
+	WHERE e.id = free.id
 		AND (e.health->>'last_success_at' IS NULL
 			OR herald_health_time(e.health->>'last_success_at') < n.t)
 )
@@ -329,7 +336,8 @@ SELECT (SELECT count(herald_outcomes_not_plain('the health of endpoint ' || id |
 
 // plainSuccessRidingSQL is plainSuccessSQL for outcomes that ride an
 // ingest (rides.go): it fails at once (lock_not_available) rather than
-// wait for a writer holding an endpoint FOR UPDATE, and the ingest with
+// wait for a writer holding an endpoint FOR UPDATE (the breaker's path,
+// disabling, deleting; never a claim or an ingest), and the ingest with
 // it.
 var plainSuccessRidingSQL = mustReplace(plainSuccessSQL, "FOR KEY SHARE OF e\n", "FOR KEY SHARE OF e NOWAIT\n")
 

@@ -54,7 +54,7 @@
 // off.
 //
 // Claim (claim.go). One batchTx on generic plans (claimTx): candidatesSQL
-// locks due endpoints FOR UPDATE SKIP LOCKED in random order;
+// locks due endpoints FOR NO KEY UPDATE SKIP LOCKED in random order;
 // breaker.GateAt and ratelimit.Allowance say how many each may start; deal
 // hands out the limit one delivery per endpoint per round; takeSQL leases
 // each share, new deliveries before retries and a FIFO endpoint's head
@@ -74,7 +74,7 @@
 // writes health, disables endpoints and ingests the notifications, all in
 // that transaction. A batch of plain successes (plainSuccesses) takes
 // completePlain instead: one round trip, its endpoints held FOR KEY SHARE
-// (so leasing ingests go on beside it), an endpoint's row rewritten at most
+// (so leasing ingests and claims go on beside it), an endpoint's row rewritten at most
 // once per store.LastSuccessPrecision, and rolled back onto the breaker's
 // path (herald_outcomes_not_plain, migration 0023) if an endpoint's health
 // is not plain or a lease was lost. While ingests arrive, such a write

@@ -30,15 +30,16 @@ import (
 //
 // Locks: the rider's statements come first in the transaction, and its
 // health statement takes its endpoints FOR KEY SHARE NOWAIT
-// (plainSuccessRidingSQL): if a writer holds one FOR UPDATE (a claim, the
-// breaker's path, disabling, deleting), the rider fails at once rather
+// (plainSuccessRidingSQL): if a writer holds one FOR UPDATE (the
+// breaker's path, disabling, deleting; claims hold theirs FOR NO KEY
+// UPDATE, which it does not meet), the rider fails at once rather
 // than hold the ingest back, and both are written again apart. What it
 // holds then (its endpoints FOR KEY SHARE, its own deliveries, this
 // node's activity row) no ingest waits for: ingests lease FOR NO KEY
 // UPDATE SKIP LOCKED and insert only new rows. Its once-a-second write
-// of an endpoint's last success may wait for an ingest leasing to that
-// endpoint to commit, and makes other ingests queue rather than lease to
-// it until this transaction commits.
+// of an endpoint's last success is skipped while a claim or an ingest
+// holds the row, and once made, makes other ingests queue rather than
+// lease to it until this transaction commits.
 
 // rideWait is how long an outcome write waits for an ingest to carry it
 // before it goes alone, when an ingest began within the last rideWait

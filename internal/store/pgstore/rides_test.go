@@ -244,6 +244,58 @@ func TestARiderTakesNoLockItWouldWaitFor(t *testing.T) {
 	require.Equal(t, int64(1), f.s.LockConflicts(), "the rider met the lock once, and went alone")
 }
 
+// TestARiderPassesAClaim: a claim under way (its candidates locked, as
+// candidatesSQL locks them) holds its endpoints in a mode the rider does
+// not meet: the outcomes ride the ingest, no lock conflict is counted,
+// and the last success, which would wait for the claim, is left to a
+// later success instead.
+func TestARiderPassesAClaim(t *testing.T) {
+	t.Parallel()
+	f := newRideFixture(t, 2)
+	ctx := t.Context()
+	// Another delivery due, so that the claim's candidates take the
+	// endpoint.
+	ingest(t, f.s, "c", 1)
+	holder, err := pgx.ConnectConfig(ctx, f.s.pool.Config().ConnConfig.Copy())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = holder.Close(context.Background()) })
+	tx, err := holder.Begin(ctx)
+	require.NoError(t, err)
+	rows, err := tx.Query(ctx, candidatesSQL, t0, 10, herald.DefaultMaxInFlight, []string{})
+	require.NoError(t, err)
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, 1, n, "the claim holds the endpoint")
+
+	done := f.completeRiding(t, outcomeAt(f.claimed[0], herald.StatusDelivered, t0))
+	res := ingest(t, f.s, "c", 1)
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the rider waited for the claim")
+	}
+	require.Zero(t, f.s.LockConflicts(), "a claim is no lock the rider meets")
+	var eventXmin, attemptXmin string
+	require.NoError(t, f.s.pool.QueryRow(ctx, "SELECT xmin::text FROM events WHERE id = $1", res[0].Event.ID).Scan(&eventXmin))
+	require.NoError(t, f.s.pool.QueryRow(ctx, "SELECT xmin::text FROM attempts WHERE delivery_id = $1", f.claimed[0].Delivery.ID).Scan(&attemptXmin))
+	require.Equal(t, eventXmin, attemptXmin, "the outcome rode the ingest")
+	got, err := f.s.EndpointGet(ctx, f.ep.ID)
+	require.NoError(t, err)
+	require.Nil(t, got.Health.LastSuccessAt, "the last success is not written under a claim")
+	require.NoError(t, tx.Rollback(ctx))
+
+	done = f.completeRiding(t, outcomeAt(f.claimed[1], herald.StatusDelivered, t0))
+	ingest(t, f.s, "c", 1)
+	require.NoError(t, <-done)
+	got, err = f.s.EndpointGet(ctx, f.ep.ID)
+	require.NoError(t, err)
+	require.NotNil(t, got.Health.LastSuccessAt, "a later success writes it")
+}
+
 // TestARiderRidesAgainWhenEndpointsChanged: an ingest from remembered
 // endpoints that changed meanwhile is written again, reading them, and
 // carries its rider again, queued afresh (a pgx batch's statements are
