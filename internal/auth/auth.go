@@ -56,6 +56,9 @@ type Principal struct {
 	// KeyID is the stored key that authenticated the call; empty for the
 	// key given with --api-key or made on first start.
 	KeyID string
+	// Session is the id of the portal session that acts (ps_…), empty for
+	// a key: each session has a request limit of its own, as each key has.
+	Session string
 }
 
 // Operator is the principal of an operator key.

@@ -45,7 +45,8 @@ func TestPortalSettingsInABrowser(t *testing.T) {
 		return strings.TrimSpace(s)
 	}
 	settings := chromedp.CSS(`nav a[href="/portal/settings"]`)
-	do(chromedp.Navigate(link.URL), chromedp.WaitVisible(settings))
+	do(chromedp.Navigate(link.URL), chromedp.WaitVisible(chromedp.CSS("#open-portal")))
+	do(chromedp.Click(chromedp.CSS("#open-portal")), chromedp.WaitVisible(settings))
 	do(chromedp.Click(settings), chromedp.WaitVisible(chromedp.CSS("#email")))
 	require.Equal(t, "Never set.", text("#email-updated"))
 	do(chromedp.SendKeys(chromedp.CSS("#email"), "ops@example.com"),

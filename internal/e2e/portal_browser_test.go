@@ -62,7 +62,11 @@ func TestPortalInABrowser(t *testing.T) {
 		return strings.TrimSpace(s)
 	}
 
-	do(chromedp.Navigate(e.portalLink("acme")), chromedp.WaitVisible(chromedp.CSS("#new-endpoint")))
+	// The link answers a page whose button opens the session: the GET
+	// alone (a mail scanner's, a chat preview's) opens nothing.
+	do(chromedp.Navigate(e.portalLink("acme")), chromedp.WaitVisible(chromedp.CSS("#open-portal")))
+	require.NotContains(t, text("main"), "acme")
+	do(chromedp.Click(chromedp.CSS("#open-portal")), chromedp.WaitVisible(chromedp.CSS("#new-endpoint")))
 	require.Contains(t, text("header.top"), "Signed in as consumer acme")
 
 	// Adding an endpoint, with a type ticked in the picker.
@@ -185,6 +189,11 @@ func TestPortalFramedInABrowser(t *testing.T) {
 
 	frameSrc.Store(e.portalLink("acme"))
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(parentURL+"/"), chromedp.WaitVisible(chromedp.CSS("#app"))))
+	waitFor(t, "the link's page inside the frame", func() bool {
+		_, err := frameText("#open-portal")
+		return err == nil
+	})
+	frameClick("#open-portal")
 	epLink := `a[href="/portal/endpoints/` + ep.ID + `"]`
 	waitFor(t, "the portal signed in inside the frame", func() bool {
 		s, err := frameText(epLink)

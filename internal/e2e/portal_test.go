@@ -4,6 +4,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -45,8 +47,9 @@ func TestPortalSessionsAcrossNodes(t *testing.T) {
 			return resp.StatusCode, string(raw)
 		}
 
-		// Opening the link follows its 303 to the signed-in page.
-		status, body := get(browser, onLast)
+		// Opening the link (its page, then its button) follows its 303 to
+		// the signed-in page.
+		status, body := openLink(t, browser, onLast)
 		require.Equal(t, http.StatusOK, status, body)
 		require.Contains(t, body, "Signed in as consumer cust_42")
 		for _, node := range nodes {
@@ -56,7 +59,7 @@ func TestPortalSessionsAcrossNodes(t *testing.T) {
 		}
 		// The link opens once, on any node.
 		for _, node := range nodes {
-			status, body = get(&http.Client{}, node.api.URL+strings.TrimPrefix(link.URL, e.api.URL))
+			status, body = openLink(t, &http.Client{}, node.api.URL+strings.TrimPrefix(link.URL, e.api.URL))
 			require.Equal(t, http.StatusGone, status)
 			require.Contains(t, body, "already used")
 		}
@@ -67,4 +70,40 @@ func TestPortalSessionsAcrossNodes(t *testing.T) {
 			require.Equal(t, http.StatusUnauthorized, status)
 		}
 	})
+}
+
+var (
+	openAction = regexp.MustCompile(`<form method="post" action="([^"]+)" id="open-form">`)
+	openCSRF   = regexp.MustCompile(`name="csrf_token" value="([^"]+)"`)
+)
+
+// openLink opens the portal link u with c as a browser does: its page
+// (which opens nothing by itself), then its button, a form POST from the
+// page's origin. It returns the final answer's status and body.
+func openLink(t *testing.T, c *http.Client, u string) (int, string) {
+	t.Helper()
+	res, err := c.Get(u)
+	require.NoError(t, err)
+	page, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, res.StatusCode, string(page))
+	require.Empty(t, res.Header.Values("Set-Cookie"), "the link's page sets no cookie")
+	action, csrf := openAction.FindStringSubmatch(string(page)), openCSRF.FindStringSubmatch(string(page))
+	require.NotNil(t, action, string(page))
+	require.NotNil(t, csrf, string(page))
+	base, err := url.Parse(u)
+	require.NoError(t, err)
+	origin := base.Scheme + "://" + base.Host
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, origin+action[1],
+		strings.NewReader(url.Values{"csrf_token": {csrf[1]}}.Encode()))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", origin)
+	res, err = c.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	return res.StatusCode, string(body)
 }

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/heraldhooks/herald/internal/api"
@@ -60,7 +61,8 @@ type Portal struct {
 	handler http.Handler
 }
 
-// NewPortal returns the /portal/ handler: GET /portal/<token> opens a link;
+// NewPortal returns the /portal/ handler: GET /portal/<token> shows a
+// link's page, whose button (POST /portal/<token>) opens it;
 // the signed-in pages are the consumer's endpoints (/portal/, the home),
 // an endpoint's page and its forms, the message log
 // (/portal/deliveries), a delivery's and an event's page, the event type
@@ -96,9 +98,10 @@ func NewPortal(cfg PortalConfig) *Portal {
 }
 
 // routes is the portal's route table: every path it serves, mounted on
-// its mux. GET /portal/<token> opens a link and the confirmation page a
-// mailed link opens (/portal/confirm) needs no session; every other page
-// needs one and reads and acts through /v1 calls made as the consumer.
+// its mux. A link's page and its button (GET and POST /portal/<token>)
+// and the confirmation page a mailed link opens (/portal/confirm) need no
+// session; every other page needs one and reads and acts through /v1
+// calls made as the consumer.
 func (p *Portal) routes() {
 	p.mux.Handle("GET /portal/{$}", p.signedIn(p.endpoints))
 	p.mux.Handle("POST /portal/session/end", p.signedIn(p.signOut))
@@ -132,6 +135,7 @@ func (p *Portal) routes() {
 	p.mux.HandleFunc("POST /portal/confirm", p.confirmPost)
 	p.mux.Handle("GET /portal/event-types", p.signedIn(p.eventTypes))
 	p.mux.HandleFunc("GET /portal/{token}", p.open)
+	p.mux.HandleFunc("POST /portal/{token}", p.openPost)
 	p.mux.HandleFunc("/portal", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/portal/", http.StatusSeeOther)
 	})
@@ -161,18 +165,44 @@ func (p *Portal) signedIn(h portalHandler) http.Handler {
 	}), p.refuse)
 }
 
-// open serves GET /portal/<token>: the link becomes a session (cookie set,
-// 303 to /portal/) once (HEAD answers 200 and leaves the link as it is); a
-// used or expired link answers 410 and an unknown one 404, each a page that
-// says so, and never a session.
+// openPage is what templates/portal_open.html shows.
+type openPage struct {
+	// Action is the link's own path, which the button posts to.
+	Action string
+	// CSRF is the form's token, made from the link token (there is no
+	// session yet): auth.LinkCSRFToken.
+	CSRF string
+}
+
+// open serves GET /portal/<token> (and HEAD): a page whose button opens
+// the session. The GET reads nothing and spends nothing: a mail scanner,
+// a link checker or a chat preview that fetches the link leaves it as it
+// was, and no cookie is set. See auth.CheckLinkOpen for why the button's
+// POST, not a token in the page, is what stops another consumer from
+// signing a victim's browser in to its own portal.
 func (p *Portal) open(w http.ResponseWriter, r *http.Request) {
+	token := r.PathValue("token")
 	if r.Method == http.MethodHead {
-		// A HEAD (a link checker, a preview) must not spend the link.
 		SetFramedPageHeaders(w.Header(), p.ancestors)
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		return
 	}
-	_, err := p.sessions.Open(w, r, r.PathValue("token"))
+	p.render(w, r, nil, http.StatusOK, "portal_open", "Open the portal", "",
+		openPage{Action: "/portal/" + url.PathEscape(token), CSRF: auth.LinkCSRFToken(token)})
+}
+
+// openPost serves POST /portal/<token>, the page's button: when the post
+// comes from this site's page of this link (auth.CheckLinkOpen), the link
+// becomes a session (cookie set, 303 to /portal/) once; a used or expired
+// link answers 410 and an unknown one 404, each a page that says so, and
+// never a session.
+func (p *Portal) openPost(w http.ResponseWriter, r *http.Request) {
+	token := r.PathValue("token")
+	if reason := auth.CheckLinkOpen(r, token); reason != "" {
+		p.message(w, r, nil, http.StatusForbidden, "Not opened", reason)
+		return
+	}
+	_, err := p.sessions.Open(w, r, token)
 	switch {
 	case err == nil:
 		SetFramedPageHeaders(w.Header(), p.ancestors)
@@ -252,7 +282,9 @@ func (p *Portal) redirect(w http.ResponseWriter, r *http.Request, to string, f F
 
 // call makes a /v1 call as the signed-in consumer.
 func (p *Portal) call(ctx context.Context, s *auth.Session, method, path string, body, out any) error {
-	return p.api.Call(ctx, s.Principal(), method, path, body, out)
+	pr := s.Principal()
+	pr.Session = s.ID // its own request limit (api.Config.ConsumerRateLimit)
+	return p.api.Call(ctx, pr, method, path, body, out)
 }
 
 // callFailed answers a page whose /v1 call failed: the API's own status

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"strings"
 	"sync"
@@ -140,9 +141,35 @@ func (e *env) link(t *testing.T, consumer, body string) (url string, expires tim
 func (e *env) signIn(t *testing.T, b *http.Client, consumer string) {
 	t.Helper()
 	u, _ := e.link(t, consumer, "")
-	a := call(t, b, "GET", u, "", "", nil)
+	a := e.openLink(t, b, u)
 	require.Equal(t, http.StatusSeeOther, a.status, a.body)
 	require.Equal(t, "/portal/", a.header.Get("Location"))
+}
+
+var formAction = regexp.MustCompile(`<form method="post" action="([^"]+)" id="open-form">`)
+
+// openLink does in b what a person does with link u: reads its page
+// (which must spend nothing and set no cookie) and presses its button,
+// a POST from this site, both with the headers of extra. It returns the
+// POST's answer.
+func (e *env) openLink(t *testing.T, b *http.Client, u string, extra ...map[string]string) answer {
+	t.Helper()
+	get := map[string]string{}
+	post := map[string]string{
+		"Content-Type": "application/x-www-form-urlencoded", "Origin": e.srv.URL, "Sec-Fetch-Site": "same-origin",
+	}
+	for _, h := range extra {
+		for k, v := range h {
+			get[k], post[k] = v, v
+		}
+	}
+	page := call(t, b, "GET", u, "", "", get)
+	require.Equal(t, http.StatusOK, page.status, page.body)
+	require.Empty(t, page.header.Values("Set-Cookie"), "the link's page sets no cookie")
+	action, csrf := formAction.FindStringSubmatch(page.body), csrfField.FindStringSubmatch(page.body)
+	require.NotNil(t, action, page.body)
+	require.NotNil(t, csrf, page.body)
+	return call(t, b, "POST", e.srv.URL+action[1], "", url.Values{"csrf_token": {csrf[1]}}.Encode(), post)
 }
 
 var csrfField = regexp.MustCompile(`name="csrf_token" value="([^"]+)"`)
@@ -168,7 +195,7 @@ func TestPortalLinkGivesOneSession(t *testing.T) {
 	head := call(t, b, "HEAD", u, "", "", nil)
 	require.Equal(t, http.StatusOK, head.status, "a HEAD does not spend the link")
 	require.Empty(t, head.header.Values("Set-Cookie"))
-	a := call(t, b, "GET", u, "", "", nil)
+	a := e.openLink(t, b, u)
 	require.Equal(t, http.StatusSeeOther, a.status, a.body)
 	require.Equal(t, "/portal/", a.header.Get("Location"))
 	cookies := (&http.Response{Header: a.header}).Cookies()
@@ -189,7 +216,7 @@ func TestPortalLinkGivesOneSession(t *testing.T) {
 
 	// The same link in another browser: no session, a page that says so.
 	other := e.browser(t)
-	again := call(t, other, "GET", u, "", "", nil)
+	again := e.openLink(t, other, u)
 	require.Equal(t, http.StatusGone, again.status)
 	require.Contains(t, again.body, "already used")
 	require.Empty(t, again.header.Values("Set-Cookie"))
@@ -198,9 +225,74 @@ func TestPortalLinkGivesOneSession(t *testing.T) {
 	require.NotContains(t, a.body, "cust_42")
 
 	// A made-up link.
-	a = call(t, other, "GET", e.srv.URL+"/portal/bm90LWEtbGluaw", "", "", nil)
+	a = e.openLink(t, other, e.srv.URL+"/portal/bm90LWEtbGluaw")
 	require.Equal(t, http.StatusNotFound, a.status)
 	require.Contains(t, a.body, "not valid")
+}
+
+// TestPortalLinkGETSpendsNothing: fetching a link, as a mail scanner or
+// a chat preview does, however often, answers the page with the button,
+// sets no cookie and leaves the link to open once afterwards.
+func TestPortalLinkGETSpendsNothing(t *testing.T) {
+	t.Parallel()
+	e := setup(t, false)
+	u, _ := e.link(t, "cust_42", "")
+	scanner := e.browser(t)
+	for range 3 {
+		a := call(t, scanner, "GET", u, "", "", nil)
+		require.Equal(t, http.StatusOK, a.status, a.body)
+		require.Empty(t, a.header.Values("Set-Cookie"))
+		require.Contains(t, a.body, `id="open-portal"`)
+		require.NotContains(t, a.body, "cust_42", "the page tells nothing of the consumer")
+		require.Equal(t, "no-store", a.header.Get("Cache-Control"))
+	}
+	home, _ := e.home(t, scanner)
+	require.Equal(t, http.StatusUnauthorized, home.status)
+
+	b := e.browser(t)
+	a := e.openLink(t, b, u)
+	require.Equal(t, http.StatusSeeOther, a.status, "the link still opens: %s", a.body)
+	home, _ = e.home(t, b)
+	require.Contains(t, home.body, "Signed in as consumer cust_42")
+}
+
+// TestPortalLinkOpensOnlyFromItsOwnPage: the POST that spends a link is
+// refused (403, no cookie, the link left unspent) when it comes from
+// another site, says nothing of where it comes from, or lacks the page's
+// token: a consumer cannot sign a victim's browser in to its own portal
+// (login CSRF) with a form of its own site that posts its link.
+func TestPortalLinkOpensOnlyFromItsOwnPage(t *testing.T) {
+	t.Parallel()
+	e := setup(t, false)
+	u, _ := e.link(t, "cust_42", "")
+	token := strings.TrimPrefix(u, e.srv.URL+"/portal/")
+	good := url.Values{"csrf_token": {auth.LinkCSRFToken(token)}}.Encode()
+	formType := "application/x-www-form-urlencoded"
+	refused := []struct {
+		name   string
+		body   string
+		header map[string]string
+	}{
+		{"OtherOriginAutoSubmittedForm", good, map[string]string{"Content-Type": formType, "Origin": "https://evil.example"}},
+		{"CrossSite", good, map[string]string{"Content-Type": formType, "Sec-Fetch-Site": "cross-site", "Origin": e.srv.URL}},
+		{"SameSiteIsNotSameOrigin", good, map[string]string{"Content-Type": formType, "Sec-Fetch-Site": "same-site"}},
+		{"NeitherOriginNorFetchSite", good, map[string]string{"Content-Type": formType}},
+		{"NoToken", "", map[string]string{"Content-Type": formType, "Origin": e.srv.URL, "Sec-Fetch-Site": "same-origin"}},
+		{"AnotherLinksToken", url.Values{"csrf_token": {auth.LinkCSRFToken(otherToken(token))}}.Encode(),
+			map[string]string{"Content-Type": formType, "Origin": e.srv.URL, "Sec-Fetch-Site": "same-origin"}},
+	}
+	for _, c := range refused {
+		b := e.browser(t)
+		a := call(t, b, "POST", u, "", c.body, c.header)
+		require.Equal(t, http.StatusForbidden, a.status, "%s: %s", c.name, a.body)
+		require.Empty(t, a.header.Values("Set-Cookie"), c.name)
+		home, _ := e.home(t, b)
+		require.Equal(t, http.StatusUnauthorized, home.status, c.name)
+	}
+
+	// Refused posts spent nothing: the page's button opens it.
+	a := e.openLink(t, e.browser(t), u)
+	require.Equal(t, http.StatusSeeOther, a.status, a.body)
 }
 
 func TestPortalLinkExpires(t *testing.T) {
@@ -209,7 +301,7 @@ func TestPortalLinkExpires(t *testing.T) {
 	u, _ := e.link(t, "cust_42", `{"ttl":"1m"}`)
 	e.clock.Advance(time.Minute)
 	b := e.browser(t)
-	a := call(t, b, "GET", u, "", "", nil)
+	a := e.openLink(t, b, u)
 	require.Equal(t, http.StatusGone, a.status)
 	require.Contains(t, a.body, "expired")
 	require.Empty(t, a.header.Values("Set-Cookie"))
@@ -242,7 +334,7 @@ func TestPortalLinksRace(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			statuses[i] = call(t, b, "GET", u, "", "", nil).status
+			statuses[i] = e.openLink(t, b, u).status
 		}()
 	}
 	wg.Wait()
@@ -272,7 +364,7 @@ func TestRevokeEndsSessionsAtOnce(t *testing.T) {
 	a, _ = e.home(t, b)
 	require.Equal(t, http.StatusUnauthorized, a.status)
 	require.Contains(t, a.body, "not signed in")
-	a = call(t, e.browser(t), "GET", unopened, "", "", nil)
+	a = e.openLink(t, e.browser(t), unopened)
 	require.Equal(t, http.StatusNotFound, a.status)
 	a, _ = e.home(t, other)
 	require.Equal(t, http.StatusOK, a.status, "another consumer's session goes on")
@@ -353,7 +445,7 @@ func TestSecureCookieOverTLS(t *testing.T) {
 	u, _ := e.link(t, "cust_42", "")
 	require.True(t, strings.HasPrefix(u, "https://"), u)
 	b := e.browser(t)
-	a := call(t, b, "GET", u, "", "", nil)
+	a := e.openLink(t, b, u)
 	require.Equal(t, http.StatusSeeOther, a.status, a.body)
 	cookies := (&http.Response{Header: a.header}).Cookies()
 	require.Len(t, cookies, 1)
