@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/heraldhooks/herald/internal/auth"
+	"github.com/heraldhooks/herald/internal/edge"
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/wire"
 )
@@ -20,9 +21,10 @@ const (
 // portalSessionCreate serves POST /v1/consumers/{consumer_id}/portal-sessions
 // (operator keys only) {"ttl": "15m"}: 201 with a one-time link to the
 // portal for that consumer. The link's token is shown in this answer only;
-// Herald keeps its SHA-256. The URL is built from the request: its Host,
-// and https when the call came over TLS, http otherwise (X-Forwarded-Proto
-// is not trusted).
+// Herald keeps its SHA-256. The URL starts with where browsers reach
+// Herald (edge.SiteOf): --public-url when set, or else the request's own
+// scheme and Host (https when the call came over TLS or through a trusted
+// proxy that says so).
 func (s *Server) portalSessionCreate(w http.ResponseWriter, r *http.Request) error {
 	consumer := r.PathValue("consumer_id")
 	if err := validateConsumerID(consumer); err != nil {
@@ -50,12 +52,8 @@ func (s *Server) portalSessionCreate(w http.ResponseWriter, r *http.Request) err
 	if err != nil {
 		return fmt.Errorf("create portal session: %w", err)
 	}
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
 	writeJSON(w, http.StatusCreated, wire.PortalSession{
-		URL:       scheme + "://" + r.Host + "/portal/" + token,
+		URL:       edge.SiteOf(r).URL("/portal/" + token),
 		ExpiresAt: ps.LinkExpiresAt.UTC(),
 	})
 	return nil

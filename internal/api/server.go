@@ -273,7 +273,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if v == http.ErrAbortHandler {
 				panic(v)
 			}
-			s.log.Error("api handler panicked", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(v))
+			s.log.Error("api handler panicked", "method", r.Method, "path", r.URL.Path, logkey.ClientAddr, r.RemoteAddr, "panic", fmt.Sprint(v))
 			writeErr(w, http.StatusInternalServerError, "internal_error", "internal error; see the server log")
 		}
 	}()
@@ -391,7 +391,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		} else if errors.Is(err, store.ErrConflict) {
 			ae = &apiError{http.StatusConflict, "conflict", "the current state of the resource does not allow this call"}
 		} else {
-			s.log.Error("api call failed", "method", r.Method, "path", r.URL.Path, logkey.Error, err)
+			s.log.Error("api call failed", "method", r.Method, "path", r.URL.Path, logkey.ClientAddr, r.RemoteAddr, logkey.Error, err)
 			ae = &apiError{http.StatusInternalServerError, "internal_error", "internal error; see the server log"}
 		}
 	}

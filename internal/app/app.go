@@ -25,6 +25,7 @@ import (
 	"github.com/heraldhooks/herald/internal/clock"
 	"github.com/heraldhooks/herald/internal/config"
 	"github.com/heraldhooks/herald/internal/dispatch"
+	"github.com/heraldhooks/herald/internal/edge"
 	"github.com/heraldhooks/herald/internal/keyring"
 	"github.com/heraldhooks/herald/internal/logkey"
 	"github.com/heraldhooks/herald/internal/maintenance"
@@ -78,6 +79,9 @@ type App struct {
 	// readHeaderTimeout, when not 0, replaces config.ReadHeaderTimeout on
 	// every listener: tests shorten it to see a slow client cut off.
 	readHeaderTimeout time.Duration
+	// cert is the TLS pair every listener serves (--tls-cert), nil for
+	// plain HTTP.
+	cert *edge.Certificate
 }
 
 // OpenStore opens (without migrating) the store that db names. opts give
@@ -141,6 +145,14 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 	if deps.Out == nil {
 		deps.Out = io.Discard
 	}
+	var cert *edge.Certificate
+	if cfg.TLSCert != "" {
+		var err error
+		cert, err = edge.LoadCertificate(edge.CertificateConfig{CertFile: cfg.TLSCert, KeyFile: cfg.TLSKey, Clock: deps.Clock, Logger: deps.Logger})
+		if err != nil {
+			return nil, err
+		}
+	}
 	ring, err := KeyRing(ctx, cfg.DB, cfg.EncryptionKey, true, deps.Logger)
 	if err != nil {
 		return nil, err
@@ -150,7 +162,7 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", config.Redact(cfg.DB), err)
 	}
-	a := &App{Config: cfg, Store: st, KeyRing: ring, log: deps.Logger}
+	a := &App{Config: cfg, Store: st, KeyRing: ring, log: deps.Logger, cert: cert}
 	if err := st.Migrate(ctx); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("migrate %s: %w", config.Redact(cfg.DB), err)
@@ -206,7 +218,15 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 		portal := web.NewPortal(web.PortalConfig{Store: st, API: apiHandler, Assets: assets, Clock: deps.Clock,
 			Logger: deps.Logger, FrameAncestors: cfg.PortalFrameAncestors})
 		ui := web.NewDashboard(web.DashboardConfig{API: apiHandler, Sessions: st, Assets: assets, Clock: deps.Clock, Logger: deps.Logger})
-		a.Handler = withPages(assets, ui, portal, withMetrics(apiHandler, a.Metrics.Handler()))
+		proxies, err := edge.ParseProxies(cfg.TrustedProxies) // Validate has checked them
+		if err == nil {
+			a.Handler, err = edge.Handler(edge.Config{PublicURL: cfg.PublicURL, TrustedProxies: proxies, Clock: deps.Clock, Logger: deps.Logger},
+				withPages(assets, ui, portal, withMetrics(apiHandler, a.Metrics.Handler())))
+		}
+		if err != nil {
+			st.Close()
+			return nil, err
+		}
 	}
 	a.Dispatcher = dispatch.New(dispatch.Config{
 		Store: st,
@@ -418,7 +438,12 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	sampled := a.runSampler(runCtx)
 	mailed := a.runMailer(runCtx)
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() { served <- a.serveOn(srv, ln) }()
+	if a.cert == nil && a.Config.PublicURL == "" && !edge.IsLoopback(ln.Addr().String()) {
+		a.log.Warn("serving plain HTTP beyond loopback without --public-url: browsers' sessions travel unencrypted, "+
+			"and behind a TLS-terminating proxy the pages refuse every form; give --tls-cert and --tls-key, "+
+			"or put Herald behind a proxy and set --public-url (and --trusted-proxies)", logkey.Addr, ln.Addr().String())
+	}
 	a.log.Info("herald serving", logkey.Addr, ln.Addr().String(), "config", a.Config)
 
 	select {
@@ -466,16 +491,26 @@ func (a *App) Work(ctx context.Context) error {
 	return err
 }
 
+// serveOn serves srv on ln until it is shut down: HTTPS with HTTP/2 when
+// the node has a TLS pair, plain HTTP otherwise.
+func (a *App) serveOn(srv *http.Server, ln net.Listener) error {
+	if a.cert == nil {
+		return srv.Serve(ln)
+	}
+	return srv.ServeTLS(ln, "", "") // srv.TLSConfig serves the pair (newServer)
+}
+
 // newServer is an HTTP server of handler with the limits every listener
 // of Herald's has (config.ReadHeaderTimeout and the others beside it,
-// Config.ReadTimeout), logging its errors as warnings. It sets no write
-// timeout: see config.ReadHeaderTimeout's block for why.
+// Config.ReadTimeout), logging its errors as warnings, with the node's TLS
+// pair when it has one. It sets no write timeout: see
+// config.ReadHeaderTimeout's block for why.
 func (a *App) newServer(handler http.Handler) *http.Server {
 	header := a.readHeaderTimeout
 	if header == 0 {
 		header = config.ReadHeaderTimeout
 	}
-	return &http.Server{
+	srv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: header,
 		ReadTimeout:       a.Config.ReadTimeout,
@@ -483,6 +518,10 @@ func (a *App) newServer(handler http.Handler) *http.Server {
 		MaxHeaderBytes:    config.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
 	}
+	if a.cert != nil {
+		srv.TLSConfig = a.cert.TLSConfig()
+	}
+	return srv
 }
 
 // startSides starts the servers beside the API that the configuration
@@ -519,7 +558,7 @@ func (a *App) serveSide(what, addr string, handler http.Handler) (*http.Server, 
 	}
 	srv := a.newServer(handler)
 	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := a.serveOn(srv, ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			a.log.Warn("serve "+what, logkey.Error, err)
 		}
 	}()

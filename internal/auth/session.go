@@ -11,9 +11,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/heraldhooks/herald/internal/clock"
+	"github.com/heraldhooks/herald/internal/edge"
 	"github.com/heraldhooks/herald/internal/store"
 )
 
@@ -124,7 +126,8 @@ func NewSessions(cfg SessionsConfig) *Sessions {
 }
 
 // Open exchanges the link token for a new session and sets its cookie on
-// w: HttpOnly, SameSite=Strict, Path=/portal, Secure when r came over TLS.
+// w: HttpOnly, SameSite=Strict, Path=/portal, Secure when browsers reach
+// Herald over https (edge.SiteOf).
 // The store's errors pass through (store.ErrPortalLinkUsed,
 // store.ErrPortalLinkExpired, store.ErrNotFound).
 func (s *Sessions) Open(w http.ResponseWriter, r *http.Request, link string) (*Session, error) {
@@ -144,7 +147,7 @@ func (s *Sessions) Open(w http.ResponseWriter, r *http.Request, link string) (*S
 		Path:     SessionPath,
 		MaxAge:   int(s.ttl / time.Second),
 		HttpOnly: true,
-		Secure:   r.TLS != nil,
+		Secure:   edge.SiteOf(r).Secure(),
 		SameSite: http.SameSiteStrictMode,
 	}
 	s.AdjustCookie(r, c)
@@ -214,7 +217,7 @@ func (s *Sessions) End(w http.ResponseWriter, r *http.Request, sess *Session) er
 	}
 	c := &http.Cookie{
 		Name: SessionCookie, Value: "", Path: SessionPath, MaxAge: -1,
-		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode,
+		HttpOnly: true, Secure: edge.SiteOf(r).Secure(), SameSite: http.SameSiteStrictMode,
 	}
 	s.AdjustCookie(r, c)
 	http.SetCookie(w, c)
@@ -284,15 +287,13 @@ func CheckCSRF(r *http.Request, sess *Session) string {
 	return ""
 }
 
-// sameOrigin reports whether origin is the scheme and host r was made to.
+// sameOrigin reports whether origin is the site browsers reach Herald at
+// (edge.SiteOf: --public-url, or the request's own scheme and host).
 func sameOrigin(r *http.Request, origin string) bool {
 	u, err := url.Parse(origin)
 	if err != nil {
 		return false
 	}
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	return u.Scheme == scheme && u.Host == r.Host && u.Path == "" && u.RawQuery == ""
+	site := edge.SiteOf(r)
+	return u.Scheme == site.Scheme && strings.EqualFold(u.Host, site.Host) && u.Path == "" && u.RawQuery == ""
 }

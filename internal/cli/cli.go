@@ -107,7 +107,9 @@ func nodeFlags(fs *pflag.FlagSet, c *config.Config) {
 	fs.DurationVar(&c.Retention, "retention", c.Retention, "how long history is kept once it ended: an event whose deliveries all ended (delivered, dead or cancelled) longer ago than this is deleted with its deliveries and attempts; 0 keeps everything")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long a stop waits for attempts in flight")
 	fs.DurationVar(&c.ReadTimeout, "read-timeout", c.ReadTimeout, "how long every HTTP listener (API and pages, /metrics, /debug/pprof/) waits for a whole request, body included, before it closes the connection; it must cover the largest batch on the slowest sender's link (1s to 1h)")
-	fs.StringVar(&c.PprofAddr, "pprof-addr", c.PprofAddr, "address to serve Go's runtime profiles (/debug/pprof/) on, as host:port; keep it on loopback (default: none)")
+	fs.StringVar(&c.PprofAddr, "pprof-addr", c.PprofAddr, "address to serve Go's runtime profiles (/debug/pprof/) on, as host:port; a loopback address unless --tls-cert is given (default: none)")
+	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "PEM file of the TLS certificate (chain included) to serve HTTPS with HTTP/2 on every listener (serve's --addr, --metrics-addr, --pprof-addr); a renewed file is picked up within 5s, without a restart. Needs --tls-key")
+	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "PEM file of the private key of --tls-cert")
 	fs.StringVar(&c.SMTPURL, "smtp-url", c.SMTPURL, "mail server for notices to consumers (failing, disabled, dead; at most one per endpoint per hour): smtp://user:pass@host:587?from=herald@example.com (STARTTLS required; plain allowed to loopback or with &insecure=true) or smtps://user:pass@host:465 (TLS). Default: no mail")
 	fs.StringVar(&c.SMTPFrom, "smtp-from", c.SMTPFrom, "sender of notices, as herald@example.com or \"Herald <herald@example.com>\" (overrides the --smtp-url's from)")
 	encryptionKeyFlag(fs, &c.EncryptionKey)
@@ -134,7 +136,10 @@ func serveCmd(stdio IO) *cobra.Command {
 		Use:   "serve",
 		Short: "Run the API and a dispatcher",
 		Long: "Run the HTTP API and a dispatcher. With no --db, Herald keeps everything in\n" +
-			"./herald.db (SQLite) and needs nothing else.",
+			"./herald.db (SQLite) and needs nothing else.\n\n" +
+			"On the internet, give it TLS of its own (--tls-cert, --tls-key), or put it behind\n" +
+			"a TLS-terminating proxy and say where browsers reach it (--public-url) and which\n" +
+			"proxies' X-Forwarded-* headers to believe (--trusted-proxies).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runNode(cmd.Context(), c, stdio, true)
@@ -145,7 +150,8 @@ func serveCmd(stdio IO) *cobra.Command {
 	fs.StringVar(&c.APIKey, "api-key", c.APIKey, "API key for /v1 calls (default: made on first start and printed once)")
 	fs.IntVar(&c.MaxPayloadBytes, "max-payload-bytes", c.MaxPayloadBytes, "largest event payload accepted")
 	fs.IntVar(&c.MaxEndpointsPerConsumer, "max-endpoints-per-consumer", c.MaxEndpointsPerConsumer, "endpoints a consumer may have for its own key or portal to create another; 0: no limit (operator keys create endpoints whatever the consumer has)")
-	fs.StringVar(&c.PublicURL, "public-url", c.PublicURL, "where people's browsers reach this Herald, as https://hooks.example.com: the links Herald mails (confirming a notice address) start with it. Default: http:// and --addr")
+	fs.StringVar(&c.PublicURL, "public-url", c.PublicURL, "where people's browsers reach this Herald, as https://hooks.example.com (behind a proxy, the proxy's address): cookies are Secure when it is https, the pages' Origin checks compare with it, portal links and mailed links start with it. Default: the request's own scheme and host for pages and portal links, http:// and --addr for mails")
+	fs.StringSliceVar(&c.TrustedProxies, "trusted-proxies", c.TrustedProxies, "proxies whose X-Forwarded-For, X-Forwarded-Proto and X-Forwarded-Host are believed, as CIDRs or addresses, comma separated (10.0.0.0/8,127.0.0.1); anyone else's are ignored. Default: none")
 	fs.StringSliceVar(&c.PortalFrameAncestors, "portal-frame-ancestors", c.PortalFrameAncestors, "origins that may show /portal/ in a frame of their own pages, comma separated (https://app.example.com); the portal's cookies are then partitioned (CHIPS) inside such a frame. Default: no site may frame it")
 	nodeFlags(fs, &c)
 	return cmd
@@ -161,7 +167,7 @@ func workerCmd(stdio IO) *cobra.Command {
 			return runNode(cmd.Context(), c, stdio, false)
 		},
 	}
-	cmd.Flags().StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "address to serve Prometheus /metrics on, as host:port (default: none)")
+	cmd.Flags().StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "address to serve Prometheus /metrics on, as host:port; a loopback address unless --tls-cert is given (default: none)")
 	nodeFlags(cmd.Flags(), &c)
 	return cmd
 }

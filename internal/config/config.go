@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/heraldhooks/herald/internal/edge"
 	"github.com/heraldhooks/herald/internal/keyring"
 )
 
@@ -98,6 +99,17 @@ type Config struct {
 	// Herald there. Links are never built from a request's Host header,
 	// which whoever sets an address could forge to steal its token.
 	PublicURL string
+	// TLSCert and TLSKey, both or neither, are the files of the pair that
+	// Addr (serve) and the metrics and pprof listeners serve HTTPS with,
+	// HTTP/2 included; a renewed pair is picked up without a restart
+	// (edge.Certificate). Without them those listeners speak plain HTTP,
+	// and the metrics and pprof listeners stay on loopback.
+	TLSCert, TLSKey string
+	// TrustedProxies are the proxies (CIDRs, or addresses) whose
+	// X-Forwarded-For, -Proto and -Host Herald believes (serve): the
+	// client's address in logs and limits, and without PublicURL the
+	// scheme and host browsers see. Anyone else's are ignored.
+	TrustedProxies []string
 }
 
 // PublicBaseURL is where links Herald mails point: PublicURL without a
@@ -244,7 +256,17 @@ func (c *Config) Validate(needAddr bool) error {
 		}
 		if _, _, err := net.SplitHostPort(side.addr); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %q is not host:port: %v", side.flag, side.addr, err))
+		} else if c.TLSCert == "" && !edge.IsLoopback(side.addr) {
+			// Profiles show the process's insides and metrics its
+			// traffic: in plain HTTP they stay on this machine.
+			errs = append(errs, fmt.Errorf("%s: %q is not a loopback address; without --tls-cert and --tls-key it must be one (such as 127.0.0.1:%s), or give the pair to serve it over HTTPS", side.flag, side.addr, portOf(side.addr)))
 		}
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		errs = append(errs, errors.New("tls-cert and tls-key: give both (the certificate, chain included, and its private key, PEM files) or neither"))
+	}
+	if _, err := edge.ParseProxies(c.TrustedProxies); err != nil {
+		errs = append(errs, err)
 	}
 	if c.ShutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("shutdown-timeout: %s is negative", c.ShutdownTimeout))
@@ -289,9 +311,15 @@ func checkPublicURL(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil ||
 		u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" || strings.ContainsAny(raw, " \t\r\n") {
-		return fmt.Errorf("public-url: %q is not a base URL such as https://hooks.example.com", raw)
+		return fmt.Errorf("public-url: %q is not a base URL such as https://hooks.example.com (an absolute http or https URL, without user, query or fragment)", raw)
 	}
 	return nil
+}
+
+// portOf is addr's port ("" when it has none).
+func portOf(addr string) string {
+	_, port, _ := net.SplitHostPort(addr)
+	return port
 }
 
 // checkOrigin accepts an origin a frame-ancestors list may name: http or
@@ -407,5 +435,8 @@ func (c Config) LogValue() slog.Value {
 		slog.String("smtp_url", RedactSMTP(c.SMTPURL)),
 		slog.String("smtp_from", c.SMTPFrom),
 		slog.String("public_url", c.PublicURL),
+		slog.String("tls_cert", c.TLSCert),
+		slog.String("tls_key", c.TLSKey),
+		slog.Any("trusted_proxies", c.TrustedProxies),
 	)
 }

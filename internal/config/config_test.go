@@ -263,3 +263,45 @@ func TestPublicURL(t *testing.T) {
 		require.Equal(t, tc.want, c.PublicBaseURL(), "%+v", tc)
 	}
 }
+
+// TestTLSAndProxies: the TLS pair comes whole or not at all, trusted
+// proxies are CIDRs or addresses, and the metrics and pprof listeners
+// leave loopback only with the pair.
+func TestTLSAndProxies(t *testing.T) {
+	t.Parallel()
+	c := config.Default()
+	c.TLSCert = "cert.pem"
+	require.ErrorContains(t, c.Validate(true), "tls-cert and tls-key: give both")
+	c.TLSCert, c.TLSKey = "", "key.pem"
+	require.ErrorContains(t, c.Validate(true), "tls-cert and tls-key: give both")
+	c.TLSCert = "cert.pem"
+	require.NoError(t, c.Validate(true))
+
+	c = config.Default()
+	c.TrustedProxies = []string{"10.0.0.0/8", "127.0.0.1", "::1"}
+	require.NoError(t, c.Validate(true))
+	c.TrustedProxies = []string{"10.0.0.0/8", "proxy.internal"}
+	require.ErrorContains(t, c.Validate(true), `trusted-proxies: "proxy.internal" is not a CIDR`)
+
+	for _, flag := range []string{"pprof-addr", "metrics-addr"} {
+		c = config.Default()
+		set := func(addr string) {
+			if flag == "pprof-addr" {
+				c.PprofAddr = addr
+			} else {
+				c.MetricsAddr = addr
+			}
+		}
+		for _, addr := range []string{"127.0.0.1:6060", "[::1]:6060", "localhost:6060"} {
+			set(addr)
+			require.NoError(t, c.Validate(true), addr)
+		}
+		for _, addr := range []string{":6060", "0.0.0.0:6060", "10.0.0.5:6060"} {
+			set(addr)
+			require.ErrorContains(t, c.Validate(true), flag+": "+`"`+addr+`" is not a loopback address; without --tls-cert`, addr)
+			c.TLSCert, c.TLSKey = "cert.pem", "key.pem"
+			require.NoError(t, c.Validate(true), "with the pair it may leave loopback: %s", addr)
+			c.TLSCert, c.TLSKey = "", ""
+		}
+	}
+}

@@ -41,4 +41,13 @@ const (
 	Batches    = "batches"
 	// Retention is how long ended history is kept (--retention).
 	Retention = "retention"
+	// ClientAddr is the address of a request's client, as a trusted
+	// proxy forwarded it, or else its peer's; PeerAddr the peer's (the
+	// proxy's) when they differ.
+	ClientAddr = "client_addr"
+	PeerAddr   = "peer_addr"
+	// TLSCert and TLSKey are the files of the TLS pair (--tls-cert,
+	// --tls-key): paths, never their contents.
+	TLSCert = "tls_cert"
+	TLSKey  = "tls_key"
 )

@@ -11,6 +11,7 @@ import (
 	"github.com/heraldhooks/herald/internal/api"
 	"github.com/heraldhooks/herald/internal/auth"
 	"github.com/heraldhooks/herald/internal/clock"
+	"github.com/heraldhooks/herald/internal/edge"
 	"github.com/heraldhooks/herald/internal/logkey"
 	"github.com/heraldhooks/herald/internal/store"
 )
@@ -245,18 +246,15 @@ func (u *Dashboard) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, &http.Cookie{
 		Name: DashboardSessionCookie, Value: token, Path: DashboardPath, MaxAge: int(u.ttl / time.Second),
-		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode,
+		HttpOnly: true, Secure: edge.SiteOf(r).Secure(), SameSite: http.SameSiteStrictMode,
 	})
 	http.Redirect(w, r, "/ui/", http.StatusSeeOther)
 }
 
-// sameOriginUI reports whether origin is the scheme and host r was made to.
+// sameOriginUI reports whether origin is the site browsers reach Herald
+// at (edge.SiteOf: --public-url, or the request's own scheme and host).
 func sameOriginUI(r *http.Request, origin string) bool {
-	scheme := "http://"
-	if r.TLS != nil {
-		scheme = "https://"
-	}
-	return origin == scheme+r.Host
+	return strings.EqualFold(origin, edge.SiteOf(r).Origin())
 }
 
 // signOut serves POST /ui/sign-out: the session's row is deleted, which
@@ -270,7 +268,7 @@ func (u *Dashboard) signOut(w http.ResponseWriter, r *http.Request, s *dashboard
 	}
 	http.SetCookie(w, &http.Cookie{
 		Name: DashboardSessionCookie, Value: "", Path: DashboardPath, MaxAge: -1,
-		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode,
+		HttpOnly: true, Secure: edge.SiteOf(r).Secure(), SameSite: http.SameSiteStrictMode,
 	})
 	SetFlash(w, r, DashboardPath, Flash{Kind: "info", Text: "You are signed out."})
 	http.Redirect(w, r, "/ui/sign-in", http.StatusSeeOther)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/heraldhooks/herald/internal/api"
 	"github.com/heraldhooks/herald/internal/auth"
+	"github.com/heraldhooks/herald/internal/edge"
 	"github.com/heraldhooks/herald/internal/logkey"
 )
 
@@ -329,7 +330,7 @@ func setFlash(w http.ResponseWriter, r *http.Request, cookiePath string, f Flash
 	b, _ := json.Marshal(f) // a struct of two strings always encodes
 	c := &http.Cookie{
 		Name: flashCookie, Value: base64.RawURLEncoding.EncodeToString(b), Path: cookiePath,
-		MaxAge: 60, HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode,
+		MaxAge: 60, HttpOnly: true, Secure: edge.SiteOf(r).Secure(), SameSite: http.SameSiteStrictMode,
 	}
 	if adjust != nil {
 		adjust(r, c)
@@ -350,7 +351,7 @@ func takeFlash(w http.ResponseWriter, r *http.Request, cookiePath string, adjust
 	}
 	clear := &http.Cookie{
 		Name: flashCookie, Value: "", Path: cookiePath, MaxAge: -1,
-		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode,
+		HttpOnly: true, Secure: edge.SiteOf(r).Secure(), SameSite: http.SameSiteStrictMode,
 	}
 	if adjust != nil {
 		adjust(r, clear)
