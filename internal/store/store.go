@@ -280,6 +280,10 @@ type Store interface {
 	// NoticeStore keeps the consumers' notification addresses and when
 	// each endpoint was last mailed about (notice.go).
 	NoticeStore
+
+	// QuotaStore counts what each consumer spent of its quotas (test
+	// events, confirmation mails) across nodes (quota.go).
+	QuotaStore
 }
 
 // SettingPutIfAbsentParams asks to store Value under Key unless the key is

@@ -81,6 +81,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Activity", activityCases()},
 		{"Depth", depthCases()},
 		{"Notice", noticeCases()},
+		{"Quota", quotaCases()},
 		{"Leasing", leasingCases()},
 	}
 	for _, g := range groups {
