@@ -20,23 +20,25 @@ import (
 //     claimer holds, endpoints that may have work: enabled, not blocked
 //     (blocked_until, the Retry-After pause or the open breaker's probe
 //     time), with a due delivery (for a FIFO endpoint, a due head). The
-//     lock is what makes the in-flight cap and the token bucket exact
-//     across nodes: only one claimer at a time decides for an endpoint.
-//     It is FOR NO KEY UPDATE, the mode of an ingest that leases: it
-//     keeps out other claims and leasing ingests, and the writers that
-//     lock FOR UPDATE (the breaker's path, disabling, deleting), but not
-//     the outcome writes of plain successes (FOR KEY SHARE): a claim
-//     writes no health they read (a probe goes only where the breaker is
-//     open, which is not plain), and their once-a-second write of a last
-//     success waits for the claim's commit like any update of the row.
-//     It also counts each endpoint's leased deliveries, as its snapshot,
-//     taken before the lock, saw them: an estimate.
+//     lock is what makes the token bucket, the probe and a FIFO head
+//     exact across nodes: only one claimer at a time decides for an
+//     endpoint. It is FOR NO KEY UPDATE: it keeps out other claims and
+//     the writers that lock FOR UPDATE (the breaker's path, disabling,
+//     deleting), but not leasing ingests or the outcome writes of plain
+//     successes (FOR KEY SHARE): a claim writes no health they read (a
+//     probe goes only where the breaker is open, which is neither
+//     leasable nor plain), and the once-a-second write of a last success
+//     skips a row a claim holds. It also counts each endpoint's leased
+//     deliveries, as its snapshot, taken before the lock, saw them: an
+//     estimate.
 //  2. In Go, breaker.GateAt and ratelimit.Allowance (on the estimate) say
 //     how many each endpoint may start, and the claim's limit is dealt out
 //     one delivery per endpoint per round, in the random order.
-//  3. takeSQL leases each endpoint's share, cut to the room under its
-//     in-flight cap, which it counts itself: a statement after the lock,
-//     it sees every claim committed before the lock was taken (and the
+//  3. takeSQL leases each endpoint's share, cut to the room of a shard
+//     of its in-flight cap that it takes (migration 0024: the cap is
+//     dealt over up to four shards, each a lock that one writer, claim or
+//     leasing ingest, holds at a time), counted once the shard's lock is
+//     held, so that it sees every writer that held it before (and the
 //     leases of this claim's earlier rounds). What an endpoint could not
 //     fill is dealt again to those that filled theirs.
 //  4. The token buckets spent and the probes sent are written back.
@@ -108,35 +110,41 @@ LIMIT $2
 FOR NO KEY UPDATE OF e SKIP LOCKED`
 
 // takeSQL leases deliveries: for each endpoint of $2 up to its share $3 of
-// due ones, and no more than the room under its in-flight cap $7 (the cap
-// less its leased deliveries, lease not expired), new before retries, then
+// due ones, and no more than the room of one shard of its in-flight cap
+// $7 that it takes (herald_take_shard, migration 0024: the shard's part of
+// the cap less its leased deliveries, lease not expired; a shard another
+// writer holds is left to it), new before retries, then
 // oldest due first, then in ingest order; for each FIFO endpoint of $5 its head (its live delivery of
 // lowest seq), if that is due. The choice is read from delivery_queue (one
 // range of its claim index for each kind, a few more than the share, in
 // case some are locked by another writer), and the deliveries are then
 // locked by id, skipping those another writer holds: a FIFO head held so
 // is not taken, and nothing after it is. Rows are rechecked once locked.
-// Each in-flight count is a plain index scan of one endpoint's range of
-// delivery_queue_leased_idx, stopped at the cap: every finished delivery
-// leaves a dead entry in it until the queue's next vacuum, and a plain
-// scan marks such entries dead as it passes, where a bitmap scan over all
-// the endpoints at once would visit each of them on the heap, every claim.
+// Each in-flight count is a plain index scan of one shard's range of
+// delivery_queue_leased_idx, stopped at the shard's cap: every finished
+// delivery leaves a dead entry in it until the queue's next vacuum, and a
+// plain scan marks such entries dead as it passes. A leased delivery's
+// queue row names its shard.
 // Each lease lasts its endpoint's $4 or $6 microseconds. It returns the
 // leased deliveries with their events, their due time before the claim,
 // their seq, and whether each was taken from an expired lease (lost: a
 // delivering row is due only once its lease has run out).
 var takeSQL = `
-WITH normal AS (
-	SELECT y.id, y.due_at, y.seq, y.lost, c.lease_us
-	FROM unnest($2::text[], $3::int[], $4::bigint[], $7::int[]) AS c(endpoint_id, share, lease_us, cap)
+WITH taken AS MATERIALIZED (
+	-- The shards taken, each with the last place (upto) of its endpoint's
+	-- deliveries leased here that its room holds.
+	SELECT c.endpoint_id, s.shard,
+		sum(s.room) OVER (PARTITION BY c.endpoint_id ORDER BY s.ord) AS upto
+	FROM unnest($2::text[], $3::int[], $7::int[]) AS c(endpoint_id, share, cap)
+	CROSS JOIN LATERAL herald_take_shards(c.endpoint_id, c.cap, coalesce($1::timestamptz, now()), c.share)
+		WITH ORDINALITY AS s(shard, room, ord)
+), normal AS (
+	SELECT y.id, y.due_at, y.seq, y.lost, c.lease_us, c.endpoint_id
+	FROM unnest($2::text[], $3::int[], $4::bigint[]) AS c(endpoint_id, share, lease_us)
 	CROSS JOIN LATERAL (
-		SELECT greatest(least(c.share, c.cap - (
-			SELECT count(*) FROM (
-				SELECT 1 FROM delivery_queue l
-				WHERE l.endpoint_id = c.endpoint_id AND l.leased
-					AND l.due_at > coalesce($1::timestamptz, now())
-				LIMIT c.cap) AS leased)), 0) AS room
-		OFFSET 0 -- counted once, not at each use
+		SELECT greatest(least(c.share, coalesce((
+			SELECT max(t.upto) FROM taken t WHERE t.endpoint_id = c.endpoint_id), 0)), 0) AS room
+		OFFSET 0 -- once, not at each use
 	) AS r
 	CROSS JOIN LATERAL (
 		SELECT d.id, d.due_at, d.seq, d.status = 'delivering' AS lost
@@ -160,8 +168,17 @@ WITH normal AS (
 		LIMIT r.room
 		FOR UPDATE OF d SKIP LOCKED
 	) AS y
+), sharded AS (
+	-- Each delivery leased of an endpoint in the room of one shard.
+	SELECT x.id, x.due_at, x.seq, x.lost, x.lease_us, (
+		SELECT t.shard FROM taken t
+		WHERE t.endpoint_id = x.endpoint_id AND t.upto >= x.k
+		ORDER BY t.upto LIMIT 1) AS shard
+	FROM (
+		SELECT n.*, row_number() OVER (PARTITION BY n.endpoint_id ORDER BY n.id) AS k
+		FROM normal n) AS x
 ), fifo AS (
-	SELECT h.id, h.due_at, h.seq, h.lost, c.lease_us
+	SELECT h.id, h.due_at, h.seq, h.lost, c.lease_us, 0 AS shard
 	FROM unnest($5::text[], $6::bigint[]) AS c(endpoint_id, lease_us)
 	CROSS JOIN LATERAL (
 		SELECT d.id, d.due_at, d.seq, d.status = 'delivering' AS lost
@@ -176,7 +193,7 @@ WITH normal AS (
 	) AS h
 	WHERE h.due_at <= coalesce($1::timestamptz, now())
 ), picked AS (
-	SELECT * FROM normal UNION ALL SELECT * FROM fifo
+	SELECT * FROM sharded UNION ALL SELECT * FROM fifo
 ), leased AS (
 	UPDATE deliveries d SET
 		status = 'delivering',
@@ -190,8 +207,9 @@ WITH normal AS (
 	-- The leased deliveries' rows in delivery_queue, which the triggers
 	-- of migration 0021 leave to the claim (claimQueuesSQL).
 	UPDATE delivery_queue q SET
-		kind = least(l.attempt_count, 1), leased = true, due_at = l.due_at
+		kind = least(l.attempt_count, 1), leased = true, due_at = l.due_at, shard = p.shard
 	FROM leased l
+	JOIN picked p ON p.id = l.id
 	WHERE q.delivery_id = l.id
 )
 SELECT ` + qualify("l", deliveryCols) + `, p.due_at, p.seq, p.lost, ` + qualify("ev", eventCols) + `

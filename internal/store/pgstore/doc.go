@@ -35,9 +35,10 @@
 // Leasing at ingest (leasing.go). With the node's dispatcher as taker
 // (SetTaker), an ingest reserves free attempt slots, picks the endpoints a
 // claim could start work for now (store.LeasableAtIngest), and in the batch
-// that commits locks those no other transaction holds (SKIP LOCKED) and
-// leases, in ingest order, up to the room under each in-flight cap and the
-// slots reserved. After the commit the leased deliveries go to the
+// that commits takes shards of their in-flight caps that no other
+// transaction holds (migration 0024: never waiting, so that ingests and
+// claims lease to one busy endpoint side by side) and leases, in ingest
+// order, up to the shards' room and the slots reserved. After the commit the leased deliveries go to the
 // dispatcher (store.Taker's Take); the rest is queued, and the nodes woken,
 // as ever.
 //
@@ -58,7 +59,7 @@
 // breaker.GateAt and ratelimit.Allowance say how many each may start; deal
 // hands out the limit one delivery per endpoint per round; takeSQL leases
 // each share, new deliveries before retries and a FIFO endpoint's head
-// only, counting the room under the cap itself; writeBack sends the token
+// only, within the room of the cap's shards it takes; writeBack sends the token
 // buckets and probes with the COMMIT. A lease keeps its expiry in the row's due_at and
 // moves lease_token, so an expired lease is simply due again.
 //
@@ -82,5 +83,6 @@
 //
 // Locks. Every writer of several deliveries takes their endpoints first, in
 // id order, and a delivery before its queue row; claims never wait for a
-// lock. So writers cannot deadlock.
+// lock, and no one waits for a shard of an in-flight cap. So writers
+// cannot deadlock.
 package pgstore

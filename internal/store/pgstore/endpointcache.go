@@ -158,8 +158,8 @@ func isEndpointsChanged(err error) bool {
 var ingestLockCheckedSQL = ingestLockSQL + ", " + endpointsCheckSQL("$3", "$4")
 
 // ingestLeasingCheckedSQL is ingestLeasingSQL checking, as well, that the
-// endpoints of the consumers in $5 are the versions in $6.
-var ingestLeasingCheckedSQL = ingestLeasingSQL + ", " + endpointsCheckSQL("$5", "$6")
+// endpoints of the consumers in $7 are the versions in $8.
+var ingestLeasingCheckedSQL = ingestLeasingSQL + ", " + endpointsCheckSQL("$7", "$8")
 
 // endpointsOnlyCheckSQL checks, for an ingest from remembered endpoints
 // that makes no delivery, that the endpoints of the consumers in $1 are

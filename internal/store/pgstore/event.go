@@ -60,7 +60,7 @@ var insertEventsSQL = strings.Replace(insertUnkeyedEventsSQL, "RETURNING",
 // write for other writers (migration 0020). ingestLockSQL goes before it,
 // in a statement of its own, so that this one reads the marks as they are
 // once the locks are held.
-const insertDeliveriesSQL = `
+var insertDeliveriesSQL = `
 WITH n AS (
 	SELECT coalesce($6::timestamptz, now()) AS t
 ), ins AS (
@@ -80,9 +80,16 @@ SELECT count(*) FROM ins`
 // in delivery_queue (leased if a lease was taken at ingest, leasing.go),
 // and each endpoint's due mark, no later than its earliest due delivery
 // (now for one queued, the lease's expiry for one leased).
-const ingestQueuesCTEs = `live AS (
-	INSERT INTO delivery_queue (delivery_id, endpoint_id, consumer_id, seq, kind, leased, due_at)
-	SELECT id, endpoint_id, consumer_id, seq, 0, status = 'delivering', due_at
+var ingestQueuesCTEs = ingestQueuesCTEsSharded("0")
+
+// ingestQueuesCTEsSharded is ingestQueuesCTEs whose leased rows name the
+// shard of their endpoint's in-flight cap given by shard, an expression
+// over ins (migration 0024).
+func ingestQueuesCTEsSharded(shard string) string {
+	return `live AS (
+	INSERT INTO delivery_queue (delivery_id, endpoint_id, consumer_id, seq, kind, leased, due_at, shard)
+	SELECT id, endpoint_id, consumer_id, seq, 0, status = 'delivering', due_at,
+		CASE WHEN status = 'delivering' THEN ` + shard + ` ELSE 0 END
 	FROM ins
 	ORDER BY id
 ), mark AS (
@@ -98,6 +105,7 @@ const ingestQueuesCTEs = `live AS (
 	ON CONFLICT (endpoint_id) DO UPDATE SET due_at = excluded.due_at
 		WHERE q.due_at > excluded.due_at
 )`
+}
 
 // ingestLockSQL wakes the dispatchers of every node once the transaction
 // commits; says, for the rest of the transaction, that ingest writes the

@@ -26,20 +26,23 @@ import (
 // cap (ratelimit.Allowance). In the database, in the batch that commits:
 //
 //  1. ingestLeasingSQL (ingestLockSQL's queue settings and locks, but
-//     not the wake-up) locks those endpoints that no other transaction holds
-//     (SKIP LOCKED, never waiting: a claim or an outcome write deciding
-//     for the endpoint, or another ingest leasing to it, leaves this
-//     ingest to queue its deliveries) and names them for the statements
-//     that follow (herald.leasing), as a claim's lock does, so that one
-//     writer at a time decides for an endpoint;
-//  2. insertLeasingDeliveriesSQL, a statement after the lock (so that it
-//     sees every claim committed before it), counts each locked
-//     endpoint's leased deliveries and the new ones already due (a claim
-//     will take those: they keep their room), and leases, in ingest order,
-//     up to the room left under each cap and the slots reserved in all;
+//     not the wake-up) holds those endpoints FOR KEY SHARE, skipping any
+//     that a writer of its health or state holds (the breaker's path,
+//     disabling, deleting: SKIP LOCKED, never waiting), and takes, of
+//     each, shards of its in-flight cap with room enough (migration 0024:
+//     each shard a lock one writer, ingest or claim, holds at a time,
+//     never waited for), and names them for the statement that follows
+//     (herald.leasing). Other ingests and claims leasing to the same
+//     endpoint take other shards, side by side; an endpoint whose shards
+//     are all held gets its deliveries queued;
+//  2. insertLeasingDeliveriesSQL, a statement after the lock, leases, in
+//     ingest order, up to the room the shards had when taken, less the
+//     endpoint's new deliveries already due (a claim will take those,
+//     first: they keep their room, as far as these shards go), and the
+//     slots reserved in all; each lease's queue row names its shard;
 //  3. the wake-up is sent, by the same statement, when something was
-//     queued, or when an endpoint it locked has work due now that is not
-//     leased: a claim meanwhile skipped that endpoint's row, which this
+//     queued, or when an endpoint it leased to has work due now that is
+//     not leased: a claim meanwhile may have found the shards this
 //     transaction held, and would otherwise leave the work to its next
 //     poll.
 //
@@ -49,10 +52,15 @@ import (
 // it should the lease run out.
 
 // ingestLeasingSQL is ingestLockSQL without the wake-up (the endpoints
-// of the deliveries in $1), which also locks the endpoints in $2 that no
-// other transaction holds and names them, for the rest of the
-// transaction, in herald.leasing. The queue's advisory locks come first:
-// a writer that holds one of them never waits for an endpoint's row.
+// of the deliveries in $1), which also takes, of each endpoint in $2 that
+// no writer of its health or state holds, shards of its in-flight cap
+// ($5) with room for the $6 deliveries this ingest has for it
+// (herald_take_shards, migration 0024; no more, so that a claim taking
+// the endpoint's queued deliveries finds the others free), and names them
+// with their rooms, for the rest of the transaction, in herald.leasing
+// ("endpoint:shard:room,..."). The queue's advisory locks come first: a
+// writer that holds one of them never waits for an endpoint's row or a
+// shard.
 //
 // Go chose the endpoints on rows read before the lock; the lock takes
 // only those that are still as read where the choice depends on it,
@@ -61,12 +69,14 @@ import (
 // state moves), enabled, breaker closed, not blocked at the ingest's now
 // $4 (blocked_until: a pause or the breaker's probe time, on the
 // database's clock), and not slowed down by 429s (rate factor 1: the cap
-// Go computed holds).
+// Go computed holds). The row is held FOR KEY SHARE: the writers that
+// change those (FOR UPDATE) wait for this transaction, or it skips the
+// endpoint; claims, other ingests and outcome writes go on beside it.
 var ingestLeasingSQL = "SELECT " + ingestQueuesCols("$1") + `, (
-	SELECT set_config('herald.leasing', coalesce(string_agg(l.id, ','), ''), true)
+	SELECT set_config('herald.leasing', coalesce(string_agg(l.id || ':' || s.shard || ':' || s.room, ','), ''), true)
 	FROM (
-		SELECT e.id FROM endpoints e
-		JOIN unnest($2::text[], $3::timestamptz[]) AS r(id, updated_at)
+		SELECT e.id, r.cap, r.want FROM endpoints e
+		JOIN unnest($2::text[], $3::timestamptz[], $5::int[], $6::int[]) AS r(id, updated_at, cap, want)
 			ON r.id = e.id AND r.updated_at = e.updated_at
 		WHERE e.id = ANY($2::text[])
 			AND e.enabled
@@ -74,12 +84,15 @@ var ingestLeasingSQL = "SELECT " + ingestQueuesCols("$1") + `, (
 			AND coalesce(e.health->>'breaker_state', '') IN ('', 'closed')
 			AND coalesce((e.health->>'rate_factor')::float8, 1) >= 1
 		ORDER BY e.id
-		FOR NO KEY UPDATE OF e SKIP LOCKED) AS l)`
+		FOR KEY SHARE OF e SKIP LOCKED) AS l
+	CROSS JOIN LATERAL herald_take_shards(l.id, l.cap, coalesce($4::timestamptz, now()), l.want) AS s)`
 
 // insertLeasingDeliveriesSQL is insertDeliveriesSQL leasing what it may:
 // $7 the endpoints Go found could start work, $8 their in-flight caps, $9
 // their lease lengths in microseconds, $10 the slots reserved, $11 the
-// channel that wakes the dispatchers. It returns the deliveries leased,
+// channel that wakes the dispatchers. Of those, it leases only to the
+// endpoints ingestLeasingSQL named in herald.leasing, each up to the room
+// of the shard taken there, and its queue rows name that shard. It returns the deliveries leased,
 // and wakes every node at the commit unless every delivery was and the
 // endpoints it locked have no other work due (woke, a CTE the insert
 // reads, so that it runs once whatever is returned).
@@ -90,12 +103,19 @@ WITH n AS (
 	SELECT u.*, row_number() OVER (PARTITION BY u.endpoint_id ORDER BY u.ord) AS k
 	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
 		WITH ORDINALITY AS u(id, event_id, endpoint_id, consumer_id, event_type, ord)
+), held AS (
+	-- The shards taken, each with the last place (upto) of the deliveries
+	-- of its endpoint, in ingest order, that its room holds.
+	SELECT h.endpoint_id, h.shard,
+		sum(h.room) OVER (PARTITION BY h.endpoint_id ORDER BY h.ord) AS upto
+	FROM (
+		SELECT split_part(z.x, ':', 1) AS endpoint_id, split_part(z.x, ':', 2)::int AS shard,
+			split_part(z.x, ':', 3)::int AS room, z.ord
+		FROM unnest(string_to_array(current_setting('herald.leasing'), ',')) WITH ORDINALITY AS z(x, ord)
+	) AS h
 ), locked AS (
-	SELECT x.endpoint_id, x.lease_us, x.cap, (
-		SELECT count(*) FROM (
-			SELECT 1 FROM delivery_queue l
-			WHERE l.endpoint_id = x.endpoint_id AND l.leased AND l.due_at > n.t
-			LIMIT x.cap) AS leased) AS leased, (
+	SELECT x.endpoint_id, x.lease_us,
+		(SELECT max(h.upto) FROM held h WHERE h.endpoint_id = x.endpoint_id) AS room, (
 		SELECT count(*) FROM (
 			SELECT 1 FROM delivery_queue w
 			WHERE w.endpoint_id = x.endpoint_id AND w.kind = 0 AND w.due_at <= n.t
@@ -104,11 +124,14 @@ WITH n AS (
 			SELECT 1 FROM delivery_queue r
 			WHERE r.endpoint_id = x.endpoint_id AND r.kind = 1 AND r.due_at <= n.t) AS retries
 	FROM unnest($7::text[], $8::int[], $9::bigint[]) AS x(endpoint_id, cap, lease_us), n
-	WHERE x.endpoint_id = ANY(string_to_array(current_setting('herald.leasing'), ','))
+	WHERE x.endpoint_id IN (SELECT endpoint_id FROM held)
 ), pick AS (
-	SELECT u.id, l.lease_us
+	SELECT u.id, l.lease_us, (
+		SELECT h.shard FROM held h
+		WHERE h.endpoint_id = u.endpoint_id AND h.upto >= u.k
+		ORDER BY h.upto LIMIT 1) AS shard
 	FROM u JOIN locked l ON l.endpoint_id = u.endpoint_id
-	WHERE u.k <= l.cap - l.leased - l.waiting
+	WHERE u.k <= l.room - l.waiting
 	ORDER BY u.ord
 	LIMIT $10
 ), woke AS MATERIALIZED (
@@ -127,7 +150,7 @@ WITH n AS (
 	FROM u CROSS JOIN n CROSS JOIN woke LEFT JOIN pick p ON p.id = u.id
 	ORDER BY u.ord
 	RETURNING ` + deliveryCols + `, seq
-), ` + ingestQueuesCTEs + `
+), ` + ingestQueuesCTEsSharded("(SELECT p.shard FROM pick p WHERE p.id = ins.id)") + `
 SELECT ` + qualify("ins", deliveryCols) + `
 FROM ins
 WHERE status = 'delivering'
@@ -146,6 +169,7 @@ type leasing struct {
 	ids       []string
 	updatedAt []time.Time // as read: the lock takes endpoints still so
 	caps      []int32
+	wants     []int32 // the ingest's deliveries to each endpoint
 	leaseUS   []int64
 	byID      map[string]*herald.Endpoint
 }
@@ -205,6 +229,7 @@ func (s *Store) planLeasing(l *leasing, d *deliveryInsert, endpoints map[string]
 			l.ids = append(l.ids, ep.ID)
 			l.updatedAt = append(l.updatedAt, ep.UpdatedAt)
 			l.caps = append(l.caps, int32(ratelimit.MaxInFlight(ep, &ep.Health)))
+			l.wants = append(l.wants, int32(count[m.id]))
 			l.leaseUS = append(l.leaseUS, micros(params.LeaseFor(ep)))
 		}
 	}
@@ -221,9 +246,9 @@ func (s *Store) writeLeasing(ctx context.Context, tx *batchTx, b *pgx.Batch, d *
 	var leased []*store.ClaimedDelivery
 	var readErr error
 	if check != nil {
-		b.Queue(ingestLeasingCheckedSQL, d.endpoints(), l.ids, l.updatedAt, nowArg(now), check.consumers, check.versions)
+		b.Queue(ingestLeasingCheckedSQL, d.endpoints(), l.ids, l.updatedAt, nowArg(now), l.caps, l.wants, check.consumers, check.versions)
 	} else {
-		b.Queue(ingestLeasingSQL, d.endpoints(), l.ids, l.updatedAt, nowArg(now))
+		b.Queue(ingestLeasingSQL, d.endpoints(), l.ids, l.updatedAt, nowArg(now), l.caps, l.wants)
 	}
 	b.Queue(check.deliveriesSQL(insertLeasingDeliveriesSQL, insertLeasingDeliveriesKeyedSQL), d.ids, d.eventIDs, d.endpointIDs, d.consumerIDs, d.eventTypes,
 		nowArg(now), l.ids, l.caps, l.leaseUS, l.r.Slots, s.channel).Query(func(rows pgx.Rows) error {

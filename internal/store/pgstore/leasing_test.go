@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -63,7 +64,8 @@ func TestIngestLeasesNoEndpointAnotherWriterHolds(t *testing.T) {
 	t.Parallel()
 	s := openNodes(t, 1)[0]
 	ctx := t.Context()
-	ep := createEndpoint(t, s, "c1")
+	// Shards of five: each has room for the two queued and one more.
+	ep := createEndpoint(t, s, "c1", func(e *herald.Endpoint) { e.MaxInFlight = 20 })
 	tx, err := s.pool.Begin(ctx)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = tx.Rollback(ctx) })
@@ -80,7 +82,7 @@ func TestIngestLeasesNoEndpointAnotherWriterHolds(t *testing.T) {
 	require.NoError(t, tx.Rollback(ctx))
 
 	ingest(t, s, "c1", 1)
-	require.Len(t, k.Taken(), 1, "the lock is gone; the two queued are due, but the cap has room for all")
+	require.Len(t, k.Taken(), 1, "the lock is gone; the two queued are due, but the shard has room for all")
 	require.Empty(t, queueMismatches(t, s))
 }
 
@@ -180,4 +182,104 @@ func TestIngestLeasingWakesForWorkDueBeside(t *testing.T) {
 	require.Len(t, k.Taken(), 1, "leased: the cap has room beside the one due")
 	require.Equal(t, map[string]int{"pending": 1, "delivering": 1}, statuses(t, s, ep.ID))
 	waitWake(t, wake)
+}
+
+// TestIngestsLeaseSideBySide: two ingests leasing to one endpoint at once
+// both lease, each in a shard of the endpoint's cap of its own
+// (migration 0024), where one row lock per endpoint let only one of them.
+// The shard a lease took is on its queue row, and the shards' rooms hold
+// the cap: with the cap's other shards held, an ingest leases nothing.
+func TestIngestsLeaseSideBySide(t *testing.T) {
+	t.Parallel()
+	s := openNodes(t, 1)[0]
+	ctx := t.Context()
+	ep := createEndpoint(t, s, "c1", func(e *herald.Endpoint) { e.MaxInFlight = 8 })
+	k := setTaker(t, s, 10)
+	ingest(t, s, "c1", 1) // read once, so that the next ones lease from memory
+	require.Len(t, k.Taken(), 1)
+
+	// Another ingest under way, holding what its ingestLeasingSQL took.
+	other, err := s.pool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = other.Rollback(ctx) })
+	var held string
+	require.NoError(t, other.QueryRow(ctx, `SELECT set_config('herald.leasing', '', true)`).Scan(&held))
+	_, err = other.Exec(ctx, ingestLeasingSQL, []string{ep.ID}, []string{ep.ID}, []time.Time{ep.UpdatedAt}, t0, []int32{8}, []int32{1})
+	require.NoError(t, err)
+	require.NoError(t, other.QueryRow(ctx, `SELECT current_setting('herald.leasing')`).Scan(&held))
+	require.Regexp(t, `^`+ep.ID+`:\d:[12]$`, held, "one shard, its room (of two, less the first lease if it took that shard)")
+
+	ingest(t, s, "c1", 1)
+	require.Len(t, k.Taken(), 2, "leased beside the other ingest")
+	var shard int
+	require.NoError(t, s.pool.QueryRow(ctx, `SELECT shard FROM delivery_queue WHERE delivery_id = $1`,
+		k.Taken()[1].Delivery.ID).Scan(&shard))
+	require.NotEqual(t, held[len(held)-3:len(held)-2], fmt.Sprint(shard), "in a shard the other does not hold")
+
+	// The other three shards held too: nothing is leased, all is queued.
+	_, err = other.Exec(ctx, `SELECT herald_take_shards($1, 8, $2, 8)`, ep.ID, t0)
+	require.NoError(t, err)
+	ingest(t, s, "c1", 1)
+	require.Len(t, k.Taken(), 2, "no shard free")
+	require.Equal(t, 1, statuses(t, s, ep.ID)["pending"])
+	require.Empty(t, queueMismatches(t, s))
+}
+
+// TestShardsHoldTheCapAfterItShrinks: deliveries leased under a larger
+// cap count under a smaller one, whichever shard they took: no claim
+// leases past the new cap, and once they ended, the new cap is used
+// whole.
+func TestShardsHoldTheCapAfterItShrinks(t *testing.T) {
+	t.Parallel()
+	s := openNodes(t, 1)[0]
+	ctx := t.Context()
+	ep := createEndpoint(t, s, "c1", func(e *herald.Endpoint) { e.MaxInFlight = 12 })
+	ingest(t, s, "c1", 20)
+	first := claimAt(t, s, 12, t0)
+	require.Len(t, first, 12)
+	shards := map[int]int{}
+	var kept, ends []store.DeliveryOutcome
+	for _, c := range first {
+		var shard int
+		require.NoError(t, s.pool.QueryRow(ctx, `SELECT shard FROM delivery_queue WHERE delivery_id = $1`, c.Delivery.ID).Scan(&shard))
+		shards[shard]++
+		if shard == 3 && len(kept) < 2 {
+			kept = append(kept, delivered(c))
+		} else {
+			ends = append(ends, delivered(c))
+		}
+	}
+	require.Equal(t, map[int]int{0: 3, 1: 3, 2: 3, 3: 3}, shards, "the cap of 12 over four shards")
+
+	ep.MaxInFlight = 3 // three shards of one; shard 3 falls to shard 0
+	_, err := s.EndpointUpdate(ctx, &store.EndpointUpdateParams{Endpoint: ep, Now: t0})
+	require.NoError(t, err)
+	require.Empty(t, claimAt(t, s, 10, t0), "12 in flight, the cap 3")
+	completeAt(t, s, t0, ends...)
+	// Two in flight, both in shard 0's count, which is over its part:
+	// shards 1 and 2 each have a part of one free, but the cap has room
+	// for one only, whatever share a take is dealt.
+	require.Equal(t, 0, takeDirect(t, s, ep.ID, 5, 3), "2 in flight, the cap 3, shard 0 over its part")
+	completeAt(t, s, t0, kept...)
+	require.Len(t, claimAt(t, s, 10, t0), 3, "the new cap, whole, once the old leases ended")
+	require.Empty(t, claimAt(t, s, 10, t0))
+}
+
+// takeDirect runs takeSQL alone for one endpoint, with its share and cap,
+// and rolls it back; it returns how many it leased.
+func takeDirect(t *testing.T, s *Store, endpointID string, share, cap int32) int {
+	t.Helper()
+	taken := 0
+	tx, err := s.pool.Begin(t.Context())
+	require.NoError(t, err)
+	defer func() { require.NoError(t, tx.Rollback(t.Context())) }()
+	_, err = tx.Exec(t.Context(), claimQueuesSQL)
+	require.NoError(t, err)
+	rows, err := tx.Query(t.Context(), takeSQL, t0, []string{endpointID}, []int32{share}, []int64{1e6}, []string{}, []int64{}, []int32{cap})
+	require.NoError(t, err)
+	for rows.Next() {
+		taken++
+	}
+	require.NoError(t, rows.Err())
+	return taken
 }

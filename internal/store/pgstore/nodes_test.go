@@ -658,7 +658,7 @@ func TestTakeCountsTheRoomUnderTheCap(t *testing.T) {
 	t.Parallel()
 	s := openNodes(t, 1)[0]
 	ctx := t.Context()
-	ep := createEndpoint(t, s, "c1")
+	ep := createEndpoint(t, s, "c1", func(e *herald.Endpoint) { e.MaxInFlight = 3 })
 	ingest(t, s, "c1", 5)
 	first, err := s.DeliveryClaim(ctx, &store.DeliveryClaimParams{Limit: 2, LeaseMargin: time.Second, Now: t0})
 	require.NoError(t, err)

@@ -87,8 +87,10 @@ func TestPlans(t *testing.T) {
 
 	t.Run("InFlightCountsUseTheLeasedIndex", func(t *testing.T) {
 		t.Parallel()
-		plan := explain(t, s, takeSQL, t0, []string{a.ID}, []int32{5}, []int64{1e6}, []string{}, []int64{}, []int32{10})
-		require.Contains(t, plan, "Index Only Scan using delivery_queue_leased_idx")
+		plan := explain(t, s, shardRoomBody(t, s), a.ID, 10, 1, t0)
+		require.Regexp(t, `Index Only Scan using delivery_queue_leased_idx on delivery_queue l\s.*\n\s+`+
+			`Index Cond: \(\(endpoint_id = '[^']+'::text\) AND \(shard = .*\) AND \(due_at > '[^']+'::timestamp with time zone\)\)`, plan,
+			"a shard's leased deliveries, one range of the index")
 		require.NotContains(t, plan, "Bitmap Index Scan on delivery_queue_leased_idx", "a bitmap scan visits every dead entry on the heap")
 	})
 
@@ -215,6 +217,16 @@ func TestPlans(t *testing.T) {
 // explainGeneric returns the generic plan PostgreSQL makes for q: the one
 // a statement run in inGenericTx (or with genericPlansSQL) is made once
 // and then kept, whatever its parameters.
+// shardRoomBody is the query herald_shard_room runs, as the database
+// holds it, its parameters by number.
+func shardRoomBody(t *testing.T, s *Store) string {
+	t.Helper()
+	var body string
+	require.NoError(t, s.pool.QueryRow(t.Context(),
+		"SELECT prosrc FROM pg_proc WHERE proname = 'herald_shard_room' AND pronamespace = current_schema()::regnamespace").Scan(&body))
+	return body
+}
+
 func explainGeneric(t *testing.T, s *Store, q string) string {
 	t.Helper()
 	conn, err := s.pool.Acquire(t.Context())
@@ -323,9 +335,14 @@ func TestGenericPlans(t *testing.T) {
 			scan("deliveries_pkey", "deliveries d_2") + `\(id = ANY \(`,
 			// Their events, by id.
 			scan("events_pkey", "events") + `\(id = l\.event_id\)`,
-			// Each endpoint's leased deliveries, up to its cap.
-			`Index Only Scan using delivery_queue_leased_idx on delivery_queue l(_\d+)?\s.*\n\s+Index Cond: \(\(endpoint_id = (c\.endpoint_id|\$\d+)\) AND \(due_at > `,
+			// The room, counted by herald_take_shards (ShardRoom).
+			`Function Scan on herald_take_shards`,
 		}, []string{`deliveries_(endpoint|status|consumer|event|dead)_idx`}},
+		// A shard's room (herald_shard_room, migration 0024): its leased
+		// deliveries, up to its part of the cap.
+		{"ShardRoom", shardRoomBody(t, s), []string{
+			`Index Only Scan using delivery_queue_leased_idx on delivery_queue l\s.*\n\s+Index Cond: \(\(endpoint_id = \$1\) AND \(shard = .*\) AND \(due_at > \$4\)\)`,
+		}, nil},
 		{"WriteBack", writeBackSQL, []string{scan("endpoints_pkey", "endpoints e") + `\(id = u\.id\)`}, nil},
 		// The outcome write, ingest and the next due time.
 		{"LockOutcomeEndpoints", lockOutcomeEndpointsSQL, []string{
