@@ -3,9 +3,9 @@ package api
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/heraldhooks/herald"
@@ -22,7 +22,7 @@ import (
 // may test its own endpoints (the route's owner rule), so a customer can
 // try a receiver from the portal; a disabled endpoint answers 409, as its
 // delivery would only go dead. A consumer's test events are limited (429
-// rate_limited with Retry-After past testEventBurst a minute).
+// rate_limited with Retry-After past TestEventLimit a minute).
 func (s *Server) endpointTest(w http.ResponseWriter, r *http.Request) error {
 	var req wire.EmptyRequest
 	if _, err := decodeBody(w, r, maxSmallBody, true, &req); err != nil {
@@ -38,10 +38,16 @@ func (s *Server) endpointTest(w http.ResponseWriter, r *http.Request) error {
 			fmt.Sprintf("endpoint %s is disabled; enable it to send it a test event", id)}
 	}
 	if p, ok := auth.FromContext(r.Context()); ok && !p.IsOperator() {
-		if wait, ok := s.tests.take(ep.ID, s.clock.Now()); !ok {
-			w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds()+0.999)))
+		q, err := s.store.ConsumerQuotaTake(r.Context(), &store.ConsumerQuotaTakeParams{
+			ConsumerID: ep.ConsumerID, Kind: store.QuotaTestEvent, Limit: TestEventLimit, Window: TestEventWindow, Now: s.storeNow(),
+		})
+		if err != nil {
+			return fmt.Errorf("test endpoint: %w", err)
+		}
+		if !q.OK {
+			wait := retryAfter(w, q)
 			return &apiError{http.StatusTooManyRequests, "rate_limited",
-				fmt.Sprintf("at most %d test events a minute to an endpoint; try again in %s", testEventBurst, wait.Round(time.Second))}
+				fmt.Sprintf("at most %d test events a minute across a consumer's endpoints; try again in %s", TestEventLimit, wait)}
 		}
 	}
 	payload, err := json.Marshal(herald.NewTestEventPayload(ep.ConsumerID, ep.ID))
@@ -69,52 +75,24 @@ func (s *Server) endpointTest(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// A consumer (its key or its portal session) may send an endpoint at most
-// testEventBurst test events in testEventWindow on each node: test events
-// are the one kind of event a consumer makes, so they are bounded.
-// Operators send events anyway and are not limited.
+// A consumer (its keys and its portal sessions together) may send at most
+// TestEventLimit test events in any TestEventWindow, across all its
+// endpoints and all nodes (store.QuotaTestEvent, counted in the database):
+// test events are the one kind of event a consumer makes, and each is a
+// request Herald sends to a URL the consumer chose, so that without a
+// bound a consumer could aim Herald at a third party. Operators send
+// events anyway and are not limited.
 const (
-	testEventBurst  = 10
-	testEventWindow = time.Minute
-	// testLimiterPrune is how many endpoints the limiter remembers before it
-	// forgets those whose window has ended.
-	testLimiterPrune = 10_000
+	TestEventLimit  = 10
+	TestEventWindow = time.Minute
 )
 
-// testLimiter counts each endpoint's test events in fixed windows.
-type testLimiter struct {
-	mu   sync.Mutex
-	seen map[string]testWindow
-}
-
-type testWindow struct {
-	start time.Time
-	n     int
-}
-
-// take counts a test event to endpoint id at now, or says how long until
-// the endpoint's window ends when it is full.
-func (l *testLimiter) take(id string, now time.Time) (time.Duration, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.seen == nil {
-		l.seen = map[string]testWindow{}
-	}
-	if len(l.seen) >= testLimiterPrune {
-		for k, w := range l.seen {
-			if now.Sub(w.start) >= testEventWindow {
-				delete(l.seen, k)
-			}
-		}
-	}
-	w := l.seen[id]
-	if now.Sub(w.start) >= testEventWindow || now.Before(w.start) {
-		w = testWindow{start: now}
-	}
-	if w.n >= testEventBurst {
-		return w.start.Add(testEventWindow).Sub(now), false
-	}
-	w.n++
-	l.seen[id] = w
-	return 0, true
+// retryAfter sets the Retry-After header of a refused quota take q (whole
+// seconds, rounded up, at least 1) and returns the wait, rounded to the
+// second, for the message.
+func retryAfter(w http.ResponseWriter, q store.QuotaTaken) time.Duration {
+	secs := int64(math.Ceil(q.RetryAt.Sub(q.Now).Seconds()))
+	secs = max(secs, 1)
+	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+	return time.Duration(secs) * time.Second
 }

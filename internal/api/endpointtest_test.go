@@ -51,30 +51,47 @@ func TestEndpointTest(t *testing.T) {
 	require.Contains(t, msg, "disabled")
 }
 
-// TestEndpointTestLimit: a consumer may send an endpoint 10 test events a
-// minute; the eleventh is a 429 with Retry-After, another endpoint has its
-// own count, an operator is not limited, and the next minute allows 10 more.
+// TestEndpointTestLimit: a consumer may send 10 test events a minute
+// across all its endpoints and all nodes (counted in the database): the
+// eleventh, to another endpoint through another node, is a 429 with
+// Retry-After; another consumer has its own count, an operator is not
+// limited, and once the minute has passed 10 more go. On both backends.
 func TestEndpointTestLimit(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
-	a := e.createEndpoint(map[string]any{"consumer_id": "c1", "url": "https://a.example.com/hooks"})
-	b := e.createEndpoint(map[string]any{"consumer_id": "c1", "url": "https://b.example.com/hooks"})
-	own := e.createKey("consumer", "c1")
-	pathA, pathB := "/v1/endpoints/"+a.ID+"/test", "/v1/endpoints/"+b.ID+"/test"
-	for range 10 {
-		e.doKey(own.Key, "POST", pathA, nil).must(http.StatusAccepted, nil)
-	}
-	e.clock.Advance(20 * time.Second)
-	r := e.doKey(own.Key, "POST", pathA, nil)
-	msg := r.apiErr(http.StatusTooManyRequests, "rate_limited")
-	require.Contains(t, msg, "10 test events a minute")
-	require.Equal(t, "40", r.header.Get("Retry-After"), "the window ends 40 s from now")
-	e.doKey(own.Key, "POST", pathB, nil).must(http.StatusAccepted, nil)
-	e.do("POST", pathA, nil).must(http.StatusAccepted, nil)
+	for _, backend := range []struct {
+		name string
+		opts []func(*options)
+	}{{"SQLite", nil}, {"PostgreSQL", []func(*options){onPostgres}}} {
+		t.Run(backend.name, func(t *testing.T) {
+			t.Parallel()
+			e := setup(t, backend.opts...)
+			other := e.node()
+			a := e.createEndpoint(map[string]any{"consumer_id": "c1", "url": "https://a.example.com/hooks"})
+			b := e.createEndpoint(map[string]any{"consumer_id": "c1", "url": "https://b.example.com/hooks"})
+			c := e.createEndpoint(map[string]any{"consumer_id": "c2", "url": "https://c.example.com/hooks"})
+			own, theirs := e.createKey("consumer", "c1"), e.createKey("consumer", "c2")
+			pathA, pathB, pathC := "/v1/endpoints/"+a.ID+"/test", "/v1/endpoints/"+b.ID+"/test", "/v1/endpoints/"+c.ID+"/test"
+			for range 5 {
+				e.doKey(own.Key, "POST", pathA, nil).must(http.StatusAccepted, nil)
+				other.doKey(own.Key, "POST", pathB, nil).must(http.StatusAccepted, nil)
+			}
+			e.clock.Advance(20 * time.Second)
+			for _, node := range []*env{e, other} {
+				for _, path := range []string{pathA, pathB} {
+					r := node.doKey(own.Key, "POST", path, nil)
+					msg := r.apiErr(http.StatusTooManyRequests, "rate_limited")
+					require.Contains(t, msg, "10 test events a minute across a consumer's endpoints")
+					require.Equal(t, "40", r.header.Get("Retry-After"), "the first ones leave the window 40 s from now")
+				}
+			}
+			other.doKey(theirs.Key, "POST", pathC, nil).must(http.StatusAccepted, nil)
+			e.do("POST", pathA, nil).must(http.StatusAccepted, nil)
 
-	e.clock.Advance(40 * time.Second)
-	for range 10 {
-		e.doKey(own.Key, "POST", pathA, nil).must(http.StatusAccepted, nil)
+			e.clock.Advance(40 * time.Second)
+			for range 10 {
+				other.doKey(own.Key, "POST", pathB, nil).must(http.StatusAccepted, nil)
+			}
+			e.doKey(own.Key, "POST", pathA, nil).apiErr(http.StatusTooManyRequests, "rate_limited")
+		})
 	}
-	e.doKey(own.Key, "POST", pathA, nil).apiErr(http.StatusTooManyRequests, "rate_limited")
 }

@@ -18,18 +18,25 @@ import (
 
 // A confirmation link works for ConfirmationTTL, and a new one for the
 // same address is mailed at most once per ConfirmationEvery (a PUT of the
-// address sooner sends nothing), so that the API cannot be used to flood
-// an inbox.
+// address sooner sends nothing). Whatever the address, a consumer's
+// confirmation mails are at most ConfirmationMailLimit per
+// ConfirmationMailWindow, counted in the database across nodes
+// (store.QuotaConfirmationMail): a PUT that would mail one more answers
+// 429 too_many_mails and changes nothing, so alternating two addresses
+// cannot make Herald mail strangers without end.
 const (
-	ConfirmationTTL   = 48 * time.Hour
-	ConfirmationEvery = 5 * time.Minute
+	ConfirmationTTL        = 48 * time.Hour
+	ConfirmationEvery      = 5 * time.Minute
+	ConfirmationMailLimit  = 3
+	ConfirmationMailWindow = time.Hour
 )
 
-// ConfirmationMailer mails a pending notice address the link that
-// confirms it (notice.Confirmer), and returns once the mail server took
-// the mail or refused it.
+// ConfirmationMailer sends a pending notice address the link that
+// confirms it, outside the request: QueueConfirmation queues the mail
+// without waiting (notice.Mailer, which sends it and tries again on
+// failure) and reports false when it could not be queued.
 type ConfirmationMailer interface {
-	MailConfirmation(ctx context.Context, c notice.Confirmation) error
+	QueueConfirmation(c notice.Confirmation) bool
 }
 
 // What a PUT did about the confirmation of a pending address, for the
@@ -38,9 +45,9 @@ type confirmationOutcome int
 
 const (
 	confirmationNone    confirmationOutcome = iota // nothing to do, or a GET
-	confirmationSent                               // a link was mailed
+	confirmationSent                               // a link was queued to be mailed
 	confirmationTooSoon                            // one was mailed less than ConfirmationEvery ago
-	confirmationFailed                             // the mail server refused it
+	confirmationFailed                             // the mail could not be queued
 )
 
 // noticeAddressGet serves GET
@@ -66,9 +73,12 @@ func (s *Server) noticeAddressGet(w http.ResponseWriter, r *http.Request) error 
 // mailbox (herald.ValidateEmail), else 400 invalid_email; email is
 // required, so that a body that forgot it clears nothing.
 //
-// A new address is pending: Herald mails it a confirmation link, and
-// mails it notices only once the link was opened. A PUT of the pending
-// address again resends the link, at most once per ConfirmationEvery. An
+// A new address is pending: Herald mails it a confirmation link (queued:
+// the answer does not wait for the mail server), and mails it notices
+// only once the link was opened. A PUT of the pending address again
+// resends the link, at most once per ConfirmationEvery, and a consumer's
+// confirmation mails are at most ConfirmationMailLimit an hour (429
+// too_many_mails with Retry-After, nothing changed). An
 // operator key may pass "confirmed": true to set the address confirmed at
 // once (the operator vouches for it); a consumer key may not (403
 // forbidden), since confirming is what keeps a consumer from pointing
@@ -104,6 +114,28 @@ func (s *Server) noticeAddressPut(w http.ResponseWriter, r *http.Request) error 
 		return forbidden("confirmed: only an operator key may set an address confirmed; " +
 			"the address is confirmed by opening the link Herald mails to it")
 	}
+	// Whether this PUT would mail a confirmation, read before anything
+	// changes, so that a consumer past its mail quota changes nothing.
+	before, err := s.store.NoticeAddressGet(r.Context(), consumer)
+	if err != nil {
+		return fmt.Errorf("get notice address: %w", err)
+	}
+	mail := s.confirm != nil && email != "" && !confirmed && !(before.Email == email && (before.Confirmed() || s.sentRecently(before)))
+	if mail {
+		q, err := s.store.ConsumerQuotaTake(r.Context(), &store.ConsumerQuotaTakeParams{
+			ConsumerID: consumer, Kind: store.QuotaConfirmationMail,
+			Limit: ConfirmationMailLimit, Window: ConfirmationMailWindow, Now: s.storeNow(),
+		})
+		if err != nil {
+			return fmt.Errorf("set notice address: %w", err)
+		}
+		if !q.OK {
+			wait := retryAfter(w, q)
+			return &apiError{http.StatusTooManyRequests, "too_many_mails", fmt.Sprintf(
+				"at most %d confirmation mails an hour per consumer, whatever the address; nothing was changed; try again in %s",
+				ConfirmationMailLimit, wait)}
+		}
+	}
 	cn, err := s.store.NoticeAddressSet(r.Context(), &store.NoticeAddressSetParams{
 		ConsumerID: consumer, Email: email, Confirmed: confirmed, Now: s.storeNow(),
 	})
@@ -111,21 +143,31 @@ func (s *Server) noticeAddressPut(w http.ResponseWriter, r *http.Request) error 
 		return fmt.Errorf("set notice address: %w", err)
 	}
 	outcome := confirmationNone
-	if cn.Email != "" && !cn.Confirmed() && s.confirm != nil {
+	switch {
+	case mail && cn.Email == email && !cn.Confirmed():
 		cn, outcome, err = s.sendConfirmation(r.Context(), cn)
 		if err != nil {
 			return err
 		}
+	case s.confirm != nil && cn.Email != "" && !cn.Confirmed() && s.sentRecently(cn):
+		outcome = confirmationTooSoon
 	}
 	writeJSON(w, http.StatusOK, s.noticeAddressAnswer(cn, outcome))
 	return nil
 }
 
+// sentRecently reports whether cn's pending address had a link issued
+// less than ConfirmationEvery ago (by this node's clock; the store's
+// conditional write decides).
+func (s *Server) sentRecently(cn *store.NoticeAddress) bool {
+	return !cn.ConfirmationSentAt.IsZero() && s.clock.Now().Before(cn.ConfirmationSentAt.Add(ConfirmationEvery))
+}
+
 // sendConfirmation issues a confirmation token for cn's pending address
-// and mails its link, unless one was issued less than ConfirmationEvery
-// ago (or another node is issuing one now). A mail the server refused
-// withdraws its token, so a retry may follow at once; the address stays
-// as it is.
+// and queues the mail of its link, unless one was issued less than
+// ConfirmationEvery ago (or another node is issuing one now). A mail that
+// could not be queued withdraws its token, so a retry may follow at once;
+// the address stays as it is.
 func (s *Server) sendConfirmation(ctx context.Context, cn *store.NoticeAddress) (*store.NoticeAddress, confirmationOutcome, error) {
 	token, err := auth.NewPortalToken()
 	if err != nil {
@@ -145,13 +187,12 @@ func (s *Server) sendConfirmation(ctx context.Context, cn *store.NoticeAddress) 
 		}
 		return issued, confirmationTooSoon, nil
 	}
-	err = s.confirm.MailConfirmation(ctx, notice.Confirmation{
-		ConsumerID: cn.ConsumerID, Email: cn.Email, Token: token, ExpiresAt: issued.ConfirmationExpiresAt,
-	})
-	if err == nil {
+	if s.confirm.QueueConfirmation(notice.Confirmation{
+		ConsumerID: cn.ConsumerID, Email: cn.Email, Token: token, TokenHash: hash, ExpiresAt: issued.ConfirmationExpiresAt,
+	}) {
 		return issued, confirmationSent, nil
 	}
-	s.log.Error("confirmation mail not sent", logkey.ConsumerID, cn.ConsumerID, logkey.Error, err)
+	s.log.Error("confirmation mail not queued", logkey.ConsumerID, cn.ConsumerID)
 	// Not sent: withdraw the token, even if the caller went away.
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -252,7 +293,7 @@ func (s *Server) noticeAddressDetail(cn *store.NoticeAddress, outcome confirmati
 	case outcome == confirmationFailed:
 		return "The confirmation mail could not be sent just now; set the address again to retry. Nothing is mailed until it is confirmed."
 	case outcome == confirmationSent:
-		return "A confirmation link was mailed to " + cn.Email + "; notices are mailed there once it is opened (it works until " +
+		return "A confirmation link is being mailed to " + cn.Email + "; notices are mailed there once it is opened (it works until " +
 			cn.ConfirmationExpiresAt.UTC().Format(layout) + ")."
 	case outcome == confirmationTooSoon:
 		return "A confirmation link was mailed to " + cn.Email + " at " + cn.ConfirmationSentAt.UTC().Format(layout) +

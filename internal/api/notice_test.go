@@ -169,7 +169,7 @@ func TestNoticeAddressConfirmation(t *testing.T) {
 		require.Nil(t, got.ConfirmedAt)
 		require.True(t, got.ConfirmationSentAt.Equal(e.clock.Now()))
 		require.True(t, got.ConfirmationExpiresAt.Equal(e.clock.Now().Add(48*time.Hour)))
-		require.Contains(t, got.Detail, "A confirmation link was mailed to ops@example.com")
+		require.Contains(t, got.Detail, "A confirmation link is being mailed to ops@example.com")
 		token := mailedToken(t, mail, 1, "ops@example.com", "cust_42")
 		require.Contains(t, mail.Mails()[0].Body, token)
 
@@ -257,7 +257,28 @@ func TestNoticeAddressConfirmation(t *testing.T) {
 		e.do("POST", path+"/confirm", confirmBody(second)).must(http.StatusOK, nil)
 	})
 
-	t.Run("RefusedMailCanBeRetriedAtOnce", func(t *testing.T) {
+	t.Run("AnsweredWithoutWaitingForTheMailServer", func(t *testing.T) {
+		t.Parallel()
+		mail := smtptest.Start(t)
+		e := setup(t, func(o *options) { o.mail = mail })
+		release := mail.Hold(t)
+		answered := make(chan *response, 1)
+		go func() { answered <- e.do("PUT", path, `{"email":"ops@example.com"}`) }()
+		var r *response
+		select {
+		case r = <-answered:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the PUT waited for the mail server")
+		}
+		var got noticeAddressOut
+		r.must(http.StatusOK, &got)
+		require.Contains(t, got.Detail, "A confirmation link is being mailed to ops@example.com")
+		require.Empty(t, mail.Mails(), "the server holds the mail still")
+		release()
+		e.do("POST", path+"/confirm", confirmBody(mailedToken(t, mail, 1, "ops@example.com", "cust_42"))).must(http.StatusOK, nil)
+	})
+
+	t.Run("RefusedMailIsTriedAgainFromTheQueue", func(t *testing.T) {
 		t.Parallel()
 		mail := smtptest.Start(t)
 		e := setup(t, func(o *options) { o.mail = mail })
@@ -265,12 +286,9 @@ func TestNoticeAddressConfirmation(t *testing.T) {
 		var got noticeAddressOut
 		e.do("PUT", path, `{"email":"ops@example.com"}`).must(http.StatusOK, &got)
 		require.Equal(t, wire.NoticeAddressPending, *got.Status)
-		require.Nil(t, got.ConfirmationSentAt)
-		require.Contains(t, got.Detail, "could not be sent")
-		require.Empty(t, mail.Mails())
-		e.do("PUT", path, `{"email":"ops@example.com"}`).must(http.StatusOK, &got)
 		require.NotNil(t, got.ConfirmationSentAt)
 		e.do("POST", path+"/confirm", confirmBody(mailedToken(t, mail, 1, "ops@example.com", "cust_42"))).must(http.StatusOK, nil)
+		require.Len(t, mail.Mails(), 1, "one mail, sent on the second try")
 	})
 
 	t.Run("WithoutMailNothingIsSentAndNothingLost", func(t *testing.T) {
@@ -334,4 +352,60 @@ func TestNoticeAddressConfirmation(t *testing.T) {
 		e.do("POST", "/v1/consumers/cust_b/notifications/confirm", confirmBody(bToken)).must(http.StatusOK, &got)
 		require.Equal(t, wire.NoticeAddressConfirmed, *got.Status)
 	})
+}
+
+// TestConfirmationMailLimit: a consumer's confirmation mails are at most
+// 3 an hour whatever the address, counted in the database across nodes:
+// alternating two addresses, through two nodes, mails 3, then answers
+// 429 too_many_mails with Retry-After and changes nothing, until the
+// first mail is an hour old. A PUT that mails nothing (the same address
+// within 5 minutes, a clear, an operator's vouching) is not counted nor
+// refused. On both backends.
+func TestConfirmationMailLimit(t *testing.T) {
+	t.Parallel()
+	const path = "/v1/consumers/cust_42/notifications"
+	for _, backend := range []struct {
+		name string
+		opts []func(*options)
+	}{{"SQLite", nil}, {"PostgreSQL", []func(*options){onPostgres}}} {
+		t.Run(backend.name, func(t *testing.T) {
+			t.Parallel()
+			mail := smtptest.Start(t)
+			e := setup(t, append(backend.opts, func(o *options) { o.mail = mail })...)
+			other := e.node()
+			key := e.createKey("consumer", "cust_42")
+			addresses := []string{"a@example.com", "b@example.com", "a@example.com"}
+			nodes := []*env{e, other, e}
+			for i, addr := range addresses {
+				nodes[i].doKey(key.Key, "PUT", path, `{"email":"`+addr+`"}`).must(http.StatusOK, nil)
+				mail.Wait(t, i+1, 10*time.Second)
+				// The same address again at once mails nothing and is not refused.
+				nodes[i].doKey(key.Key, "PUT", path, `{"email":"`+addr+`"}`).must(http.StatusOK, nil)
+				e.clock.Advance(time.Minute)
+			}
+			for _, node := range []*env{e, other} {
+				r := node.doKey(key.Key, "PUT", path, `{"email":"b@example.com"}`)
+				msg := r.apiErr(http.StatusTooManyRequests, "too_many_mails")
+				require.Contains(t, msg, "at most 3 confirmation mails an hour")
+				require.Equal(t, "3420", r.header.Get("Retry-After"), "57 minutes: the first mail is an hour old then")
+			}
+			var got noticeAddressOut
+			e.do("GET", path, nil).must(http.StatusOK, &got)
+			require.Equal(t, "a@example.com", *got.Email, "a refused PUT changes nothing")
+			require.Len(t, mail.Mails(), 3)
+
+			// Clearing and vouching mail nothing, and go through.
+			e.doKey(key.Key, "PUT", path, `{"email":null}`).must(http.StatusOK, nil)
+			e.do("PUT", path, `{"email":"ops@example.com","confirmed":true}`).must(http.StatusOK, nil)
+			// Another consumer has its own count.
+			e.do("PUT", "/v1/consumers/cust_7/notifications", `{"email":"a@example.com"}`).must(http.StatusOK, nil)
+			mail.Wait(t, 4, 10*time.Second)
+
+			e.clock.Advance(57 * time.Minute)
+			e.doKey(key.Key, "PUT", path, `{"email":"b@example.com"}`).must(http.StatusOK, &got)
+			require.Equal(t, "b@example.com", *got.Email)
+			require.Equal(t, []string{"b@example.com"}, mail.Wait(t, 5, 10*time.Second)[4].To)
+			other.doKey(key.Key, "PUT", path, `{"email":"a@example.com"}`).apiErr(http.StatusTooManyRequests, "too_many_mails")
+		})
+	}
 }

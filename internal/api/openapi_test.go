@@ -139,6 +139,7 @@ func TestOpenAPIDocument(t *testing.T) {
 			if strings.HasPrefix(path, "/v1/") {
 				require.False(t, hasSecurity, "%s keeps the bearer default", name)
 				require.Contains(t, responses, "401", name)
+				require.Contains(t, responses, "429", name, "every call is held to its key's request limit")
 				require.Contains(t, responses, "500", name)
 			} else {
 				require.Equal(t, []any{}, opSecurity, "%s needs no key", name)

@@ -36,6 +36,7 @@ import (
 	"github.com/heraldhooks/herald/internal/auth"
 	"github.com/heraldhooks/herald/internal/clock"
 	"github.com/heraldhooks/herald/internal/logkey"
+	"github.com/heraldhooks/herald/internal/ratelimit"
 	"github.com/heraldhooks/herald/internal/schema"
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/wire"
@@ -104,6 +105,12 @@ type Config struct {
 	// that confirms it (--smtp-url). Nil: this server sends no mail, and
 	// the answers about notice addresses say so.
 	Confirmations ConfirmationMailer
+	// ConsumerRateLimit holds the /v1 calls of each consumer key and each
+	// portal session to a token bucket (--consumer-rate-limit); past it,
+	// 429 rate_limited with Retry-After. OperatorRateLimit does the same
+	// for each operator key (--operator-rate-limit). A zero Rate is no
+	// limit.
+	ConsumerRateLimit, OperatorRateLimit ratelimit.Rate
 }
 
 // Server is the HTTP API. It is an http.Handler, safe for concurrent use.
@@ -120,7 +127,7 @@ type Server struct {
 	schemas      *schema.Cache
 	notify       func(herald.Notification)
 	confirm      ConfirmationMailer
-	tests        testLimiter
+	limits       requestLimiter
 	mux          *http.ServeMux
 }
 
@@ -136,6 +143,7 @@ func New(cfg Config) *Server {
 		maxEndpoints: cfg.MaxEndpointsPerConsumer,
 		notify:       cfg.Notify,
 		confirm:      cfg.Confirmations,
+		limits:       requestLimiter{consumer: cfg.ConsumerRateLimit, operator: cfg.OperatorRateLimit},
 		mux:          http.NewServeMux(),
 	}
 	if s.clock == nil {
@@ -245,11 +253,14 @@ func (s *Server) routes() []Route {
 // handlerFunc serves one call; a returned error becomes the error answer.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
-// handle mounts rt: every call passes its scope rule (authorize) before
-// its handler runs.
+// handle mounts rt: every call passes its principal's request limit
+// (limitRequest) and its scope rule (authorize) before its handler runs.
 func (s *Server) handle(rt Route) {
 	s.mux.HandleFunc(rt.Method+" "+rt.Path, func(w http.ResponseWriter, r *http.Request) {
 		err := plainText(r)
+		if p, ok := auth.FromContext(r.Context()); ok && err == nil && rt.Access != AccessPublic {
+			err = s.limitRequest(w, p)
+		}
 		var scoped *http.Request
 		if err == nil {
 			scoped, err = s.authorize(r, rt.Access)

@@ -38,6 +38,8 @@ type env struct {
 	store store.Store
 	clock *clock.Test
 	spec  *spec
+	// cfg is the API's configuration, for another node (node).
+	cfg api.Config
 }
 
 type options struct {
@@ -57,6 +59,8 @@ type options struct {
 	// mail, when set, is the SMTP server confirmation links are mailed
 	// through (the API's Confirmations, links to https://hooks.example.com).
 	mail *smtptest.Server
+	// config, when set, changes the API's configuration last.
+	config func(*api.Config)
 }
 
 // onPostgres is the setup option that serves a PostgreSQL store.
@@ -95,11 +99,9 @@ func setup(t *testing.T, opts ...func(*options)) *env {
 	}
 	var confirmations api.ConfirmationMailer
 	if o.mail != nil {
-		cfg, err := config.ParseSMTP(o.mail.URL, "")
-		require.NoError(t, err)
-		confirmations = notice.NewConfirmer(notice.NewSMTP(cfg), "https://hooks.example.com", nil)
+		confirmations = runMailer(t, st, clk, o.mail)
 	}
-	srv := httptest.NewServer(api.New(api.Config{
+	cfg := api.Config{
 		Store:                   served,
 		Clock:                   clk,
 		Logger:                  o.logger,
@@ -110,9 +112,44 @@ func setup(t *testing.T, opts ...func(*options)) *env {
 		MaxEndpointsPerConsumer: o.maxEndpoints,
 		Notify:                  o.notify,
 		Confirmations:           confirmations,
-	}))
+	}
+	if o.config != nil {
+		o.config(&cfg)
+	}
+	srv := httptest.NewServer(api.New(cfg))
 	t.Cleanup(srv.Close)
-	return &env{t: t, url: srv.URL, store: st, clock: clk, spec: doc}
+	return &env{t: t, url: srv.URL, store: st, clock: clk, spec: doc, cfg: cfg}
+}
+
+// runMailer runs, until the test ends, a node's mailer that sends
+// confirmation mails through mail with links to
+// https://hooks.example.com, trying a refused one again at once.
+func runMailer(t *testing.T, st store.Store, clk *clock.Test, mail *smtptest.Server) *notice.Mailer {
+	t.Helper()
+	cfg, err := config.ParseSMTP(mail.URL, "")
+	require.NoError(t, err)
+	sender := notice.NewSMTP(cfg)
+	m := notice.New(notice.Config{
+		Store: st, Sender: sender, Clock: clk, Retries: []time.Duration{0, 0},
+		Confirmer: notice.NewConfirmer(sender, "https://hooks.example.com", nil),
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = m.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return m
+}
+
+// node is another API node over e's store and clock, as a second
+// `herald serve` over the same database: it shares nothing with e's
+// server but the store.
+func (e *env) node() *env {
+	e.t.Helper()
+	srv := httptest.NewServer(api.New(e.cfg))
+	e.t.Cleanup(srv.Close)
+	other := *e
+	other.url = srv.URL
+	return &other
 }
 
 // response is one answer.

@@ -31,6 +31,7 @@ import (
 	"github.com/heraldhooks/herald/internal/maintenance"
 	"github.com/heraldhooks/herald/internal/metrics"
 	"github.com/heraldhooks/herald/internal/notice"
+	"github.com/heraldhooks/herald/internal/ratelimit"
 	"github.com/heraldhooks/herald/internal/sender"
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/pgstore"
@@ -181,15 +182,19 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 			st.Close()
 			return nil, err
 		}
+		smtp := notice.NewSMTP(smtpCfg)
 		a.Mailer = notice.New(notice.Config{
 			Store:   st,
-			Sender:  notice.NewSMTP(smtpCfg),
+			Sender:  smtp,
 			Clock:   deps.Clock,
 			Logger:  deps.Logger,
 			Counted: a.Metrics.NoticeCounted,
+			// Confirmation mails go through the same queue, with retries;
+			// the mailer counts them.
+			Confirmer: notice.NewConfirmer(smtp, cfg.PublicBaseURL(), nil),
 		})
 		notify = a.Mailer.Notify
-		confirmations = notice.NewConfirmer(notice.NewSMTP(smtpCfg), cfg.PublicBaseURL(), a.Metrics.NoticeCounted)
+		confirmations = a.Mailer
 		if withAPI && cfg.PublicURL == "" {
 			deps.Logger.Warn("no --public-url: the confirmation links mailed to notice addresses point at "+
 				cfg.PublicBaseURL()+"; set --public-url (HERALD_PUBLIC_URL) to where browsers reach Herald",
@@ -213,6 +218,8 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 			MaxEndpointsPerConsumer: cfg.MaxEndpointsPerConsumer,
 			Notify:                  notify,
 			Confirmations:           confirmations,
+			ConsumerRateLimit:       requestRate(cfg.ConsumerRateLimit),
+			OperatorRateLimit:       requestRate(cfg.OperatorRateLimit),
 		})
 		assets := web.NewAssets()
 		portal := web.NewPortal(web.PortalConfig{Store: st, API: apiHandler, Assets: assets, Clock: deps.Clock,
@@ -593,4 +600,15 @@ func pprofMux() *http.ServeMux {
 	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	return mux
+}
+
+// requestRate is the API's form of a request limit Validate has read
+// (config.ParseRequestRate); one it could not read is no limit, as
+// Validate refused it before.
+func requestRate(s string) ratelimit.Rate {
+	r, err := config.ParseRequestRate(s)
+	if err != nil {
+		return ratelimit.Rate{}
+	}
+	return ratelimit.Rate{PerSecond: r.PerSecond, Burst: r.Burst}
 }

@@ -184,3 +184,23 @@ func TestMaxEndpointsPerConsumerReachesTheConfig(t *testing.T) {
 	_, _, err = run(t, map[string]string{"HERALD_MAX_ENDPOINTS_PER_CONSUMER": "many"}, "serve", "--db", db)
 	require.ErrorContains(t, err, "HERALD_MAX_ENDPOINTS_PER_CONSUMER")
 }
+
+// TestRateLimitFlagsReachTheConfig: serve takes --consumer-rate-limit and
+// --operator-rate-limit and their twins, refuses one it cannot read, and
+// --help says what they take.
+func TestRateLimitFlagsReachTheConfig(t *testing.T) {
+	t.Parallel()
+	db := "sqlite://" + filepath.Join(t.TempDir(), "r.db")
+	_, _, err := run(t, nil, "serve", "--db", db, "--consumer-rate-limit", "fast")
+	require.ErrorContains(t, err, `consumer-rate-limit: "fast" is not a rate`)
+	_, _, err = run(t, map[string]string{"HERALD_OPERATOR_RATE_LIMIT": "5/week"}, "serve", "--db", db)
+	require.ErrorContains(t, err, `operator-rate-limit: "5/week": the unit must be s, m or h`)
+	_, _, err = run(t, map[string]string{"HERALD_CONSUMER_RATE_LIMIT": "0/s"}, "serve", "--db", db)
+	require.ErrorContains(t, err, "consumer-rate-limit:")
+	out, _, err := run(t, nil, "serve", "--help")
+	require.NoError(t, err)
+	require.Contains(t, out, "--consumer-rate-limit string")
+	require.Contains(t, out, `(default "50/s")`)
+	require.Contains(t, out, "--operator-rate-limit string")
+	require.Contains(t, out, `(default "off")`)
+}

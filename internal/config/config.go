@@ -49,6 +49,11 @@ type Config struct {
 	// for its own key or portal session to create another (0: no limit).
 	// An operator key creates endpoints whatever their consumer has.
 	MaxEndpointsPerConsumer int
+	// ConsumerRateLimit is the request limit of each consumer key and each
+	// portal session, OperatorRateLimit of each operator key, as
+	// ParseRequestRate reads them ("50/s", "600/m,burst=20", "off").
+	ConsumerRateLimit string
+	OperatorRateLimit string
 	// ShutdownTimeout bounds a graceful stop (in-flight attempts included).
 	ShutdownTimeout time.Duration
 	// ReadTimeout is how long every HTTP listener Herald serves (the API
@@ -178,6 +183,8 @@ func Default() Config {
 		// and services, few enough that a consumer's test sends cannot be
 		// aimed at many hosts.
 		MaxEndpointsPerConsumer: 50,
+		ConsumerRateLimit:       DefaultConsumerRateLimit,
+		OperatorRateLimit:       DefaultOperatorRateLimit,
 		ShutdownTimeout:         30 * time.Second,
 		ReadTimeout:             DefaultReadTimeout,
 		DBWait:                  time.Minute,
@@ -246,6 +253,12 @@ func (c *Config) Validate(needAddr bool) error {
 	}
 	if c.MaxEndpointsPerConsumer < 0 || c.MaxEndpointsPerConsumer > 1_000_000 {
 		errs = append(errs, fmt.Errorf("max-endpoints-per-consumer: %d is not between 0 (no limit) and 1000000", c.MaxEndpointsPerConsumer))
+	}
+	if _, err := ParseRequestRate(c.ConsumerRateLimit); err != nil {
+		errs = append(errs, fmt.Errorf("consumer-rate-limit: %w", err))
+	}
+	if _, err := ParseRequestRate(c.OperatorRateLimit); err != nil {
+		errs = append(errs, fmt.Errorf("operator-rate-limit: %w", err))
 	}
 	if c.MaxPayloadBytes < 1 || c.MaxPayloadBytes > 10<<20 {
 		errs = append(errs, fmt.Errorf("max-payload-bytes: %d is not between 1 and 10485760", c.MaxPayloadBytes))
@@ -427,6 +440,8 @@ func (c Config) LogValue() slog.Value {
 		slog.Duration("lease_margin", c.LeaseMargin),
 		slog.Duration("read_timeout", c.ReadTimeout),
 		slog.Int("max_endpoints_per_consumer", c.MaxEndpointsPerConsumer),
+		slog.String("consumer_rate_limit", c.ConsumerRateLimit),
+		slog.String("operator_rate_limit", c.OperatorRateLimit),
 		slog.Duration("db_wait", c.DBWait),
 		slog.Duration("retention", c.Retention),
 		slog.Any("portal_frame_ancestors", c.PortalFrameAncestors),

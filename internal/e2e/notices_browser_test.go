@@ -52,7 +52,7 @@ func TestPortalSettingsInABrowser(t *testing.T) {
 	do(chromedp.SendKeys(chromedp.CSS("#email"), "ops@example.com"),
 		chromedp.Click(chromedp.CSS("#save-settings")),
 		chromedp.WaitVisible(chromedp.CSS(".flash.ok")))
-	require.Contains(t, text(".flash.ok"), "A confirmation link was mailed to ops@example.com")
+	require.Contains(t, text(".flash.ok"), "A confirmation link is being mailed to ops@example.com")
 	require.Equal(t, "pending", text("#email-status"))
 	screenshot(t, ctx, "portal-settings.png")
 

@@ -20,12 +20,16 @@ type Confirmation struct {
 	ConsumerID string
 	Email      string
 	Token      string
-	ExpiresAt  time.Time
+	// TokenHash is the SHA-256 of Token, as stored: the mailer withdraws
+	// it when the mail cannot be sent.
+	TokenHash [32]byte
+	ExpiresAt time.Time
 }
 
-// Confirmer mails confirmation links. Unlike notices, a confirmation is
-// sent at once, in the call that set the address, so its caller learns
-// whether the mail server took it (and can withdraw the token if not).
+// Confirmer composes and sends confirmation mails. The API does not call
+// it in the request that set the address: it queues the mail on the
+// Mailer (Mailer.QueueConfirmation), which sends it through the Confirmer
+// and tries again on failure.
 type Confirmer struct {
 	sender  Sender
 	base    string

@@ -114,3 +114,97 @@ func TestConfirmation(t *testing.T) {
 		require.Len(t, e.smtp.Mails(), 1)
 	})
 }
+
+// TestConfirmationQueue: the API queues a confirmation mail on the
+// mailer (QueueConfirmation) and answers at once; the mailer sends it,
+// tries again after a refusal, withdraws its token when the retries run
+// out, and sends nothing for an address changed meanwhile.
+func TestConfirmationQueue(t *testing.T) {
+	t.Parallel()
+	confirming := func(e *env) func(*notice.Config) {
+		return func(c *notice.Config) {
+			c.Confirmer = notice.NewConfirmer(e.sender, "https://hooks.example.com", nil)
+			c.Retries = []time.Duration{time.Minute}
+		}
+	}
+	queued := func(e *env, consumer, email string) notice.Confirmation {
+		e.pending(consumer, email)
+		token, cn := e.issue(consumer, email)
+		return notice.Confirmation{ConsumerID: consumer, Email: email, Token: token, TokenHash: auth.Hash(token), ExpiresAt: cn.ConfirmationExpiresAt}
+	}
+	sent := result{notice.KindConfirmation, notice.ResultSent}
+	failed := result{notice.KindConfirmation, notice.ResultFailed}
+
+	t.Run("QueuedWithoutWaitingForTheMailServer", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t)
+		m, results := e.mailer(confirming(e))
+		release := e.smtp.Hold(t)
+		cf := queued(e, "cust_42", "ops@example.com")
+		done := make(chan bool, 1)
+		go func() { done <- m.QueueConfirmation(cf) }()
+		select {
+		case ok := <-done:
+			require.True(t, ok)
+		case <-time.After(10 * time.Second):
+			t.Fatal("QueueConfirmation waited for the mail server")
+		}
+		require.Empty(t, e.smtp.Mails(), "held by the server")
+		release()
+		require.Equal(t, sent, next(t, results))
+		require.Contains(t, e.smtp.Wait(t, 1, 10*time.Second)[0].Body, cf.Token)
+	})
+
+	t.Run("RefusedMailIsTriedAgain", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t)
+		m, results := e.mailer(confirming(e))
+		cf := queued(e, "cust_42", "ops@example.com")
+		e.smtp.FailNext(1)
+		require.True(t, m.QueueConfirmation(cf))
+		require.Equal(t, failed, next(t, results))
+		require.Empty(t, e.smtp.Mails())
+		e.clock.Advance(time.Minute)
+		require.Equal(t, sent, next(t, results))
+		require.Contains(t, e.smtp.Wait(t, 1, 10*time.Second)[0].Body, cf.Token)
+	})
+
+	t.Run("OutOfRetriesTheTokenIsWithdrawn", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t)
+		m, results := e.mailer(confirming(e))
+		cf := queued(e, "cust_42", "ops@example.com")
+		e.smtp.FailNext(2)
+		require.True(t, m.QueueConfirmation(cf))
+		require.Equal(t, failed, next(t, results))
+		e.clock.Advance(time.Minute)
+		require.Equal(t, failed, next(t, results))
+		require.Equal(t, result{notice.KindConfirmation, notice.ResultDropped}, next(t, results))
+		cn, err := e.store.NoticeAddressGet(t.Context(), "cust_42")
+		require.NoError(t, err)
+		require.Equal(t, "ops@example.com", cn.Email)
+		require.True(t, cn.ConfirmationSentAt.IsZero(), "no token stands, so a new one may be mailed at once")
+	})
+
+	t.Run("ChangedAddressIsNotMailed", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t)
+		m, results := e.mailer(confirming(e))
+		old := queued(e, "cust_42", "old@example.com")
+		e.pending("cust_42", "new@example.com")
+		require.True(t, m.QueueConfirmation(old))
+		newer := queued(e, "cust_43", "ops@example.com")
+		require.True(t, m.QueueConfirmation(newer))
+		require.Equal(t, sent, next(t, results), "the queue went on to the next")
+		got := e.smtp.Wait(t, 1, 10*time.Second)
+		require.Len(t, got, 1)
+		require.Equal(t, []string{"ops@example.com"}, got[0].To)
+	})
+
+	t.Run("WithoutAConfirmerNothingIsQueued", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t)
+		m, _ := e.mailer()
+		require.False(t, m.QueueConfirmation(queued(e, "cust_42", "ops@example.com")))
+	})
+}

@@ -7,13 +7,19 @@
 // the link mailed to it (Confirmer) is opened, so that no one can point
 // Herald's mail at a stranger.
 //
-// Mail never slows delivery: notifications are queued in memory (bounded;
-// a full queue drops with a count) and one goroutine per node sends them.
+// Mail never slows delivery, nor the API call that set an address:
+// notifications and confirmation mails are queued in memory (bounded; a
+// full queue drops with a count) and one goroutine per node sends them,
+// trying a failed send again after each of Config.Retries.
 // At most one mail per endpoint per interval (an hour) goes out across all
 // nodes: a node sends only after it moved the endpoint's last-sent time in
 // the database with a conditional write (store.NoticeStore), and puts it
-// back when the send fails, to try again later. Mail is best effort: a
-// node that stops drops what it has not sent.
+// back when the send fails, to try again later. A confirmation mail
+// whose retries ran out has its token withdrawn, so that setting the
+// address again mails a new one at once. Mail is best effort: a node that
+// stops drops what it has not sent (a confirmation's token then stays
+// issued, unmailed; setting the address again after
+// api.ConfirmationEvery mails another).
 package notice
 
 import (
@@ -64,7 +70,7 @@ var (
 	Kinds   = []string{KindFailing, KindDisabled, KindDead}
 	Results = []string{ResultSent, ResultFailed, ResultLimited, ResultNoAddress, ResultUnconfirmed, ResultDropped}
 	// ConfirmationResults are the results of KindConfirmation.
-	ConfirmationResults = []string{ResultSent, ResultFailed}
+	ConfirmationResults = []string{ResultSent, ResultFailed, ResultDropped}
 )
 
 // Store is what the mailer reads and writes.
@@ -72,6 +78,7 @@ type Store interface {
 	NoticeAddressGet(ctx context.Context, consumerID string) (*store.NoticeAddress, error)
 	NoticeReserve(ctx context.Context, p *store.NoticeReserveParams) (store.NoticeReservation, bool, error)
 	NoticeRelease(ctx context.Context, p *store.NoticeReleaseParams) error
+	NoticeAddressUnissue(ctx context.Context, p *store.NoticeAddressUnissueParams) error
 	EndpointGet(ctx context.Context, id string) (*herald.Endpoint, error)
 }
 
@@ -110,6 +117,11 @@ type Config struct {
 	Retries []time.Duration
 	// Counted, when set, counts each notice's result by kind (metrics).
 	Counted func(kind, result string)
+	// Confirmer, when set, composes and sends the confirmation mails
+	// queued with QueueConfirmation; nil refuses them. Their results are
+	// counted under KindConfirmation through Counted (give the Confirmer
+	// no counter of its own).
+	Confirmer *Confirmer
 }
 
 // Mailer queues notifications and mails them. Notify is safe for
@@ -124,9 +136,10 @@ type Mailer struct {
 	full atomic.Bool
 }
 
-// item is one notice on its way.
+// item is one notice, or one confirmation mail, on its way.
 type item struct {
 	n    herald.Notification
+	cf   *Confirmation // a confirmation mail, not a notice
 	kind string
 	at   time.Time // when it happened, on the node's clock
 	try  int       // tries made
@@ -182,6 +195,24 @@ func (m *Mailer) Notify(n herald.Notification) {
 			m.log.Warn("notice queue full: notices are dropped until it has room (herald_notices_sent_total{result=\"dropped\"} counts them)",
 				logkey.ConsumerID, n.ConsumerID, "notice", kind)
 		}
+	}
+}
+
+// QueueConfirmation queues cf's mail without waiting, to be sent by Run
+// and tried again on failure; false when it was not queued (the queue is
+// full, or the mailer has no Confirmer), counted as dropped. It is the
+// API's ConfirmationMailer: a PUT of an address answers at once.
+func (m *Mailer) QueueConfirmation(cf Confirmation) bool {
+	if m.cfg.Confirmer == nil {
+		return false
+	}
+	select {
+	case m.queue <- item{cf: &cf, kind: KindConfirmation, at: m.cfg.Clock.Now().UTC()}:
+		return true
+	default:
+		m.count(KindConfirmation, ResultDropped)
+		m.log.Warn("notice queue full: a confirmation mail was not queued", logkey.ConsumerID, cf.ConsumerID)
+		return false
 	}
 }
 
@@ -249,6 +280,10 @@ func (m *Mailer) retryDue(ctx context.Context) {
 // interval, the mail. A failure is put back for later.
 func (m *Mailer) handle(ctx context.Context, it item) {
 	it.try++
+	if it.cf != nil {
+		m.handleConfirmation(ctx, it)
+		return
+	}
 	log := m.log.With(logkey.ConsumerID, it.n.ConsumerID, "notice", it.kind)
 	d, err := decode(it)
 	if err != nil {
@@ -309,6 +344,60 @@ func (m *Mailer) handle(ctx context.Context, it item) {
 	}
 	m.count(it.kind, ResultSent)
 	log.Info("notice mailed", "to", cn.Email)
+}
+
+// handleConfirmation makes one try of a confirmation mail: sent while
+// the address it confirms is still the consumer's pending one (a change
+// of address or a confirmation meanwhile makes the link useless, so
+// nothing is sent), tried again on failure, and its token withdrawn when
+// the retries run out.
+func (m *Mailer) handleConfirmation(ctx context.Context, it item) {
+	cf := *it.cf
+	log := m.log.With(logkey.ConsumerID, cf.ConsumerID, "notice", it.kind)
+	cn, err := m.cfg.Store.NoticeAddressGet(ctx, cf.ConsumerID)
+	if err != nil {
+		m.confirmationFailed(ctx, it, log, fmt.Errorf("read notice address: %w", err))
+		return
+	}
+	if cn.Email != cf.Email || cn.Confirmed() {
+		log.Debug("confirmation not mailed: the address changed or was confirmed meanwhile")
+		return
+	}
+	if err := m.cfg.Confirmer.MailConfirmation(ctx, cf); err != nil {
+		m.confirmationFailed(ctx, it, log, err)
+		return
+	}
+	m.count(it.kind, ResultSent)
+	log.Info("confirmation mailed", "to", cf.Email)
+}
+
+// confirmationFailed is failed for a confirmation mail: when it is
+// dropped, its token is withdrawn too (unless a newer one replaced it), so
+// that setting the address again mails a new link at once rather than
+// ConfirmationEvery later.
+func (m *Mailer) confirmationFailed(ctx context.Context, it item, log *slog.Logger, err error) {
+	if ctx.Err() != nil {
+		m.count(it.kind, ResultFailed)
+		return // stopping
+	}
+	if it.try <= len(m.cfg.Retries) && len(m.retry) < m.cfg.QueueSize {
+		wait := m.cfg.Retries[it.try-1]
+		it.due = m.cfg.Clock.Now().Add(wait)
+		m.retry = append(m.retry, it)
+		log.Warn("confirmation not mailed; trying again later", logkey.Try, it.try, "retry_in", wait, logkey.Error, err)
+		m.count(it.kind, ResultFailed)
+		return
+	}
+	m.count(it.kind, ResultFailed)
+	log.Error("confirmation not mailed; giving up", logkey.Try, it.try, logkey.Error, err)
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if uerr := m.cfg.Store.NoticeAddressUnissue(wctx, &store.NoticeAddressUnissueParams{
+		ConsumerID: it.cf.ConsumerID, TokenHash: it.cf.TokenHash,
+	}); uerr != nil {
+		log.Warn("withdraw confirmation", logkey.Error, uerr)
+	}
+	m.count(it.kind, ResultDropped)
 }
 
 // failed puts a failed try back for its next, or drops it when the

@@ -2,7 +2,9 @@
 // start now: the Retry-After pause, the in-flight cap, the token bucket
 // (scaled down after 429s) and FIFO ordering. It is pure: the stores keep
 // the bucket in the database, under the claim's lock on the endpoint, so the
-// limits hold across every node sharing that database.
+// limits hold across every node sharing that database. Spend is the same
+// token bucket for the API's request limits (a bucket per key and per
+// portal session, kept by each node).
 package ratelimit
 
 import (
@@ -78,4 +80,42 @@ func Take(ep *herald.Endpoint, h *herald.EndpointHealth, b Bucket, n int, now ti
 		b.Tokens = math.Max(0, b.Tokens-float64(n))
 	}
 	return b
+}
+
+// Rate is a token bucket's refill: PerSecond tokens a second, holding at
+// most Burst. A PerSecond of 0 or less is no limit.
+type Rate struct {
+	PerSecond float64
+	Burst     int
+}
+
+// Spend takes one token from b at now under r, after refilling it: the
+// bucket as it is then, and ok. With less than a token, nothing is taken
+// and wait says how long until there is one. The zero Bucket is full.
+// The API holds each consumer key and portal session to it.
+func Spend(r Rate, b Bucket, now time.Time) (next Bucket, wait time.Duration, ok bool) {
+	if r.PerSecond <= 0 {
+		return Bucket{At: now}, 0, true
+	}
+	burst := float64(max(r.Burst, 1))
+	switch {
+	case b.At.IsZero():
+		b = Bucket{Tokens: burst, At: now}
+	case now.After(b.At):
+		b = Bucket{Tokens: math.Min(burst, b.Tokens+r.PerSecond*now.Sub(b.At).Seconds()), At: now}
+	}
+	if b.Tokens >= 1-1e-9 {
+		b.Tokens = math.Max(0, b.Tokens-1)
+		return b, 0, true
+	}
+	return b, time.Duration((1 - b.Tokens) / r.PerSecond * float64(time.Second)), false
+}
+
+// Full reports whether b has refilled to r's burst by now: such a bucket
+// is the zero Bucket again, and need not be kept.
+func Full(r Rate, b Bucket, now time.Time) bool {
+	if r.PerSecond <= 0 || b.At.IsZero() {
+		return true
+	}
+	return b.Tokens+r.PerSecond*now.Sub(b.At).Seconds() >= float64(max(r.Burst, 1))
 }

@@ -156,3 +156,49 @@ func TestBucketOverTime(t *testing.T) {
 		b = ratelimit.Take(ep, h, b, n, now)
 	}
 }
+
+func TestSpend(t *testing.T) {
+	t.Parallel()
+	r := ratelimit.Rate{PerSecond: 50, Burst: 100}
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	cases := []struct {
+		name     string
+		rate     ratelimit.Rate
+		b        ratelimit.Bucket
+		now      time.Time
+		ok       bool
+		wait     time.Duration
+		leftOver float64
+	}{
+		{"ZeroBucketIsFull", r, ratelimit.Bucket{}, at(0), true, 0, 99},
+		{"LastToken", r, ratelimit.Bucket{Tokens: 1, At: at(0)}, at(0), true, 0, 0},
+		{"EmptyWaitsForOneToken", r, ratelimit.Bucket{Tokens: 0, At: at(0)}, at(0), false, 20 * time.Millisecond, 0},
+		{"HalfATokenWaitsForTheRest", r, ratelimit.Bucket{Tokens: 0, At: at(0)}, at(10 * time.Millisecond), false, 10 * time.Millisecond, 0.5},
+		{"RefillsAtTheRate", r, ratelimit.Bucket{Tokens: 0, At: at(0)}, at(time.Second), true, 0, 49},
+		{"RefillStopsAtTheBurst", r, ratelimit.Bucket{Tokens: 0, At: at(0)}, at(time.Hour), true, 0, 99},
+		{"ClockBehindNeverRefillsBackwards", r, ratelimit.Bucket{Tokens: 0, At: at(time.Second)}, at(0), false, 20 * time.Millisecond, 0},
+		{"NoRateNoLimit", ratelimit.Rate{}, ratelimit.Bucket{Tokens: 0, At: at(0)}, at(0), true, 0, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			b, wait, ok := ratelimit.Spend(c.rate, c.b, c.now)
+			require.Equal(t, c.ok, ok)
+			require.InDelta(t, c.wait, wait, float64(time.Microsecond))
+			require.InDelta(t, c.leftOver, b.Tokens, 1e-9)
+		})
+	}
+
+	// A burst of 100 at once, then 50 a second.
+	var b ratelimit.Bucket
+	for i := range 100 {
+		var ok bool
+		b, _, ok = ratelimit.Spend(r, b, t0)
+		require.True(t, ok, "request %d of the burst", i)
+	}
+	_, wait, ok := ratelimit.Spend(r, b, t0)
+	require.False(t, ok)
+	require.Equal(t, 20*time.Millisecond, wait)
+	require.False(t, ratelimit.Full(r, b, t0.Add(time.Second)))
+	require.True(t, ratelimit.Full(r, b, t0.Add(2*time.Second)))
+}

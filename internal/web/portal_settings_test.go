@@ -94,7 +94,7 @@ func TestPortalConfirmation(t *testing.T) {
 	}
 
 	a := p.follow(p.post("/portal/settings", url.Values{"email": {"ops@example.com"}}))
-	require.Contains(t, a.body, "Saved. A confirmation link was mailed to ops@example.com")
+	require.Contains(t, a.body, "Saved. A confirmation link is being mailed to ops@example.com")
 	require.Regexp(t, `id="email-status">pending<`, a.body)
 	require.Contains(t, a.body, "link mailed 2026-03-04 05:06 UTC, valid until 2026-03-06 05:06 UTC")
 	require.Contains(t, a.body, `id="resend-confirmation"`)
@@ -111,7 +111,7 @@ func TestPortalConfirmation(t *testing.T) {
 	require.Len(t, mail.Mails(), 1)
 	e.clock.Advance(5 * time.Minute)
 	a = p.follow(p.post("/portal/settings/resend", nil))
-	require.Contains(t, a.body, "A confirmation link was mailed to ops@example.com")
+	require.Contains(t, a.body, "A confirmation link is being mailed to ops@example.com")
 	link := confirmLinkRE.FindString(mail.Wait(t, 2, 10*time.Second)[1].Body)
 	require.NotEqual(t, first, link)
 

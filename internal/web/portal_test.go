@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"io"
@@ -68,7 +69,14 @@ func setupWith(t *testing.T, tls bool, mail *smtptest.Server, frame ...string) *
 	if mail != nil {
 		cfg, err := config.ParseSMTP(mail.URL, "")
 		require.NoError(t, err)
-		confirmations = notice.NewConfirmer(notice.NewSMTP(cfg), "http://"+srv.Listener.Addr().String(), nil)
+		sender := notice.NewSMTP(cfg)
+		m := notice.New(notice.Config{Store: st, Sender: sender, Clock: clk,
+			Confirmer: notice.NewConfirmer(sender, "http://"+srv.Listener.Addr().String(), nil)})
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); _ = m.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+		confirmations = m
 	}
 	apiHandler := api.New(api.Config{Store: st, Clock: clk, APIKeyHash: sha256.Sum256([]byte(operatorKey)), Confirmations: confirmations})
 	portal := web.NewPortal(web.PortalConfig{Store: st, API: apiHandler, Clock: clk, FrameAncestors: frame})

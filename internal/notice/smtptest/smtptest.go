@@ -36,6 +36,7 @@ type Server struct {
 	mu     sync.Mutex
 	mails  []Mail
 	fail   int // refuse the next fail messages
+	hold   chan struct{}
 	signal chan struct{}
 }
 
@@ -61,6 +62,29 @@ func (s *Server) FailNext(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.fail = n
+}
+
+// Hold makes the server keep every message waiting at DATA, unanswered,
+// until release is called (as a slow or stuck mail server does); release
+// is called when the test ends anyway.
+func (s *Server) Hold(t testing.TB) (release func()) {
+	s.mu.Lock()
+	ch := make(chan struct{})
+	s.hold = ch
+	s.mu.Unlock()
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			s.mu.Lock()
+			if s.hold == ch {
+				s.hold = nil
+			}
+			s.mu.Unlock()
+			close(ch)
+		})
+	}
+	t.Cleanup(release)
+	return release
 }
 
 // Mails returns what the server accepted so far.
@@ -111,6 +135,11 @@ func (x *session) Data(r io.Reader) error {
 	}
 	s := x.s
 	s.mu.Lock()
+	if hold := s.hold; hold != nil {
+		s.mu.Unlock()
+		<-hold
+		s.mu.Lock()
+	}
 	if s.fail > 0 {
 		s.fail--
 		s.mu.Unlock()
