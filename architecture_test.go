@@ -29,7 +29,7 @@ func TestArchitecture(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Run("ImportRules", func(t *testing.T) { checkImportRules(t, doc) })
-	t.Run("CitedTests", func(t *testing.T) { checkCitedTests(t, doc) })
+	t.Run("CitedTests", func(t *testing.T) { checkCitedTests(t, "ARCHITECTURE.md", doc) })
 }
 
 // importRules is the ```imports block of ARCHITECTURE.md. Paths are those
@@ -195,7 +195,9 @@ var (
 
 const storetestDir = "internal/store/storetest"
 
-func checkCitedTests(t *testing.T, doc []byte) {
+// checkCitedTests fails for every test the document called name (doc)
+// cites that does not exist.
+func checkCitedTests(t *testing.T, name string, doc []byte) {
 	funcs := map[string][]string{} // test function name -> directories
 	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -224,11 +226,11 @@ func checkCitedTests(t *testing.T, doc []byte) {
 	cited := 0
 	for _, m := range citedGoTest.FindAllSubmatch(doc, -1) {
 		cited++
-		name := string(m[1])
-		parts := strings.Split(name, "/")
+		cite := string(m[1])
+		parts := strings.Split(cite, "/")
 		dirs, ok := funcs[parts[0]]
 		if !ok {
-			t.Errorf("ARCHITECTURE.md cites %s, but no _test.go file has func %s(", name, parts[0])
+			t.Errorf("%s cites %s, but no _test.go file has func %s(", name, cite, parts[0])
 			continue
 		}
 		// A subtest's name is a string literal in its test's package, or
@@ -238,28 +240,28 @@ func checkCitedTests(t *testing.T, doc []byte) {
 				continue
 			}
 			if !literalIn(t, append(slices.Clone(dirs), storetestDir), sub) {
-				t.Errorf("ARCHITECTURE.md cites %s, but no subtest %q is named in %s or %s", name, sub, strings.Join(dirs, ", "), storetestDir)
+				t.Errorf("%s cites %s, but no subtest %q is named in %s or %s", name, cite, sub, strings.Join(dirs, ", "), storetestDir)
 			}
 		}
 	}
 	for _, m := range citedCase.FindAllSubmatch(doc, -1) {
 		cited++
-		name := string(m[1])
-		if _, isFunc := funcs[strings.Split(name, "/")[0]]; isFunc {
+		cite := string(m[1])
+		if _, isFunc := funcs[strings.Split(cite, "/")[0]]; isFunc {
 			continue // a Go test, checked above
 		}
-		group, c, _ := strings.Cut(name, "/")
+		group, c, _ := strings.Cut(cite, "/")
 		groupCases, ok := cases[group]
 		switch {
 		case !ok:
-			t.Errorf("ARCHITECTURE.md cites %s, but the conformance suite (%s) has no group %s", name, storetestDir, group)
+			t.Errorf("%s cites %s, but the conformance suite (%s) has no group %s", name, cite, storetestDir, group)
 		case !slices.Contains(groupCases, c):
-			t.Errorf("ARCHITECTURE.md cites %s, but group %s of the conformance suite has no case %s", name, group, c)
+			t.Errorf("%s cites %s, but group %s of the conformance suite has no case %s", name, cite, group, c)
 		}
 	}
-	t.Logf("ARCHITECTURE.md cites %d tests", cited)
+	t.Logf("%s cites %d tests", name, cited)
 	if cited == 0 {
-		t.Error("ARCHITECTURE.md cites no test: the invariants name the tests that hold them")
+		t.Errorf("%s cites no test: each claim names the tests that hold it", name)
 	}
 }
 
