@@ -157,6 +157,9 @@ type Dispatcher struct {
 	// when none is), where Reserve and Take hand work leased at ingest.
 	takerMu sync.Mutex
 	taking  *taking
+	// begun counts the deliveries handed to workers lately, claimed or
+	// leased at ingest: how fast work arrives (Reserve).
+	begun begunWindow
 }
 
 // New returns a Dispatcher for cfg.
@@ -225,8 +228,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 
 	// unwritten counts attempts that have ended and whose outcomes are
 	// not written yet: slots that the writer is about to give back.
-	var unwritten, claiming atomic.Int64
-	d.takeFrom(&taking{slots: slots, jobs: jobs, unwritten: &unwritten, claiming: &claiming})
+	var unwritten atomic.Int64
+	d.takeFrom(&taking{slots: slots, jobs: jobs})
 	var workers sync.WaitGroup
 	for range n {
 		workers.Add(1)
@@ -259,7 +262,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		d.writeResults(results, slots, kick, rescheduled, &unwritten)
 	}()
 
-	d.claimLoop(ctx, wake, kick, rescheduled, jobs, slots, &unwritten, &claiming)
+	d.claimLoop(ctx, wake, kick, rescheduled, jobs, slots, &unwritten)
 
 	d.takeFrom(nil)
 	close(jobs)
@@ -271,7 +274,6 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 
 // claimLoop claims as many deliveries as there are free slots, and sleeps
 // when nothing is due until a wake-up, the poll interval, or a free slot.
-// claiming counts the slots it holds for a claim under way.
 //
 // When its last claim came back short (it is caught up: new work is
 // leased at ingest, or comes one wake-up at a time), it leaves up to
@@ -279,7 +281,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 // a claim that held every slot made each ingest during it queue what it
 // would have leased, and wake this loop for another claim, which did the
 // same to the ingests during it.
-func (d *Dispatcher) claimLoop(ctx context.Context, wake, kick, rescheduled <-chan struct{}, jobs chan<- job, slots chan struct{}, unwritten, claiming *atomic.Int64) {
+func (d *Dispatcher) claimLoop(ctx context.Context, wake, kick, rescheduled <-chan struct{}, jobs chan<- job, slots chan struct{}, unwritten *atomic.Int64) {
 	var tidiedAt time.Time
 	leave := min(claimLeaves, d.cfg.ClaimBatch/8)
 	caughtUp := false // a node that starts may find a backlog
@@ -296,7 +298,6 @@ func (d *Dispatcher) claimLoop(ctx context.Context, wake, kick, rescheduled <-ch
 			more = min(more, len(slots)-leave)
 		}
 		free := 1 + takeFree(slots, max(more, 0))
-		claiming.Store(int64(free))
 		// While outcomes wait to be written, the write under way will give
 		// their slots back in a moment: claim then, a batch, rather than
 		// spend a claim (a write transaction) on the few free now. Attempts
@@ -305,11 +306,9 @@ func (d *Dispatcher) claimLoop(ctx context.Context, wake, kick, rescheduled <-ch
 			select {
 			case <-kick:
 			case <-ctx.Done():
-				claiming.Store(0)
 				return
 			}
 			free += takeFree(slots, d.cfg.ClaimBatch-free)
-			claiming.Store(int64(free))
 		}
 
 		// lookedAt is also where each lease is counted from (job.leaseEnd).
@@ -321,6 +320,7 @@ func (d *Dispatcher) claimLoop(ctx context.Context, wake, kick, rescheduled <-ch
 		}
 		claimed, err := d.cfg.Store.DeliveryClaim(ctx, params)
 		claimEnded := time.Now()
+		d.begun.add(d.cfg.Clock.Now(), len(claimed))
 		if err != nil && ctx.Err() == nil {
 			d.log.Error("claim deliveries", logkey.Error, err)
 		}
@@ -330,7 +330,6 @@ func (d *Dispatcher) claimLoop(ctx context.Context, wake, kick, rescheduled <-ch
 		for range free - len(claimed) {
 			slots <- struct{}{}
 		}
-		claiming.Store(0)
 		caughtUp = err != nil || len(claimed) < free
 		if !caughtUp {
 			continue // there may be more due right now

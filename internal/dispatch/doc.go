@@ -41,9 +41,10 @@
 //     (tidy, Store.EndpointQueueTidy).
 //  3. Leasing at ingest. The dispatcher is its store's store.Taker
 //     (taker.go): an ingest reserves free slots (Reserve, none while more
-//     than takeBusyMax attempts are under way; ReserveBatch has no such
-//     bound), leases deliveries in its own transaction, and hands them over
-//     after its commit (Take). They skip steps 1 and 2.
+//     than takeBusyMax deliveries were handed to workers over the last
+//     takeBusyWindow, however many are under way; ReserveBatch has no
+//     such bound), leases deliveries in its own transaction, and hands
+//     them over after its commit (Take). They skip steps 1 and 2.
 //  4. Attempt. A worker runs attempt. Work whose lease would not outlive
 //     the request (leaseTooShort), that had not started when the node began
 //     to stop, or that the drain deadline cut off, is handed back and spends

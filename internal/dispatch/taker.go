@@ -2,7 +2,8 @@ package dispatch
 
 import (
 	"context"
-	"sync/atomic"
+	"sync"
+	"time"
 
 	"github.com/heraldhooks/herald/internal/logkey"
 	"github.com/heraldhooks/herald/internal/store"
@@ -15,12 +16,6 @@ var _ store.Taker = (*Dispatcher)(nil)
 type taking struct {
 	slots chan struct{}
 	jobs  chan<- job
-	// unwritten counts the slots taken by attempts that have ended,
-	// whose outcomes wait to be written.
-	unwritten *atomic.Int64
-	// claiming counts the slots the claim loop holds for a claim under
-	// way: no attempt runs in them.
-	claiming *atomic.Int64
 }
 
 // takeFrom sets where Take hands its deliveries: t while a Run is under
@@ -31,23 +26,69 @@ func (d *Dispatcher) takeFrom(t *taking) {
 	d.taking = t
 }
 
-// takeBusyMax is how many attempts a node may have under way (slots
-// taken, but for those of attempts that have ended and wait for their
-// outcomes to be written, and those the claim loop holds for a claim
-// under way) and still take work leased at ingest through
-// Reserve (ReserveBatch has no such bound). Past it,
-// deliveries arrive faster than one at a time, and claims, which take them
-// many to a statement, cost less per delivery than leasing each ingest's
-// few. Outcomes waiting to be written say how fast the database writes,
-// not how fast deliveries come: counted, a slow outcome write turned a
-// node from leasing to claims, and its latency from the attempt's own to
-// the claim loop's.
+// takeBusyMax is how many deliveries a node may have handed to its
+// workers (claimed, or leased at ingest) over the last takeBusyWindow and
+// still take work leased at ingest through Reserve (ReserveBatch has no
+// such bound). Past it, deliveries arrive faster than one at a time, and
+// claims, which take them many to a statement, cost less per delivery
+// than leasing each ingest's few. What counts is how fast work arrives,
+// not how much is under way: attempts waiting on slow receivers cost the
+// node nothing, and counted, they turned a node with receivers answering
+// in 250 ms from leasing to claims at a few hundred deliveries a second,
+// and its latency from an ingest's own to the claim loop's.
 const takeBusyMax = 48
+
+// takeBusyWindow is the span over which takeBusyMax counts: 48 in 20 ms
+// is 2,400 deliveries a second.
+const takeBusyWindow = 20 * time.Millisecond
+
+// begunWindow counts what was handed to workers over the last
+// takeBusyWindow, in buckets of a millisecond of the dispatcher's clock.
+// Its zero value is ready for use.
+type begunWindow struct {
+	mu      sync.Mutex
+	buckets [32]struct {
+		ms int64
+		n  int
+	}
+}
+
+// add counts n deliveries handed to workers at now.
+func (w *begunWindow) add(now time.Time, n int) {
+	if n <= 0 {
+		return
+	}
+	ms := now.UnixMilli()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	b := &w.buckets[ms%int64(len(w.buckets))]
+	if b.ms != ms {
+		b.ms, b.n = ms, 0
+	}
+	b.n += n
+}
+
+// count is how many were handed to workers over the takeBusyWindow
+// before now.
+func (w *begunWindow) count(now time.Time) int {
+	ms := now.UnixMilli()
+	span := takeBusyWindow.Milliseconds()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for _, b := range w.buckets {
+		if b.ms > ms-span && b.ms <= ms {
+			n += b.n
+		}
+	}
+	return n
+}
 
 // Reserve implements store.Taker: it takes up to n free slots without
 // waiting, as the claim loop does, so that what an ingest leases to this
-// node starts at once; none while more than takeBusyMax slots are taken.
-// Slots reserved are not claimed for meanwhile.
+// node starts at once; none while more than takeBusyMax deliveries were
+// handed to workers over the last takeBusyWindow. Slots reserved are not
+// claimed for meanwhile.
 func (d *Dispatcher) Reserve(n int) store.Reservation {
 	return d.reserve(n, true)
 }
@@ -59,8 +100,8 @@ func (d *Dispatcher) ReserveBatch(n int) store.Reservation {
 	return d.reserve(n, false)
 }
 
-// reserve takes up to n free slots, none while more than takeBusyMax are
-// taken if busyBound.
+// reserve takes up to n free slots, none while the node is busy (see
+// takeBusyMax) if busyBound.
 func (d *Dispatcher) reserve(n int, busyBound bool) store.Reservation {
 	r := store.Reservation{From: d.cfg.Clock.Now(), LeaseMargin: d.cfg.LeaseMargin}
 	d.takerMu.Lock()
@@ -68,8 +109,7 @@ func (d *Dispatcher) reserve(n int, busyBound bool) store.Reservation {
 	if d.taking == nil || n <= 0 {
 		return r
 	}
-	under := cap(d.taking.slots) - len(d.taking.slots) - int(d.taking.unwritten.Load()) - int(d.taking.claiming.Load())
-	if busyBound && under > takeBusyMax {
+	if busyBound && d.begun.count(r.From) > takeBusyMax {
 		return r
 	}
 	r.Slots = takeFree(d.taking.slots, n)
@@ -94,6 +134,7 @@ func (d *Dispatcher) Take(r store.Reservation, claimed []*store.ClaimedDelivery)
 	}
 	defer d.takerMu.Unlock()
 	params := store.DeliveryClaimParams{LeaseMargin: r.LeaseMargin}
+	d.begun.add(d.cfg.Clock.Now(), len(claimed))
 	for _, c := range claimed {
 		d.taking.jobs <- job{c: c, leaseEnd: r.From.Add(params.LeaseFor(&c.Endpoint))}
 	}

@@ -77,29 +77,46 @@ func TestTakeAttemptsWhatIngestLeased(t *testing.T) {
 	require.Equal(t, int64(1), arrived.Load(), "never sent")
 }
 
-// TestReserveGivesNothingToABusyNode: past 48 attempts under way (slots
-// taken, here by reservations), a node takes no work leased at ingest
-// through Reserve, though it does through ReserveBatch:
-// claims take it, many to a statement.
+// TestReserveGivesNothingToABusyNode: past 48 deliveries handed to
+// workers over the last 20 ms of the node's clock, a node takes no work
+// leased at ingest through Reserve, though it does through ReserveBatch:
+// claims take it, many to a statement. What counts is how fast work
+// comes, not how much is under way: once the window has passed, the node
+// takes work leased at ingest again while all 49 still wait on their slow
+// receiver.
 func TestReserveGivesNothingToABusyNode(t *testing.T) {
 	t.Parallel()
-	st, c, _ := setup(t, func(http.ResponseWriter, *http.Request) {})
+	var arrived atomic.Int64
+	release := make(chan struct{})
+	st, c, ep := setup(t, func(http.ResponseWriter, *http.Request) {
+		arrived.Add(1)
+		<-release
+	})
+	ep.MaxInFlight = 100
+	_, err := st.EndpointUpdate(t.Context(), &store.EndpointUpdateParams{Endpoint: ep, Now: c.Now()})
+	require.NoError(t, err)
+	for range 48 {
+		ingest(t, st, c)
+	}
 	d := newDispatcher(st, c, 64)
 	start(t, d)
-	waitFor(t, func() bool { return c.Waiters() == 1 }) // idle: every slot free
-	busy := d.Reserve(48)
-	require.Equal(t, 48, busy.Slots)
+	t.Cleanup(func() { close(release) }) // before the stop, which waits for the attempts
+	waitFor(t, func() bool { return arrived.Load() == 48 })
 	one := d.Reserve(1)
-	require.Equal(t, 1, one.Slots, "48 under way: still taking")
-	require.Zero(t, d.Reserve(1).Slots, "49 under way: busy")
+	require.Equal(t, 1, one.Slots, "48 begun: still taking")
+	d.Take(one, nil)
+
+	ingest(t, st, c)
+	waitFor(t, func() bool { return arrived.Load() == 49 })
+	require.Zero(t, d.Reserve(1).Slots, "49 begun: busy")
 	batch := d.ReserveBatch(5)
-	require.Equal(t, 5, batch.Slots, "a batch is taken whatever is under way")
+	require.Equal(t, 5, batch.Slots, "a batch is taken whatever the pace")
 	d.Take(batch, nil)
-	d.Take(one, nil)
+
+	c.Advance(20 * time.Millisecond)
 	one = d.Reserve(1)
-	require.Equal(t, 1, one.Slots, "48 again")
+	require.Equal(t, 1, one.Slots, "the window passed: the 49 under way do not count")
 	d.Take(one, nil)
-	d.Take(busy, nil)
 }
 
 // gatedStore holds every outcome write until gate is closed.
@@ -192,9 +209,9 @@ func (h *heldClaimStore) DeliveryClaim(ctx context.Context, p *store.DeliveryCla
 }
 
 // TestReserveDuringAClaim: a caught-up dispatcher's claim leaves slots
-// free, and does not count the slots it holds as attempts under way, so
-// that an ingest during the claim still leases to this node (Reserve)
-// rather than queue its deliveries and wake the node for another claim.
+// free, so that an ingest during the claim still leases to this node
+// (Reserve) rather than queue its deliveries and wake the node for
+// another claim.
 func TestReserveDuringAClaim(t *testing.T) {
 	t.Parallel()
 	st, c, _ := setup(t, func(http.ResponseWriter, *http.Request) {})
