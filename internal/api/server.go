@@ -109,8 +109,13 @@ type Config struct {
 	// portal session to a token bucket (--consumer-rate-limit); past it,
 	// 429 rate_limited with Retry-After. OperatorRateLimit does the same
 	// for each operator key (--operator-rate-limit). A zero Rate is no
-	// limit.
+	// limit. The buckets are shared by every node over Store
+	// (store.RequestBucketStore), taken in lots (requestLimiter).
 	ConsumerRateLimit, OperatorRateLimit ratelimit.Rate
+	// RequestLimitFailedOpen, when set, is told of every take from the
+	// shared request buckets that failed, after which the node's own
+	// bucket alone held the key (the metrics count them).
+	RequestLimitFailedOpen func()
 }
 
 // Server is the HTTP API. It is an http.Handler, safe for concurrent use.
@@ -143,7 +148,6 @@ func New(cfg Config) *Server {
 		maxEndpoints: cfg.MaxEndpointsPerConsumer,
 		notify:       cfg.Notify,
 		confirm:      cfg.Confirmations,
-		limits:       requestLimiter{consumer: cfg.ConsumerRateLimit, operator: cfg.OperatorRateLimit},
 		mux:          http.NewServeMux(),
 	}
 	if s.clock == nil {
@@ -151,6 +155,10 @@ func New(cfg Config) *Server {
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.limits = requestLimiter{
+		consumer: cfg.ConsumerRateLimit, operator: cfg.OperatorRateLimit,
+		shared: cfg.Store, log: s.log, failedOpen: cfg.RequestLimitFailedOpen,
 	}
 	if s.maxPayload <= 0 {
 		s.maxPayload = DefaultMaxPayloadBytes
@@ -259,7 +267,7 @@ func (s *Server) handle(rt Route) {
 	s.mux.HandleFunc(rt.Method+" "+rt.Path, func(w http.ResponseWriter, r *http.Request) {
 		err := plainText(r)
 		if p, ok := auth.FromContext(r.Context()); ok && err == nil && rt.Access != AccessPublic {
-			err = s.limitRequest(w, p)
+			err = s.limitRequest(w, r, p)
 		}
 		var scoped *http.Request
 		if err == nil {

@@ -220,6 +220,7 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 			Confirmations:           confirmations,
 			ConsumerRateLimit:       requestRate(cfg.ConsumerRateLimit),
 			OperatorRateLimit:       requestRate(cfg.OperatorRateLimit),
+			RequestLimitFailedOpen:  a.Metrics.RequestLimitFailedOpen,
 		})
 		assets := web.NewAssets()
 		portal := web.NewPortal(web.PortalConfig{Store: st, API: apiHandler, Assets: assets, Clock: deps.Clock,

@@ -17,7 +17,8 @@ import (
 // TestRequestLimitsReachTheAPI: --consumer-rate-limit and
 // --operator-rate-limit hold the keys of a node as configured: a consumer
 // key past its burst answers 429 rate_limited, the operator key only when
-// it has a limit of its own.
+// it has a limit of its own; a second node over the same database holds
+// the key to the same budget.
 func TestRequestLimitsReachTheAPI(t *testing.T) {
 	t.Parallel()
 	cfg := config.Default()
@@ -30,7 +31,7 @@ func TestRequestLimitsReachTheAPI(t *testing.T) {
 	t.Cleanup(func() { a.Close() })
 	srv := httptest.NewServer(a.Handler)
 	t.Cleanup(srv.Close)
-	call := func(key, method, path, body string) (int, string) {
+	call := func(srv *httptest.Server, key, method, path, body string) (int, string) {
 		t.Helper()
 		req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
 		require.NoError(t, err)
@@ -43,24 +44,34 @@ func TestRequestLimitsReachTheAPI(t *testing.T) {
 		require.NoError(t, err)
 		return res.StatusCode, string(b)
 	}
-	status, body := call(listenTestKey, "POST", "/v1/api-keys", `{"name":"c1","scope":"consumer","consumer_id":"c1"}`)
+	status, body := call(srv, listenTestKey, "POST", "/v1/api-keys", `{"name":"c1","scope":"consumer","consumer_id":"c1"}`)
 	require.Equal(t, http.StatusCreated, status, body)
 	var key struct {
 		Key string `json:"key"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(body), &key))
 	for range 2 {
-		status, body = call(key.Key, "GET", "/v1/endpoints", "")
+		status, body = call(srv, key.Key, "GET", "/v1/endpoints", "")
 		require.Equal(t, http.StatusOK, status, body)
 	}
-	status, body = call(key.Key, "GET", "/v1/endpoints", "")
+	status, body = call(srv, key.Key, "GET", "/v1/endpoints", "")
 	require.Equal(t, http.StatusTooManyRequests, status, body)
 	require.Contains(t, body, `"rate_limited"`)
 
+	// A second node on the same database file, with a store of its own,
+	// spends the same budget: the key has none left there either.
+	b, err := New(t.Context(), cfg, Deps{}, true)
+	require.NoError(t, err)
+	t.Cleanup(func() { b.Close() })
+	other := httptest.NewServer(b.Handler)
+	t.Cleanup(other.Close)
+	status, body = call(other, key.Key, "GET", "/v1/endpoints", "")
+	require.Equal(t, http.StatusTooManyRequests, status, body)
+
 	for range 4 { // the operator spent one making the key
-		status, body = call(listenTestKey, "GET", "/v1/stats", "")
+		status, body = call(srv, listenTestKey, "GET", "/v1/stats", "")
 		require.Equal(t, http.StatusOK, status, body)
 	}
-	status, body = call(listenTestKey, "GET", "/v1/stats", "")
+	status, body = call(srv, listenTestKey, "GET", "/v1/stats", "")
 	require.Equal(t, http.StatusTooManyRequests, status, body)
 }

@@ -14,7 +14,10 @@
 // series' samples older than a day and an hour (store.ActivityPurge,
 // store.DepthPurge), a batch at a time with the same pauses, so the
 // charts' tables stay small; this runs with a retention of 0 (keep
-// everything) too, which keeps every event but no old minute.
+// everything) too, which keeps every event but no old minute. It deletes
+// the request limits' shared buckets that have refilled as well
+// (store.RequestBucketPurge): a missing bucket is a full one, so what
+// stays is a row per key or portal session used in the last seconds.
 
 package maintenance
 
@@ -38,12 +41,13 @@ const (
 	DefaultPurgePause = 100 * time.Millisecond
 )
 
-// PurgeStore is what a Purger needs of the storage seam: the three
+// PurgeStore is what a Purger needs of the storage seam: the four
 // purges, each a batch at a time.
 type PurgeStore interface {
 	EventPurge(ctx context.Context, p *store.EventPurgeParams) (store.PurgeResult, error)
 	ActivityPurge(ctx context.Context, p *store.ActivityPurgeParams) (int, error)
 	DepthPurge(ctx context.Context, p *store.DepthPurgeParams) (int, error)
+	RequestBucketPurge(ctx context.Context, p *store.RequestBucketPurgeParams) (int, error)
 }
 
 // PurgerConfig sets up a Purger.
@@ -177,13 +181,16 @@ func (p *Purger) Pass(ctx context.Context) (store.PurgeResult, error) {
 }
 
 // purgeActivity deletes the activity series' minutes and the depth
-// series' samples older than ActivityKeep, a batch at a time, pausing
-// between batches as Pass does.
+// series' samples older than ActivityKeep, and the request buckets that
+// have refilled, a batch at a time, pausing between batches as Pass does.
 func (p *Purger) purgeActivity(ctx context.Context) error {
 	for _, purge := range []func(context.Context, *store.ActivityPurgeParams) (int, error){
 		p.cfg.Store.ActivityPurge,
 		func(ctx context.Context, a *store.ActivityPurgeParams) (int, error) {
 			return p.cfg.Store.DepthPurge(ctx, (*store.DepthPurgeParams)(a))
+		},
+		func(ctx context.Context, a *store.ActivityPurgeParams) (int, error) {
+			return p.cfg.Store.RequestBucketPurge(ctx, &store.RequestBucketPurgeParams{Limit: a.Limit, Now: a.Now})
 		},
 	} {
 		for {

@@ -13,6 +13,7 @@ import (
 	"github.com/heraldhooks/herald"
 	"github.com/heraldhooks/herald/internal/clock"
 	"github.com/heraldhooks/herald/internal/maintenance"
+	"github.com/heraldhooks/herald/internal/ratelimit"
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore/sqlitetest"
@@ -162,6 +163,36 @@ func TestPassPurgesOldActivity(t *testing.T) {
 	require.NoError(t, err, "a retention of 0 keeps every event")
 }
 
+// TestPassForgetsRefilledRequestBuckets: a pass deletes the request
+// limits' shared buckets that have refilled by its time, and keeps the
+// others.
+func TestPassForgetsRefilledRequestBuckets(t *testing.T) {
+	t.Parallel()
+	st, err := sqlitestore.Open(t.Context(), sqlitetest.Path(t), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, st.Close()) })
+	require.NoError(t, st.Migrate(t.Context()))
+	c := clock.NewTest(purgeStart)
+	p := maintenance.NewPurger(maintenance.PurgerConfig{Store: st, Clock: c, Pause: time.Nanosecond})
+	r := ratelimit.Rate{PerSecond: 1, Burst: 10}
+	for name, want := range map[string]int{"key a": 10, "key b": 1} {
+		got, err := st.RequestBucketTake(t.Context(), &store.RequestBucketTakeParams{Name: name, Rate: r, Want: want, Now: purgeStart})
+		require.NoError(t, err)
+		require.Equal(t, want, got.Got)
+	}
+	purge := func(d time.Duration) int {
+		n, err := st.RequestBucketPurge(t.Context(), &store.RequestBucketPurgeParams{Now: purgeStart.Add(d)})
+		require.NoError(t, err)
+		return n
+	}
+
+	c.Advance(5 * time.Second)
+	_, err = p.Pass(t.Context())
+	require.NoError(t, err)
+	require.Zero(t, purge(5*time.Second), "b, full after a second, is gone")
+	require.Equal(t, 1, purge(10*time.Second), "a, full after 10 s, was kept")
+}
+
 func TestRunPassesEveryIntervalOnTheClock(t *testing.T) {
 	t.Parallel()
 	f := setup(t, nil)
@@ -188,7 +219,7 @@ func TestRunPassesEveryIntervalOnTheClock(t *testing.T) {
 }
 
 // fakeStore answers EventPurge with EventPurgeFunc and purges no
-// activity or depth; the rest of the store, which the fixture holds, is
+// activity, depth or request bucket; the rest of the store, which the fixture holds, is
 // not used.
 type fakeStore struct {
 	store.Store
@@ -202,6 +233,10 @@ func (s *fakeStore) ActivityPurge(context.Context, *store.ActivityPurgeParams) (
 }
 
 func (s *fakeStore) DepthPurge(context.Context, *store.DepthPurgeParams) (int, error) {
+	return 0, nil
+}
+
+func (s *fakeStore) RequestBucketPurge(context.Context, *store.RequestBucketPurgeParams) (int, error) {
 	return 0, nil
 }
 

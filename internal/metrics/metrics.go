@@ -54,6 +54,9 @@ const (
 	NamePurgedRows       = "herald_purged_rows_total"
 	NameNoticesSent      = "herald_notices_sent_total"
 	NameLockConflicts    = "herald_store_lock_conflicts_total"
+	// NameRequestLimitFailedOpen counts takes from the request limits'
+	// shared buckets that failed (api.Config.RequestLimitFailedOpen).
+	NameRequestLimitFailedOpen = "herald_request_limit_failed_open_total"
 )
 
 // The values of the outcome label of herald_deliveries_total.
@@ -121,6 +124,8 @@ type Metrics struct {
 	purgedEvents, purgedDeliveries, purgedAttempts prometheus.Counter
 
 	notices *prometheus.CounterVec
+
+	requestLimitFailedOpen prometheus.Counter
 
 	queue *queueCollector
 }
@@ -241,12 +246,17 @@ func New(st Store, opts Options) *Metrics {
 		return 0
 	})
 
+	m.requestLimitFailedOpen = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: NameRequestLimitFailedOpen,
+		Help: "API requests let through by this node's own request limit alone because the limit's bucket shared by all nodes could not be read (the database failed or was slow); while it grows, a key may make up to its limit on each node.",
+	})
+
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.eventsIngested, deliveries, m.deadByReason, m.stale, m.redelivered, m.leaseShort, attempts,
 		m.attemptDuration, m.deliveryLatency, m.inFlight, purged, queueErrors, m.queue, m.notices,
-		lockConflicts,
+		lockConflicts, m.requestLimitFailedOpen,
 	)
 	m.handler = promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{
 		ErrorLog:      slogPrinter{opts.Logger},
@@ -334,6 +344,10 @@ func (m *Metrics) Purged(res store.PurgeResult) {
 	m.purgedDeliveries.Add(float64(res.Deliveries))
 	m.purgedAttempts.Add(float64(res.Attempts))
 }
+
+// RequestLimitFailedOpen counts a take from the request limits' shared
+// buckets that failed (api.Config.RequestLimitFailedOpen).
+func (m *Metrics) RequestLimitFailedOpen() { m.requestLimitFailedOpen.Inc() }
 
 // NoticeCounted counts one notice's result (notice.Config.Counted).
 func (m *Metrics) NoticeCounted(kind, result string) {

@@ -512,7 +512,7 @@ func TestExposition(t *testing.T) {
 			NameEventsIngested, NameDeliveries, NameDeliveriesDead, NameOutcomesStale, NameRedelivered, NameLeaseTooShort, NameAttempts,
 			NameAttemptDuration, NameDeliveryLatency, NameAttemptsInFlight, NameQueueDue,
 			NameQueueOldestDue, NameDeadLetterDepth, NameDeliveriesStatus, NameQueueReadErrors, NamePurgedRows, NameNoticesSent,
-			NameLockConflicts,
+			NameLockConflicts, NameRequestLimitFailedOpen,
 		} {
 			require.True(t, own[name], "%s is in the scrape", name)
 		}

@@ -4,7 +4,8 @@
 // the bucket in the database, under the claim's lock on the endpoint, so the
 // limits hold across every node sharing that database. Spend is the same
 // token bucket for the API's request limits (a bucket per key and per
-// portal session, kept by each node).
+// portal session on each node), and TakeUpTo the rule of the bucket those
+// keys and sessions share across nodes in the database (in lots, LotSize).
 package ratelimit
 
 import (
@@ -97,13 +98,7 @@ func Spend(r Rate, b Bucket, now time.Time) (next Bucket, wait time.Duration, ok
 	if r.PerSecond <= 0 {
 		return Bucket{At: now}, 0, true
 	}
-	burst := float64(max(r.Burst, 1))
-	switch {
-	case b.At.IsZero():
-		b = Bucket{Tokens: burst, At: now}
-	case now.After(b.At):
-		b = Bucket{Tokens: math.Min(burst, b.Tokens+r.PerSecond*now.Sub(b.At).Seconds()), At: now}
-	}
+	b = r.refill(b, now)
 	if b.Tokens >= 1-1e-9 {
 		b.Tokens = math.Max(0, b.Tokens-1)
 		return b, 0, true
@@ -118,4 +113,61 @@ func Full(r Rate, b Bucket, now time.Time) bool {
 		return true
 	}
 	return b.Tokens+r.PerSecond*now.Sub(b.At).Seconds() >= float64(max(r.Burst, 1))
+}
+
+// refill is b as of now under r: the zero Bucket is full, and a clock
+// behind b.At never refills backwards.
+func (r Rate) refill(b Bucket, now time.Time) Bucket {
+	burst := float64(max(r.Burst, 1))
+	switch {
+	case b.At.IsZero():
+		return Bucket{Tokens: burst, At: now}
+	case now.After(b.At):
+		return Bucket{Tokens: math.Min(burst, b.Tokens+r.PerSecond*now.Sub(b.At).Seconds()), At: now}
+	}
+	return b
+}
+
+// LotSize is the most tokens a node takes at once from a bucket shared by
+// all nodes (TakeUpTo): a tenth of the burst, at least one. Taking lots
+// makes one write of the shared bucket serve several requests; tokens of
+// a lot a node does not spend in time lapse (they are not given back), so
+// at any moment the nodes hold at most a lot each beyond what the shared
+// bucket allows, and usually less.
+func LotSize(r Rate) int {
+	return max(1, int(math.Ceil(float64(max(r.Burst, 1))/10)))
+}
+
+// TakeUpTo takes up to want whole tokens from b at now under r, after
+// refilling it: the bucket as it is then, and how many it took (as many
+// as it holds, if fewer than want). When it took none, wait says how long
+// until it holds want (no more than the burst), so that the asker need
+// not ask again before: a node refused by the shared bucket stays away
+// that long, and a flood of one key costs the database one take per lot.
+// With no rate (PerSecond of 0 or less) it grants want.
+func TakeUpTo(r Rate, b Bucket, want int, now time.Time) (next Bucket, got int, wait time.Duration) {
+	if r.PerSecond <= 0 {
+		return Bucket{At: now}, want, 0
+	}
+	if want < 1 {
+		want = 1
+	}
+	b = r.refill(b, now)
+	got = min(want, int(math.Floor(b.Tokens+1e-9)))
+	if got >= 1 {
+		b.Tokens = math.Max(0, b.Tokens-float64(got))
+		return b, got, 0
+	}
+	need := math.Min(float64(want), float64(max(r.Burst, 1))) - b.Tokens
+	return b, 0, time.Duration(math.Ceil(need / r.PerSecond * float64(time.Second)))
+}
+
+// FullAt is when b will have refilled to r's burst: past it, b is the
+// same as the zero Bucket, so a store may forget it. With no rate, b.At.
+func FullAt(r Rate, b Bucket) time.Time {
+	if r.PerSecond <= 0 || b.At.IsZero() {
+		return b.At
+	}
+	missing := math.Max(0, float64(max(r.Burst, 1))-b.Tokens)
+	return b.At.Add(time.Duration(math.Ceil(missing / r.PerSecond * float64(time.Second))))
 }

@@ -202,3 +202,51 @@ func TestSpend(t *testing.T) {
 	require.False(t, ratelimit.Full(r, b, t0.Add(time.Second)))
 	require.True(t, ratelimit.Full(r, b, t0.Add(2*time.Second)))
 }
+
+func TestTakeUpTo(t *testing.T) {
+	t.Parallel()
+	r := ratelimit.Rate{PerSecond: 50, Burst: 100}
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	cases := []struct {
+		name     string
+		rate     ratelimit.Rate
+		b        ratelimit.Bucket
+		want     int
+		now      time.Time
+		got      int
+		wait     time.Duration
+		leftOver float64
+	}{
+		{"ZeroBucketIsFull", r, ratelimit.Bucket{}, 10, at(0), 10, 0, 90},
+		{"WhatIsLeftWhenLessThanWanted", r, ratelimit.Bucket{Tokens: 3.5, At: at(0)}, 10, at(0), 3, 0, 0.5},
+		{"EmptyWaitsForAllThatIsWanted", r, ratelimit.Bucket{Tokens: 0, At: at(0)}, 10, at(0), 0, 200 * time.Millisecond, 0},
+		{"WaitsForNoMoreThanTheBurst", ratelimit.Rate{PerSecond: 1, Burst: 2}, ratelimit.Bucket{Tokens: 0.5, At: at(0)}, 10, at(0), 0, 1500 * time.Millisecond, 0.5},
+		{"RefillsAtTheRate", r, ratelimit.Bucket{Tokens: 0, At: at(0)}, 10, at(100 * time.Millisecond), 5, 0, 0},
+		{"NoMoreThanTheBurst", r, ratelimit.Bucket{Tokens: 0, At: at(0)}, 500, at(time.Hour), 100, 0, 0},
+		{"AtLeastOneIsAskedFor", r, ratelimit.Bucket{}, 0, at(0), 1, 0, 99},
+		{"NoRateGrantsAll", ratelimit.Rate{}, ratelimit.Bucket{Tokens: 0, At: at(0)}, 10, at(0), 10, 0, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			b, got, wait := ratelimit.TakeUpTo(c.rate, c.b, c.want, c.now)
+			require.Equal(t, c.got, got)
+			require.Equal(t, c.wait, wait)
+			require.InDelta(t, c.leftOver, b.Tokens, 1e-9)
+			require.Equal(t, c.now, b.At)
+		})
+	}
+}
+
+func TestLotSizeAndFullAt(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, 10, ratelimit.LotSize(ratelimit.Rate{PerSecond: 50, Burst: 100}), "a tenth of the burst")
+	require.Equal(t, 2, ratelimit.LotSize(ratelimit.Rate{PerSecond: 5, Burst: 11}), "rounded up")
+	require.Equal(t, 1, ratelimit.LotSize(ratelimit.Rate{PerSecond: 1.0 / 60, Burst: 2}), "at least one")
+
+	r := ratelimit.Rate{PerSecond: 50, Burst: 100}
+	require.Equal(t, t0.Add(2*time.Second), ratelimit.FullAt(r, ratelimit.Bucket{Tokens: 0, At: t0}))
+	require.Equal(t, t0.Add(time.Second), ratelimit.FullAt(r, ratelimit.Bucket{Tokens: 50, At: t0}))
+	require.Equal(t, t0, ratelimit.FullAt(r, ratelimit.Bucket{Tokens: 100, At: t0}))
+	require.True(t, ratelimit.Full(r, ratelimit.Bucket{Tokens: 50, At: t0}, ratelimit.FullAt(r, ratelimit.Bucket{Tokens: 50, At: t0})))
+}

@@ -284,6 +284,10 @@ type Store interface {
 	// QuotaStore counts what each consumer spent of its quotas (test
 	// events, confirmation mails) across nodes (quota.go).
 	QuotaStore
+
+	// RequestBucketStore keeps the token buckets of the API's request
+	// limits that all nodes share (requestbucket.go).
+	RequestBucketStore
 }
 
 // SettingPutIfAbsentParams asks to store Value under Key unless the key is

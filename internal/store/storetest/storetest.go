@@ -82,6 +82,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Depth", depthCases()},
 		{"Notice", noticeCases()},
 		{"Quota", quotaCases()},
+		{"RequestBucket", requestBucketCases()},
 		{"Leasing", leasingCases()},
 	}
 	for _, g := range groups {
