@@ -54,13 +54,16 @@ import (
 // ingestLeasingSQL is ingestLockSQL without the wake-up (the endpoints
 // of the deliveries in $1), which also takes, of each endpoint in $2 that
 // no writer of its health or state holds, shards of its in-flight cap
-// ($5) with room for the $6 deliveries this ingest has for it
-// (herald_take_shards, migration 0024; no more, so that a claim taking
-// the endpoint's queued deliveries finds the others free), and names them
+// ($5) with room for the $6 deliveries this ingest has for it and for
+// the endpoint's new deliveries already due, which the next statement
+// leaves their room (herald_take_shards, migration 0024), and names them
 // with their rooms, for the rest of the transaction, in herald.leasing
-// ("endpoint:shard:room,..."). The queue's advisory locks come first: a
-// writer that holds one of them never waits for an endpoint's row or a
-// shard.
+// ("endpoint:shard:room,..."). Where those already due are as many as
+// the cap has room for, as this statement's snapshot counts them, it
+// takes none: it could lease nothing, and the shards it held would keep
+// the claim that comes for them from the room they need.
+// The queue's advisory locks come first: a writer that holds one of them
+// never waits for an endpoint's row or a shard.
 //
 // Go chose the endpoints on rows read before the lock; the lock takes
 // only those that are still as read where the choice depends on it,
@@ -85,7 +88,19 @@ var ingestLeasingSQL = "SELECT " + ingestQueuesCols("$1") + `, (
 			AND coalesce((e.health->>'rate_factor')::float8, 1) >= 1
 		ORDER BY e.id
 		FOR KEY SHARE OF e SKIP LOCKED) AS l
-	CROSS JOIN LATERAL herald_take_shards(l.id, l.cap, coalesce($4::timestamptz, now()), l.want) AS s)`
+	CROSS JOIN LATERAL (
+		SELECT (
+			SELECT count(*) FROM (
+				SELECT 1 FROM delivery_queue w
+				WHERE w.endpoint_id = l.id AND w.kind = 0 AND w.due_at <= coalesce($4::timestamptz, now())
+				LIMIT l.cap) AS w)::int AS waiting, (
+			SELECT count(*) FROM (
+				SELECT 1 FROM delivery_queue f
+				WHERE f.endpoint_id = l.id AND f.leased AND f.due_at > coalesce($4::timestamptz, now())
+				LIMIT l.cap) AS f)::int AS leased
+		OFFSET 0) AS q
+	CROSS JOIN LATERAL herald_take_shards(l.id, l.cap, coalesce($4::timestamptz, now()),
+		CASE WHEN q.waiting < l.cap - q.leased THEN l.want + q.waiting ELSE 0 END) AS s)`
 
 // insertLeasingDeliveriesSQL is insertDeliveriesSQL leasing what it may:
 // $7 the endpoints Go found could start work, $8 their in-flight caps, $9

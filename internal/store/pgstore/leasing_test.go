@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,8 +65,7 @@ func TestIngestLeasesNoEndpointAnotherWriterHolds(t *testing.T) {
 	t.Parallel()
 	s := openNodes(t, 1)[0]
 	ctx := t.Context()
-	// Shards of five: each has room for the two queued and one more.
-	ep := createEndpoint(t, s, "c1", func(e *herald.Endpoint) { e.MaxInFlight = 20 })
+	ep := createEndpoint(t, s, "c1")
 	tx, err := s.pool.Begin(ctx)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = tx.Rollback(ctx) })
@@ -82,7 +82,7 @@ func TestIngestLeasesNoEndpointAnotherWriterHolds(t *testing.T) {
 	require.NoError(t, tx.Rollback(ctx))
 
 	ingest(t, s, "c1", 1)
-	require.Len(t, k.Taken(), 1, "the lock is gone; the two queued are due, but the shard has room for all")
+	require.Len(t, k.Taken(), 1, "the lock is gone; the two queued are due, but the cap has room for all")
 	require.Empty(t, queueMismatches(t, s))
 }
 
@@ -282,4 +282,61 @@ func takeDirect(t *testing.T, s *Store, endpointID string, share, cap int32) int
 	}
 	require.NoError(t, rows.Err())
 	return taken
+}
+
+// TestIngestTakesNoShardItCouldNotUse: where the endpoint's new
+// deliveries already due fill the room under its cap, an ingest takes no
+// shard (it could lease nothing, and would keep the claim that comes for
+// them from their room); where they leave room, it takes shards enough
+// for them and its own.
+func TestIngestTakesNoShardItCouldNotUse(t *testing.T) {
+	t.Parallel()
+	s := openNodes(t, 1)[0]
+	ctx := t.Context()
+	ep := createEndpoint(t, s, "c1", func(e *herald.Endpoint) { e.MaxInFlight = 4 })
+	ingest(t, s, "c1", 4) // no taker: queued, due
+	held := func() (string, int) {
+		t.Helper()
+		tx, err := s.pool.Begin(ctx)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, tx.Rollback(ctx)) }()
+		_, err = tx.Exec(ctx, ingestLeasingSQL, []string{ep.ID}, []string{ep.ID}, []time.Time{ep.UpdatedAt}, t0, []int32{4}, []int32{1})
+		require.NoError(t, err)
+		var leasing string
+		var shards int
+		require.NoError(t, tx.QueryRow(ctx, `SELECT current_setting('herald.leasing'), (
+			SELECT count(*) FROM pg_locks
+			WHERE locktype = 'advisory' AND classid = 1213353043 AND pid = pg_backend_pid())`).Scan(&leasing, &shards))
+		return leasing, shards
+	}
+	leasing, shards := held()
+	require.Empty(t, leasing, "four due, the cap four: nothing to lease")
+	require.Zero(t, shards, "and no shard held")
+
+	claimAt(t, s, 1, t0) // one leased, three due: the cap has no room either
+	leasing, shards = held()
+	require.Empty(t, leasing)
+	require.Zero(t, shards)
+
+	ep.MaxInFlight = 8 // shards of two: room for the three due and one more takes two
+	_, err := s.EndpointUpdate(ctx, &store.EndpointUpdateParams{Endpoint: ep, Now: t0})
+	require.NoError(t, err)
+	got, err := s.EndpointGet(ctx, ep.ID)
+	require.NoError(t, err)
+	ep = got
+	tx, err := s.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, tx.Rollback(ctx)) }()
+	_, err = tx.Exec(ctx, ingestLeasingSQL, []string{ep.ID}, []string{ep.ID}, []time.Time{ep.UpdatedAt}, t0, []int32{8}, []int32{1})
+	require.NoError(t, err)
+	require.NoError(t, tx.QueryRow(ctx, `SELECT current_setting('herald.leasing')`).Scan(&leasing))
+	room := 0
+	for _, part := range strings.Split(leasing, ",") {
+		var id string
+		var shard, r int
+		_, err := fmt.Sscanf(strings.ReplaceAll(part, ":", " "), "%s %d %d", &id, &shard, &r)
+		require.NoError(t, err)
+		room += r
+	}
+	require.GreaterOrEqual(t, room, 4, "room for the three due and its own: %s", leasing)
 }
