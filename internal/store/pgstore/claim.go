@@ -22,9 +22,10 @@ import (
 //     time), with a due delivery (for a FIFO endpoint, a due head). The
 //     lock is what makes the token bucket, the probe and a FIFO head
 //     exact across nodes: only one claimer at a time decides for an
-//     endpoint. It is FOR NO KEY UPDATE: it keeps out other claims and
-//     the writers that lock FOR UPDATE (the breaker's path, disabling,
-//     deleting), but not leasing ingests or the outcome writes of plain
+//     endpoint. It is FOR NO KEY UPDATE, after a try of the endpoint's gate
+//     (gate.go): it keeps out other claims and the writers that take the
+//     gate and lock FOR UPDATE (the breaker's path, changes of settings,
+//     disabling, deleting), but not leasing ingests or the outcome writes of plain
 //     successes (FOR KEY SHARE): a claim writes no health they read (a
 //     probe goes only where the breaker is open, which is neither
 //     leasable nor plain), and the once-a-second write of a last success
@@ -83,6 +84,7 @@ WHERE e.id = ANY(ARRAY(
 	AND e.enabled
 	AND (e.blocked_until IS NULL OR e.blocked_until <= coalesce($1::timestamptz, now()))
 	AND NOT e.id = ANY($4::text[])
+	AND ` + gateTryShared("e.id") + `
 	AND CASE WHEN e.ordering = 'fifo' THEN coalesce((
 			SELECT h.due_at <= coalesce($1::timestamptz, now())
 			FROM delivery_queue h
@@ -110,9 +112,10 @@ LIMIT $2
 FOR NO KEY UPDATE OF e SKIP LOCKED`
 
 // takeSQL leases deliveries: for each endpoint of $2 up to its share $3 of
-// due ones, and no more than the room of one shard of its in-flight cap
-// $7 that it takes (herald_take_shard, migration 0024: the shard's part of
-// the cap less its leased deliveries, lease not expired; a shard another
+// due ones, and no more than the room of the shards of its in-flight cap
+// $7 that it takes, as many as its share needs (herald_take_shards,
+// migration 0024: a shard's part of the cap less its leased deliveries,
+// lease not expired, bounded by what the cap leaves; a shard another
 // writer holds is left to it), new before retries, then
 // oldest due first, then in ingest order; for each FIFO endpoint of $5 its head (its live delivery of
 // lowest seq), if that is due. The choice is read from delivery_queue (one
@@ -120,11 +123,11 @@ FOR NO KEY UPDATE OF e SKIP LOCKED`
 // case some are locked by another writer), and the deliveries are then
 // locked by id, skipping those another writer holds: a FIFO head held so
 // is not taken, and nothing after it is. Rows are rechecked once locked.
-// Each in-flight count is a plain index scan of one shard's range of
-// delivery_queue_leased_idx, stopped at the shard's cap: every finished
-// delivery leaves a dead entry in it until the queue's next vacuum, and a
-// plain scan marks such entries dead as it passes. A leased delivery's
-// queue row names its shard.
+// Each shard's room counts the endpoint's leases with four plain index
+// scans of delivery_queue_leased_idx (one range per shard), each stopped
+// at the cap: every finished delivery leaves a dead entry in it until the
+// queue's next vacuum, and a plain scan marks such entries dead as it
+// passes. A leased delivery's queue row names its shard.
 // Each lease lasts its endpoint's $4 or $6 microseconds. It returns the
 // leased deliveries with their events, their due time before the claim,
 // their seq, and whether each was taken from an expired lease (lost: a

@@ -15,9 +15,10 @@ import (
 )
 
 // lockOutcomeEndpointsSQL locks the endpoints of the deliveries in $1, in
-// id order: every writer locks endpoints before deliveries, and several
-// endpoints in id order, so writers cannot deadlock. The last column is
-// the batch's now.
+// id order, once their gates are held (gateOutcomeEndpointsSQL, gate.go):
+// every writer locks endpoints before deliveries, and several endpoints in
+// id order, so writers cannot deadlock. The last column is the batch's
+// now.
 var lockOutcomeEndpointsSQL = `
 SELECT ` + endpointCols + `, coalesce($2::timestamptz, now())
 FROM endpoints
@@ -191,6 +192,7 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, p *store.DeliveryCompl
 	cfg := breaker.Default()
 
 	batch := &pgx.Batch{}
+	batch.Queue(gateOutcomeEndpointsSQL, ids)
 	batch.Queue(lockOutcomeEndpointsSQL, ids, nowArg(p.Now))
 	for _, w := range waves {
 		batch.Queue(completeSQL, outcomeArgs(p, w)...)
@@ -213,7 +215,8 @@ func (s *Store) DeliveryCompleteMany(ctx context.Context, p *store.DeliveryCompl
 }
 
 // completeTx runs an outcome write in a batchTx, in two round trips: its
-// BEGIN goes with batch (the endpoints locked, the outcomes recorded, the
+// BEGIN goes with batch (the endpoints' gates taken and the endpoints
+// locked, the outcomes recorded, the
 // breaker windows counted), and its COMMIT with what the answers decide
 // (the endpoints' health, the wake-up for a retry due soon, the activity),
 // unless an endpoint is disabled or a notification ingested, which read
@@ -228,6 +231,10 @@ func (s *Store) completeTx(ctx context.Context, p *store.DeliveryCompleteManyPar
 	}
 	defer tx.end(ctx)
 	results := tx.SendBatch(ctx, batch)
+	if _, err := results.Exec(); err != nil { // gateOutcomeEndpointsSQL
+		_ = results.Close()
+		return nil, fmt.Errorf("lock endpoints: %w", err)
+	}
 	endpoints, now, err := readLockedEndpoints(results)
 	if err != nil {
 		_ = results.Close()
@@ -286,16 +293,17 @@ const plainHealthSQL = `coalesce(coalesce(e.health->>'breaker_state', 'closed') 
 // plainSuccessSQL is the health write of a batch of plain successes
 // (plainSuccesses), sent before the outcomes it goes with. It holds the
 // endpoints of the deliveries still leased under the outcomes' tokens ($1,
-// $2) FOR KEY SHARE, in id order: ingests leasing to them and claims
-// (FOR NO KEY UPDATE) and operators' changes go on, but the writers that
-// decide on an endpoint's health or send its live deliveries dead (the
-// breaker's path, FOR UPDATE; disabling and deleting) wait for this
-// transaction, or this one for them, before any delivery is touched; and
+// $2) FOR KEY SHARE, in id order: ingests leasing to them (FOR KEY SHARE)
+// and claims (FOR NO KEY UPDATE) go on, but the writers that decide on an
+// endpoint's health, settings or state or send its live deliveries dead
+// (the breaker's path, changes, disabling and deleting: the gate, then
+// FOR UPDATE) wait for this transaction, or this one for them, before any
+// delivery is touched; and
 // whether an endpoint is plain is read on the row as locked, after any
 // such writer committed. The plain ones whose last_success_at is older
 // than store.LastSuccessPrecision get the batch's now ($3 or the database
-// clock), never an earlier time than they hold, unless a claim or a
-// leasing ingest holds the row: then the write is left to a later
+// clock), never an earlier time than they hold, unless a claim holds the
+// row (or a leasing ingest waits for one): then the write is left to a later
 // success rather than wait for them (free). If an endpoint is not
 // plain, it fails with outcomesNotPlain: its outcomes must go through the
 // breaker (completeTx). It sets herald.claim_queues for the transaction:

@@ -167,20 +167,31 @@ func (s *Store) EndpointUpdate(ctx context.Context, p *store.EndpointUpdateParam
 	if err != nil {
 		return nil, fmt.Errorf("update endpoint %s: %w", e.ID, err)
 	}
-	ep, err := s.scanEndpoint(s.pool.QueryRow(ctx, `
+	// Gate and FOR UPDATE first (gate.go): an ingest leasing to the
+	// endpoint decided on its settings (the cap, FIFO, the rate limit) as
+	// they were; the change waits for it, and a later one reads them anew.
+	var ep *herald.Endpoint
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, gateEndpointsSQL, []string{e.ID}); err != nil {
+			return err
+		}
+		var err error
+		ep, err = s.scanEndpoint(tx.QueryRow(ctx, `
 		UPDATE endpoints SET
 			url = $2, description = $3, event_types = $4, timeout_ns = $5,
 			retry_schedule_ns = $6, retry_exponential = $7::jsonb, retry_client_errors = $8,
 			rate_limit = $9::jsonb, max_in_flight = $10, signature_scheme = $11,
 			headers = $12::jsonb, updated_at = coalesce($13::timestamptz, now()),
 			ordering = $14, auto_disable_after_failures = $15, auto_disable_after_ns = $16
-		WHERE id = $1
+		WHERE id = (SELECT id FROM endpoints WHERE id = $1 FOR UPDATE)
 		RETURNING `+endpointCols,
-		e.ID, e.URL, e.Description, a.eventTypes, int64(e.Timeout),
-		a.scheduleNS, a.exponential, e.RetryClientErrors,
-		a.rateLimit, e.MaxInFlight, string(e.SignatureScheme),
-		a.headers, nowArg(p.Now), string(e.Ordering), e.AutoDisableAfterFailures,
-		int64(e.AutoDisableAfter)))
+			e.ID, e.URL, e.Description, a.eventTypes, int64(e.Timeout),
+			a.scheduleNS, a.exponential, e.RetryClientErrors,
+			a.rateLimit, e.MaxInFlight, string(e.SignatureScheme),
+			a.headers, nowArg(p.Now), string(e.Ordering), e.AutoDisableAfterFailures,
+			int64(e.AutoDisableAfter)))
+		return err
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("update endpoint %s: %w", e.ID, store.ErrNotFound)
 	}
@@ -212,8 +223,11 @@ WHERE id IN (SELECT delivery_id FROM delivery_queue WHERE endpoint_id = $1 AND d
 // one transaction; its deliveries and attempts stay as history.
 func (s *Store) EndpointDelete(ctx context.Context, p *store.EndpointDeleteParams) error {
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		// The endpoint row goes first: every writer that touches an
-		// endpoint and its deliveries locks them in that order.
+		// The endpoint's gate and row go first: every writer that
+		// touches an endpoint and its deliveries locks them in that order.
+		if _, err := tx.Exec(ctx, gateEndpointsSQL, []string{p.ID}); err != nil {
+			return err
+		}
 		tag, err := tx.Exec(ctx, "DELETE FROM endpoints WHERE id = $1", p.ID)
 		if err != nil {
 			return err
@@ -269,10 +283,14 @@ func (s *Store) EndpointSetEnabled(ctx context.Context, p *store.EndpointSetEnab
 // endpoint_disabled. It locks the endpoint row before the deliveries, as
 // every writer does. A missing endpoint gives pgx.ErrNoRows.
 func (s *Store) disableEndpoint(ctx context.Context, tx queryer, id, reason, keep string, now time.Time) (*herald.Endpoint, error) {
-	// FOR UPDATE, not the update's own lock: an outcome write of plain
-	// successes holds its endpoints FOR KEY SHARE while it writes their
-	// deliveries (plainSuccessSQL), and must be done before this one
+	// The gate (gate.go), then FOR UPDATE, not the update's own lock: an
+	// outcome write of plain successes holds its endpoints FOR KEY SHARE
+	// while it writes their deliveries (plainSuccessSQL), and a leasing
+	// ingest while it leases to them; each must be done before this one
 	// sends them dead, or wait for it.
+	if _, err := tx.Exec(ctx, gateEndpointsSQL, []string{id}); err != nil {
+		return nil, err
+	}
 	ep, err := s.scanEndpoint(tx.QueryRow(ctx, `
 		UPDATE endpoints
 		SET enabled = false, disabled_reason = $2, updated_at = coalesce($3::timestamptz, now())
@@ -302,6 +320,9 @@ func (s *Store) EndpointRotateSecret(ctx context.Context, p *store.EndpointRotat
 		// the one replaced, whatever other nodes do meanwhile.
 		var old string
 		var oldSealed bool
+		if _, err := tx.Exec(ctx, gateEndpointsSQL, []string{p.ID}); err != nil {
+			return err
+		}
 		if err := tx.QueryRow(ctx, `SELECT secret, secrets_encrypted FROM endpoints WHERE id = $1 FOR UPDATE`,
 			p.ID).Scan(&old, &oldSealed); err != nil {
 			return err

@@ -72,9 +72,10 @@ import (
 // state moves), enabled, breaker closed, not blocked at the ingest's now
 // $4 (blocked_until: a pause or the breaker's probe time, on the
 // database's clock), and not slowed down by 429s (rate factor 1: the cap
-// Go computed holds). The row is held FOR KEY SHARE: the writers that
-// change those (FOR UPDATE) wait for this transaction, or it skips the
-// endpoint; claims, other ingests and outcome writes go on beside it.
+// Go computed holds). Its gate is held shared and its row FOR KEY SHARE
+// (gate.go): the writers that change those (the gate, then FOR UPDATE)
+// wait for this transaction, or it skips the endpoint, as it does while
+// one waits; claims, other ingests and outcome writes go on beside it.
 var ingestLeasingSQL = "SELECT " + ingestQueuesCols("$1") + `, (
 	SELECT set_config('herald.leasing', coalesce(string_agg(l.id || ':' || s.shard || ':' || s.room, ','), ''), true)
 	FROM (
@@ -86,6 +87,7 @@ var ingestLeasingSQL = "SELECT " + ingestQueuesCols("$1") + `, (
 			AND (e.blocked_until IS NULL OR e.blocked_until <= coalesce($4::timestamptz, now()))
 			AND coalesce(e.health->>'breaker_state', '') IN ('', 'closed')
 			AND coalesce((e.health->>'rate_factor')::float8, 1) >= 1
+			AND ` + gateTryShared("e.id") + `
 		ORDER BY e.id
 		FOR KEY SHARE OF e SKIP LOCKED) AS l
 	CROSS JOIN LATERAL (

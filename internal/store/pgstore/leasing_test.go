@@ -164,10 +164,9 @@ func TestIngestLeasesOnTheRowItLocks(t *testing.T) {
 }
 
 // TestIngestLeasingWakesForWorkDueBeside: an ingest that leased every
-// delivery still wakes the dispatchers when an endpoint it locked has
-// other work due now: a claim that ran meanwhile skipped that endpoint's
-// row, which the ingest held, and no other wake-up would come before the
-// next poll.
+// delivery still wakes the dispatchers when an endpoint it leased to has
+// other work due now: a claim that ran meanwhile found the shards the
+// ingest held, and no other wake-up would come before the next poll.
 func TestIngestLeasingWakesForWorkDueBeside(t *testing.T) {
 	t.Parallel()
 	s := openNodes(t, 1)[0]
@@ -339,4 +338,87 @@ func TestIngestTakesNoShardItCouldNotUse(t *testing.T) {
 		room += r
 	}
 	require.GreaterOrEqual(t, room, 4, "room for the three due and its own: %s", leasing)
+}
+
+// TestAWaitingWriterIsNotOvertakenByIngests: a writer of an endpoint's
+// state (here disabling) waiting for a leasing ingest under way waits for
+// that one only: an ingest that comes while it waits leaves the endpoint
+// out (its gate, gate.go), where its row lock, which conflicts with no
+// holder, would have been granted, and the writer kept waiting as long as
+// ingests overlapped.
+func TestAWaitingWriterIsNotOvertakenByIngests(t *testing.T) {
+	t.Parallel()
+	s := openNodes(t, 1)[0]
+	ctx := t.Context()
+	ep := createEndpoint(t, s, "c1", func(e *herald.Endpoint) { e.MaxInFlight = 8 })
+	lease := func() (pgx.Tx, string) {
+		t.Helper()
+		tx, err := s.pool.Begin(ctx)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+		_, err = tx.Exec(ctx, ingestLeasingSQL, []string{ep.ID}, []string{ep.ID}, []time.Time{ep.UpdatedAt}, t0, []int32{8}, []int32{1})
+		require.NoError(t, err)
+		var leasing string
+		require.NoError(t, tx.QueryRow(ctx, `SELECT current_setting('herald.leasing')`).Scan(&leasing))
+		return tx, leasing
+	}
+	first, leasing := lease()
+	require.NotEmpty(t, leasing, "the first ingest leases")
+
+	disabled := make(chan error, 1)
+	go func() {
+		_, err := s.EndpointSetEnabled(context.Background(), &store.EndpointSetEnabledParams{ID: ep.ID, Enabled: false, Reason: "manual", Now: t0})
+		disabled <- err
+	}()
+	require.Eventually(t, func() bool {
+		var n int
+		err := s.pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype = 'advisory' AND classid = $1`, gateClass).Scan(&n)
+		return err == nil && n == 1
+	}, 10*time.Second, 5*time.Millisecond, "the disable waits for the first ingest")
+
+	second, leasing := lease()
+	require.Empty(t, leasing, "an ingest that comes while the writer waits leaves the endpoint out")
+	require.NoError(t, first.Rollback(ctx))
+	select {
+	case err := <-disabled:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the disable waited for an ingest that came after it")
+	}
+	require.NoError(t, second.Rollback(ctx))
+}
+
+// TestAChangeOfSettingsWaitsForALeasingIngest: an ingest leasing on the
+// cap it read is done before a change of the cap commits: a claim after
+// the change counts what the ingest leased under the old cap.
+func TestAChangeOfSettingsWaitsForALeasingIngest(t *testing.T) {
+	t.Parallel()
+	s := openNodes(t, 1)[0]
+	ctx := t.Context()
+	ep := createEndpoint(t, s, "c1", func(e *herald.Endpoint) { e.MaxInFlight = 8 })
+	tx, err := s.pool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	_, err = tx.Exec(ctx, ingestLeasingSQL, []string{ep.ID}, []string{ep.ID}, []time.Time{ep.UpdatedAt}, t0, []int32{8}, []int32{1})
+	require.NoError(t, err)
+
+	updated := make(chan error, 1)
+	changed := *ep
+	changed.MaxInFlight = 2
+	go func() {
+		_, err := s.EndpointUpdate(context.Background(), &store.EndpointUpdateParams{Endpoint: &changed, Now: t0})
+		updated <- err
+	}()
+	require.Eventually(t, func() bool {
+		var n int
+		err := s.pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype = 'advisory' AND classid = $1`, gateClass).Scan(&n)
+		return err == nil && n == 1
+	}, 10*time.Second, 5*time.Millisecond, "the change waits for the ingest")
+	select {
+	case err := <-updated:
+		t.Fatalf("the change did not wait for the ingest: %v", err)
+	default:
+	}
+	require.NoError(t, tx.Rollback(ctx))
+	require.NoError(t, <-updated)
 }

@@ -195,7 +195,7 @@ func (s *Store) EventPurge(ctx context.Context, p *store.EventPurgeParams) (stor
 		// of dead deliveries locks them: the delete takes from their
 		// counts in endpoint_dead (0015_endpoint_sorts.sql). FOR KEY SHARE
 		// waits only for an outcome batch (FOR UPDATE), never for ingest
-		// or claims (FOR NO KEY UPDATE).
+		// (FOR KEY SHARE) or claims (FOR NO KEY UPDATE).
 		if _, err := tx.Exec(ctx, purgeLockEndpointsSQL, candidates); err != nil {
 			return fmt.Errorf("lock endpoints: %w", err)
 		}

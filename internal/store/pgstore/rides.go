@@ -35,11 +35,9 @@ import (
 // UPDATE, which it does not meet), the rider fails at once rather
 // than hold the ingest back, and both are written again apart. What it
 // holds then (its endpoints FOR KEY SHARE, its own deliveries, this
-// node's activity row) no ingest waits for: ingests lease FOR NO KEY
-// UPDATE SKIP LOCKED and insert only new rows. Its once-a-second write
-// of an endpoint's last success is skipped while a claim or an ingest
-// holds the row, and once made, makes other ingests queue rather than
-// lease to it until this transaction commits.
+// node's activity row) no ingest waits for: ingests hold endpoints FOR
+// KEY SHARE SKIP LOCKED and insert only new rows. Its once-a-second write
+// of an endpoint's last success is skipped while a claim holds the row.
 
 // rideWait is how long an outcome write waits for an ingest to carry it
 // before it goes alone, when an ingest began within the last rideWait
