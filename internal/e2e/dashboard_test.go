@@ -22,6 +22,23 @@ const chromiumPath = "/usr/bin/chromium"
 
 // newBrowser starts a headless chromium with a fresh profile (and the
 // extra options given) and returns a tab's context; both end with the test.
+// browserSteps are the page tests' two verbs on the browser ctx: do runs
+// steps, failing the test on an error; text reads the trimmed text of the
+// element sel selects.
+func browserSteps(t *testing.T, ctx context.Context) (do func(...chromedp.Action[chromedp.Void]), text func(string) string) {
+	do = func(steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		require.NoError(t, chromedp.Do(ctx, steps...))
+	}
+	text = func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		require.NoError(t, err)
+		return strings.TrimSpace(s)
+	}
+	return do, text
+}
+
 func newBrowser(t *testing.T, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	if _, err := os.Stat(chromiumPath); err != nil {

@@ -316,16 +316,7 @@ func runPagesOverHTTPS(t *testing.T, b browserRun) {
 			}
 		}
 	}))
-	do := func(steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		require.NoError(t, chromedp.Do(ctx, steps...))
-	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-		require.NoError(t, err)
-		return strings.TrimSpace(s)
-	}
+	do, text := browserSteps(t, ctx)
 
 	// The dashboard: sign in, replay the dead delivery, sign out.
 	do(chromedp.Navigate(b.base+"/ui/"), chromedp.WaitVisible(chromedp.CSS("#api_key")))

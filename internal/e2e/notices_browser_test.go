@@ -34,16 +34,7 @@ func TestPortalSettingsInABrowser(t *testing.T) {
 	e.must(http.StatusCreated, "POST", "/v1/consumers/cust_42/portal-sessions", map[string]any{"ttl": "5m"}, &link)
 
 	ctx := newBrowser(t)
-	do := func(steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		require.NoError(t, chromedp.Do(ctx, steps...))
-	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-		require.NoError(t, err)
-		return strings.TrimSpace(s)
-	}
+	do, text := browserSteps(t, ctx)
 	settings := chromedp.CSS(`nav a[href="/portal/settings"]`)
 	do(chromedp.Navigate(link.URL), chromedp.WaitVisible(chromedp.CSS("#open-portal")))
 	do(chromedp.Click(chromedp.CSS("#open-portal")), chromedp.WaitVisible(settings))

@@ -51,16 +51,7 @@ func TestPortalInABrowser(t *testing.T) {
 	e.settle()
 
 	ctx := newBrowser(t)
-	do := func(steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		require.NoError(t, chromedp.Do(ctx, steps...))
-	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-		require.NoError(t, err)
-		return strings.TrimSpace(s)
-	}
+	do, text := browserSteps(t, ctx)
 
 	// The link answers a page whose button opens the session: the GET
 	// alone (a mail scanner's, a chat preview's) opens nothing.
