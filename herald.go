@@ -60,6 +60,11 @@ const (
 	DeadClientError      DeadReason = "client_error"      // a 4xx that retrying cannot fix
 	DeadExhausted        DeadReason = "exhausted"         // the attempt budget ran out
 	DeadEndpointDisabled DeadReason = "endpoint_disabled" // its endpoint was disabled
+	// DeadLeaseLost: its lease was lost DefaultMaxLeaseLosses times (or
+	// the node's --max-lease-losses): every node that took it died or
+	// froze before writing an outcome, as a payload that kills nodes
+	// would make them, so it is not handed out again.
+	DeadLeaseLost DeadReason = "lease_lost"
 )
 
 // SignatureScheme names how a webhook is signed (DESIGN.md, Signing).
@@ -91,6 +96,10 @@ const (
 	MaxTimeout            = 60 * time.Second
 	DefaultConnectTimeout = 5 * time.Second
 	DefaultMaxInFlight    = 10
+	// DefaultMaxLeaseLosses is how many times a delivery's lease may be
+	// lost (its node died or froze mid-attempt) before it goes dead
+	// with DeadLeaseLost.
+	DefaultMaxLeaseLosses = 5
 	MaxResponseBodyKeep   = 4 << 10 // bytes of a response body read and kept
 )
 

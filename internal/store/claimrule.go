@@ -58,3 +58,39 @@ func AfterClaim(ep *herald.Endpoint, b ratelimit.Bucket, taken int, probe bool, 
 	}
 	return w
 }
+
+// LeaseLossesEnd is the one rule of bounded redelivery: a claim that takes
+// a delivery from an expired lease (it was still delivering: the node
+// holding it died or froze before writing an outcome) counts one more
+// lost lease, and once losses, counted so, reach limit (0 means
+// herald.DefaultMaxLeaseLosses) the claim ends the delivery dead
+// (herald.DeadLeaseLost) instead of handing it out, so a payload that
+// kills every node taking it is not taken for ever (invariant 2). A
+// replay starts the count afresh.
+func LeaseLossesEnd(losses, limit int) bool {
+	if limit <= 0 {
+		limit = herald.DefaultMaxLeaseLosses
+	}
+	return losses >= limit
+}
+
+// LeaseLostNotification is the herald.delivery.dead a claim emits for a
+// delivery d of event ev it ended dead with herald.DeadLeaseLost, as
+// ObserveOutcome emits one for an outcome that ends a delivery dead; none
+// (false) for the delivery of a notification, so that nothing loops.
+func LeaseLostNotification(d *herald.Delivery, ev *herald.Event) (herald.Notification, bool) {
+	if herald.IsNotification(ev.EventType) {
+		return herald.Notification{}, false
+	}
+	return herald.NewNotification(d.ConsumerID, herald.NotifyDeliveryDead, herald.DeliveryDeadPayload{
+		DeliveryID:     d.ID,
+		EventID:        ev.ID,
+		EventType:      ev.EventType,
+		EndpointID:     d.EndpointID,
+		ConsumerID:     d.ConsumerID,
+		DeadReason:     string(herald.DeadLeaseLost),
+		AttemptCount:   d.AttemptCount,
+		LastStatusCode: d.LastStatusCode,
+		LastError:      herald.ConsumerError(d.LastError),
+	}), true
+}

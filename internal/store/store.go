@@ -547,6 +547,16 @@ type DeliveryClaimParams struct {
 	// LeaseMargin is added to twice the endpoint timeout for each lease.
 	LeaseMargin time.Duration
 	Now         time.Time
+	// MaxLeaseLosses is how many times a delivery's lease may be lost
+	// before the claim that finds it lost again ends it dead
+	// (herald.DeadLeaseLost) instead of handing it out; 0 means
+	// herald.DefaultMaxLeaseLosses (LeaseLossesEnd).
+	MaxLeaseLosses int
+	// Notify, when set, is called once the claim has committed with each
+	// notification it ingested (herald.delivery.dead of the deliveries it
+	// ended dead), as DeliveryCompleteManyParams.Notify is. It must not
+	// block.
+	Notify func(herald.Notification)
 }
 
 // EndpointQueueTidyParams asks for a tidy of up to Limit due marks at Now.

@@ -130,8 +130,9 @@ FOR NO KEY UPDATE OF e SKIP LOCKED`
 // passes. A leased delivery's queue row names its shard.
 // Each lease lasts its endpoint's $4 or $6 microseconds. It returns the
 // leased deliveries with their events, their due time before the claim,
-// their seq, and whether each was taken from an expired lease (lost: a
-// delivering row is due only once its lease has run out).
+// their seq, whether each was taken from an expired lease (lost: a
+// delivering row is due only once its lease has run out), and its lost
+// leases counted with this one (migration 0030).
 var takeSQL = `
 WITH taken AS MATERIALIZED (
 	-- The shards taken, each with the last place (upto) of its endpoint's
@@ -202,10 +203,11 @@ WITH taken AS MATERIALIZED (
 		status = 'delivering',
 		lease_token = d.lease_token + 1,
 		due_at = coalesce($1::timestamptz, now()) + p.lease_us * interval '1 microsecond',
-		updated_at = coalesce($1::timestamptz, now())
+		updated_at = coalesce($1::timestamptz, now()),
+		lease_losses = d.lease_losses + CASE WHEN p.lost THEN 1 ELSE 0 END
 	FROM picked p
 	WHERE d.id = ANY(ARRAY(SELECT id FROM picked)) AND d.id = p.id
-	RETURNING ` + qualify("d", deliveryCols) + `
+	RETURNING ` + qualify("d", deliveryCols) + `, d.lease_losses
 ), queued AS (
 	-- The leased deliveries' rows in delivery_queue, which the triggers
 	-- of migration 0021 leave to the claim (claimQueuesSQL).
@@ -215,7 +217,7 @@ WITH taken AS MATERIALIZED (
 	JOIN picked p ON p.id = l.id
 	WHERE q.delivery_id = l.id
 )
-SELECT ` + qualify("l", deliveryCols) + `, p.due_at, p.seq, p.lost, ` + qualify("ev", eventCols) + `
+SELECT ` + qualify("l", deliveryCols) + `, p.due_at, p.seq, p.lost, l.lease_losses, ` + qualify("ev", eventCols) + `
 FROM leased l
 JOIN picked p ON p.id = l.id
 CROSS JOIN LATERAL (SELECT * FROM events WHERE id = l.event_id OFFSET 0) AS ev`
@@ -256,11 +258,13 @@ type candidate struct {
 	sealed, opened bool
 }
 
-// claimed is one delivery leased by a take, with what orders the answer.
+// claimed is one delivery leased by a take, with what orders the answer
+// and its lost leases (store.LeaseLossesEnd).
 type claimed struct {
-	c     *store.ClaimedDelivery
-	dueAt time.Time
-	seq   int64
+	c      *store.ClaimedDelivery
+	dueAt  time.Time
+	seq    int64
+	losses int
 }
 
 // DeliveryClaim takes up to p.Limit due deliveries under a new lease, as
@@ -310,19 +314,27 @@ func (s *Store) claimTx(ctx context.Context, p *store.DeliveryClaimParams) ([]*s
 	}
 	defer tx.end(ctx)
 	later := &pgx.Batch{}
-	out, err := s.claim(ctx, tx, later, p)
+	var notes []herald.Notification
+	out, err := s.claim(ctx, tx, later, p, &notes)
 	if err != nil {
 		return nil, err
 	}
 	if err := tx.commit(ctx, later); err != nil {
 		return nil, err
 	}
+	if p.Notify != nil {
+		for _, n := range notes {
+			p.Notify(n)
+		}
+	}
 	return out, nil
 }
 
 // claim runs the steps of a claim in tx, the last (writeBack) queued in
-// later, for the COMMIT's batch.
-func (s *Store) claim(ctx context.Context, tx queryer, later *pgx.Batch, p *store.DeliveryClaimParams) ([]*store.ClaimedDelivery, error) {
+// later, for the COMMIT's batch. The deliveries whose leases were lost
+// too often (store.LeaseLossesEnd) are ended dead rather than handed out,
+// and the notifications that follows are set in notes.
+func (s *Store) claim(ctx context.Context, tx queryer, later *pgx.Batch, p *store.DeliveryClaimParams, notes *[]herald.Notification) ([]*store.ClaimedDelivery, error) {
 	var (
 		cands []*candidate
 		now   time.Time
@@ -370,6 +382,14 @@ func (s *Store) claim(ctx context.Context, tx queryer, later *pgx.Batch, p *stor
 		}
 		all = append(all, got...)
 		left -= len(got)
+	}
+	all, ended := splitLeaseLost(all, p.MaxLeaseLosses, cands)
+	if len(ended) > 0 {
+		ns, err := s.endLeaseLost(ctx, tx, ended, p.Now)
+		if err != nil {
+			return nil, err
+		}
+		*notes = ns
 	}
 
 	writeBack(later, cands, now)
@@ -485,7 +505,8 @@ func take(ctx context.Context, tx queryer, now time.Time, cands []*candidate) ([
 		var ev eventRow
 		var cl claimed
 		var lost bool
-		dest := slices.Concat(d.dest(), []any{&cl.dueAt, &cl.seq, &lost}, ev.dest())
+		var losses int32
+		dest := slices.Concat(d.dest(), []any{&cl.dueAt, &cl.seq, &lost, &losses}, ev.dest())
 		if err := row.Scan(dest...); err != nil {
 			return cl, err
 		}
@@ -496,6 +517,7 @@ func take(ctx context.Context, tx queryer, now time.Time, cands []*candidate) ([
 			LeaseExpiresAt: d.dueAt.UTC(),
 			Redelivered:    lost,
 		}
+		cl.losses = int(losses)
 		return cl, nil
 	})
 	if err != nil {

@@ -100,10 +100,11 @@ func deliveryListQuery(p *store.DeliveryListParams, limit int) (string, []any) {
 // replaySet is the assignment that brings a terminal delivery back:
 // pending, due after wait (an interval expression) from now (the time
 // parameter now, NULL for the database clock), with a fresh attempt
-// budget. The attempt log and the last status code and error stay.
+// budget and no lease lost (store.LeaseLossesEnd). The attempt log and
+// the last status code and error stay.
 func replaySet(now, wait string) string {
 	t := "coalesce(" + now + "::timestamptz, now())"
-	return "status = 'pending', attempt_count = 0, due_at = " + t + " + " + wait +
+	return "status = 'pending', attempt_count = 0, lease_losses = 0, due_at = " + t + " + " + wait +
 		", dead_reason = '', delivered_at = NULL, updated_at = " + t
 }
 

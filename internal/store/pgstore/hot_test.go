@@ -28,7 +28,7 @@ func TestDeliveryUpdatesAreHeapOnly(t *testing.T) {
 
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		later := &pgx.Batch{}
-		claimed, err := s.claim(ctx, tx, later, &store.DeliveryClaimParams{Limit: 10, LeaseMargin: time.Second, Now: now})
+		claimed, err := s.claim(ctx, tx, later, &store.DeliveryClaimParams{Limit: 10, LeaseMargin: time.Second, Now: now}, new([]herald.Notification))
 		require.NoError(t, err)
 		require.NoError(t, tx.SendBatch(ctx, later).Close())
 		require.Len(t, claimed, 3)

@@ -96,11 +96,13 @@ type claimTarget struct {
 	exhausted bool
 }
 
-// claimedRow is a claimed delivery with what orders the claim's answer.
+// claimedRow is a claimed delivery with what orders the claim's answer,
+// and its lost leases (store.LeaseLossesEnd).
 type claimedRow struct {
-	c   *store.ClaimedDelivery
-	due int64
-	seq int64
+	c      *store.ClaimedDelivery
+	due    int64
+	seq    int64
+	losses int
 }
 
 // DeliveryClaim leases up to p.Limit due deliveries, sharing the limit
@@ -119,7 +121,9 @@ func (s *Store) DeliveryClaim(ctx context.Context, p *store.DeliveryClaimParams)
 		return nil, fmt.Errorf("claim deliveries: %w", err)
 	}
 	var out []*store.ClaimedDelivery
+	var notes []herald.Notification
 	err = s.write(ctx, func(tx *sql.Tx) error {
+		notes = nil // a write tried again starts afresh
 		targets, err := claimTargets(ctx, tx.StmtContext(ctx, st.candidates), p, t, s.secrets)
 		if err != nil {
 			return err
@@ -130,6 +134,15 @@ func (s *Store) DeliveryClaim(ctx context.Context, p *store.DeliveryClaimParams)
 		rows, err := takeShares(ctx, tx, st, targets, p.Limit, t)
 		if err != nil {
 			return err
+		}
+		if err := countLeaseLosses(ctx, tx, rows); err != nil {
+			return err
+		}
+		var ended []*claimedRow
+		if rows, ended = splitLeaseLost(rows, p.MaxLeaseLosses, targets); len(ended) > 0 {
+			if notes, err = endLeaseLost(ctx, tx, st, ended, t); err != nil {
+				return err
+			}
 		}
 		spend, health := tx.StmtContext(ctx, st.spendBucket), tx.StmtContext(ctx, st.writeHealth)
 		for _, tg := range targets {
@@ -149,6 +162,14 @@ func (s *Store) DeliveryClaim(ctx context.Context, p *store.DeliveryClaimParams)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim deliveries: %w", err)
+	}
+	if len(notes) > 0 {
+		if p.Notify != nil {
+			for _, n := range notes {
+				p.Notify(n)
+			}
+		}
+		s.notify() // their events' deliveries are due
 	}
 	return out, nil
 }
@@ -251,11 +272,11 @@ func leaseRows(ctx context.Context, lease *sql.Stmt, rows []*claimedRow, t time.
 		return nil
 	}
 	pairs := make([][2]any, len(rows))
-	byID := make(map[string]*store.ClaimedDelivery, len(rows))
+	byID := make(map[string]*claimedRow, len(rows))
 	for i, r := range rows {
 		c := r.c
 		pairs[i] = [2]any{c.Delivery.ID, micros(c.LeaseExpiresAt)}
-		byID[c.Delivery.ID] = c
+		byID[c.Delivery.ID] = r
 		// A delivering row is due only once its lease has run out: the
 		// attempt under that lease was lost.
 		c.Redelivered = c.Delivery.Status == herald.StatusDelivering
@@ -281,11 +302,11 @@ func leaseRows(ctx context.Context, lease *sql.Stmt, rows []*claimedRow, t time.
 		if err := res.Scan(&id, &token); err != nil {
 			return fmt.Errorf("lease: %w", err)
 		}
-		c, ok := byID[id]
+		r, ok := byID[id]
 		if !ok {
 			return fmt.Errorf("lease: leased %s, which was not taken", id)
 		}
-		c.LeaseToken = token
+		r.c.LeaseToken = token
 		n++
 	}
 	if err := res.Err(); err != nil {

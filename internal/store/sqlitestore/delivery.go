@@ -137,15 +137,16 @@ func deliveryListQuery(p *store.DeliveryListParams, limit int) (string, []any) {
 	return `SELECT ` + deliveryColumns + from + w.String() + ` ORDER BY id DESC LIMIT ?`, append(w.args, limit+1)
 }
 
-// replaySet is the SET of a replay: pending, due now, a fresh budget.
-const replaySet = `status = 'pending', attempt_count = 0, due_at = ?, dead_reason = '',
+// replaySet is the SET of a replay: pending, due now, a fresh budget and
+// no lease lost (store.LeaseLossesEnd).
+const replaySet = `status = 'pending', attempt_count = 0, lease_losses = 0, due_at = ?, dead_reason = '',
 	delivered_at = NULL, updated_at = ?`
 
 // replayPacedSet is replaySet with the due time spread out: arguments now,
 // the rate, now; r.n numbers the deliveries, the n-th due
 // store.ReplayDelay after now (floor(n * 10^6 / rate) microseconds: the
 // CAST truncates, and the quotient is not negative).
-const replayPacedSet = `status = 'pending', attempt_count = 0, due_at = ? + CAST(r.n * 1e6 / ? AS INTEGER),
+const replayPacedSet = `status = 'pending', attempt_count = 0, lease_losses = 0, due_at = ? + CAST(r.n * 1e6 / ? AS INTEGER),
 	dead_reason = '', delivered_at = NULL, updated_at = ?`
 
 // replayableEndpoint holds for deliveries whose endpoint can take them.

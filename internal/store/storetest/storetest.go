@@ -84,6 +84,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Quota", quotaCases()},
 		{"RequestBucket", requestBucketCases()},
 		{"Leasing", leasingCases()},
+		{"LeaseLost", leaseLostCases()},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
