@@ -103,6 +103,7 @@ func nodeFlags(fs *pflag.FlagSet, c *config.Config) {
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn or error")
 	fs.IntVar(&c.Concurrency, "concurrency", c.Concurrency, "attempts in flight at once on this node")
 	fs.DurationVar(&c.PollInterval, "poll-interval", c.PollInterval, "how often an idle dispatcher looks for due retries")
+	fs.IntVar(&c.MaxLeaseLosses, "max-lease-losses", c.MaxLeaseLosses, "how many times a delivery's lease may be lost (its node died or froze mid-attempt) before it goes dead with reason lease_lost instead of being claimed again; a replay starts the count afresh (1 to 1000)")
 	fs.DurationVar(&c.LeaseMargin, "lease-margin", c.LeaseMargin, "how long past twice the endpoint timeout a claim holds a delivery: covers writing the outcome; a node that stops for longer loses its leases and another node redelivers (1s to 10m)")
 	fs.DurationVar(&c.Retention, "retention", c.Retention, "how long history is kept once it ended: an event whose deliveries all ended (delivered, dead or cancelled) longer ago than this is deleted with its deliveries and attempts; 0 keeps everything")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long a stop waits for attempts in flight")

@@ -185,6 +185,20 @@ func TestMaxEndpointsPerConsumerReachesTheConfig(t *testing.T) {
 	require.ErrorContains(t, err, "HERALD_MAX_ENDPOINTS_PER_CONSUMER")
 }
 
+// TestMaxLeaseLossesReachesTheConfig: serve and worker take
+// --max-lease-losses and its twin, and refuse one below 1 (a delivery
+// would never be handed out) or one they cannot read.
+func TestMaxLeaseLossesReachesTheConfig(t *testing.T) {
+	t.Parallel()
+	db := "sqlite://" + filepath.Join(t.TempDir(), "l.db")
+	_, _, err := run(t, nil, "serve", "--db", db, "--max-lease-losses", "0")
+	require.ErrorContains(t, err, "max-lease-losses: 0 is not between 1 and 1000")
+	_, _, err = run(t, map[string]string{"HERALD_MAX_LEASE_LOSSES": "1001"}, "worker", "--db", db)
+	require.ErrorContains(t, err, "max-lease-losses: 1001 is not between 1 and 1000")
+	_, _, err = run(t, map[string]string{"HERALD_MAX_LEASE_LOSSES": "many"}, "serve", "--db", db)
+	require.ErrorContains(t, err, "HERALD_MAX_LEASE_LOSSES")
+}
+
 // TestRateLimitFlagsReachTheConfig: serve takes --consumer-rate-limit and
 // --operator-rate-limit and their twins, refuses one it cannot read, and
 // --help says what they take.

@@ -43,6 +43,11 @@ type Config struct {
 	// redelivers; a short margin makes that happen sooner, and makes a
 	// slow outcome write lose its lease more often.
 	LeaseMargin time.Duration
+	// MaxLeaseLosses is how many times a delivery's lease may be lost (its
+	// node died or froze mid-attempt) before the claim that finds it lost
+	// again ends it dead with reason lease_lost (store.LeaseLossesEnd):
+	// a payload that kills the nodes taking it is not taken for ever.
+	MaxLeaseLosses int
 	// MaxPayloadBytes bounds an event payload.
 	MaxPayloadBytes int
 	// MaxEndpointsPerConsumer is how many endpoints a consumer may have
@@ -178,6 +183,7 @@ func Default() Config {
 		Concurrency:     512,
 		PollInterval:    time.Second,
 		LeaseMargin:     15 * time.Second,
+		MaxLeaseLosses:  5, // herald.DefaultMaxLeaseLosses
 		MaxPayloadBytes: 256 << 10,
 		// MaxEndpointsPerConsumer: enough for a customer's environments
 		// and services, few enough that a consumer's test sends cannot be
@@ -250,6 +256,9 @@ func (c *Config) Validate(needAddr bool) error {
 	}
 	if c.LeaseMargin < time.Second || c.LeaseMargin > 10*time.Minute {
 		errs = append(errs, fmt.Errorf("lease-margin: %s is not between 1s and 10m", c.LeaseMargin))
+	}
+	if c.MaxLeaseLosses < 1 || c.MaxLeaseLosses > 1000 {
+		errs = append(errs, fmt.Errorf("max-lease-losses: %d is not between 1 and 1000", c.MaxLeaseLosses))
 	}
 	if c.MaxEndpointsPerConsumer < 0 || c.MaxEndpointsPerConsumer > 1_000_000 {
 		errs = append(errs, fmt.Errorf("max-endpoints-per-consumer: %d is not between 0 (no limit) and 1000000", c.MaxEndpointsPerConsumer))
@@ -438,6 +447,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("concurrency", c.Concurrency),
 		slog.Duration("poll_interval", c.PollInterval),
 		slog.Duration("lease_margin", c.LeaseMargin),
+		slog.Int("max_lease_losses", c.MaxLeaseLosses),
 		slog.Duration("read_timeout", c.ReadTimeout),
 		slog.Int("max_endpoints_per_consumer", c.MaxEndpointsPerConsumer),
 		slog.String("consumer_rate_limit", c.ConsumerRateLimit),

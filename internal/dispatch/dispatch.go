@@ -56,6 +56,11 @@ type Config struct {
 	// that stops for longer (a freeze, a long pause) loses its leases, and
 	// does not send what it claimed before.
 	LeaseMargin time.Duration
+	// MaxLeaseLosses is how many times a delivery's lease may be lost
+	// before a claim ends it dead with reason lease_lost
+	// (store.DeliveryClaimParams.MaxLeaseLosses; default
+	// herald.DefaultMaxLeaseLosses).
+	MaxLeaseLosses int
 	// DrainTimeout is how long a stopping dispatcher lets attempts in flight
 	// finish before it cancels them and hands their leases back (default 30 s).
 	DrainTimeout time.Duration
@@ -92,6 +97,11 @@ type Hooks struct {
 	// between the claim and the attempt): the lease is handed back, and no
 	// attempt is spent.
 	LeaseTooShort func(c *store.ClaimedDelivery)
+	// Frozen is called when a failed attempt is not written because it
+	// outlived its timeout only as its node was stopped (frozenAttempt):
+	// the lease is handed back, and neither the attempt budget nor the
+	// endpoint's breaker counts it.
+	Frozen func(c *store.ClaimedDelivery)
 	// InFlight is called with +1 just before an attempt's request goes out
 	// and with -1 once it has come back (or been cut off), so the sum is the
 	// number of requests in flight on this node.
@@ -314,9 +324,11 @@ func (d *Dispatcher) claimLoop(ctx context.Context, wake, kick, rescheduled <-ch
 		// lookedAt is also where each lease is counted from (job.leaseEnd).
 		lookedAt := d.cfg.Clock.Now()
 		params := &store.DeliveryClaimParams{
-			Limit:       free,
-			LeaseMargin: d.cfg.LeaseMargin,
-			Now:         d.cfg.Clock.StoreNow(),
+			Limit:          free,
+			LeaseMargin:    d.cfg.LeaseMargin,
+			Now:            d.cfg.Clock.StoreNow(),
+			MaxLeaseLosses: d.cfg.MaxLeaseLosses,
+			Notify:         d.cfg.Hooks.Notified,
 		}
 		claimed, err := d.cfg.Store.DeliveryClaim(ctx, params)
 		claimEnded := time.Now()
@@ -502,10 +514,50 @@ func (d *Dispatcher) attempt(runCtx, sendCtx context.Context, j job) result {
 	if sendCtx.Err() != nil && res.Class != sender.Success {
 		return result{release: &lease}
 	}
+	if end := d.cfg.Clock.Now(); res.Class != sender.Success && frozenAttempt(now, end, j.leaseEnd, ep) {
+		d.frozen(c, end.Sub(now))
+		return result{release: &lease}
+	}
 	out := Decide(c, &res, d.cfg.Rand())
 	out.Attempt.AttemptedAt = now
 	d.logAttempt(c, &res, out)
 	return result{outcome: out, claimed: c, sent: &res, decidedAt: d.cfg.Clock.Now()}
+}
+
+// frozenSlack is how far past its endpoint's timeout an attempt may end
+// and still count: the sender bounds the whole attempt by that timeout,
+// so one that ends later than this was not running (its process was
+// stopped: SIGSTOP, a paused VM or container, a machine's suspend).
+const frozenSlack = 5 * time.Second
+
+// frozenAttempt says whether an attempt started at start and ended at end
+// (the node's clock) outlived its timeout only because its node was
+// stopped: it ended after its lease (leaseEnd; another node may hold the
+// delivery by now), or it took longer than its timeout and frozenSlack,
+// which no request the sender makes can. Such a failure says nothing of
+// the endpoint: the attempt is not written, neither spending the budget
+// nor counting against the breaker (DESIGN.md, Operations), so a stalled
+// node that wakes does not open healthy endpoints' breakers. A genuine
+// timeout, the receiver silent for the endpoint's whole timeout, ends
+// within the lease (an attempt starts only while its lease outlives the
+// timeout) and within the slack, and counts as ever.
+func frozenAttempt(start, end, leaseEnd time.Time, ep *herald.Endpoint) bool {
+	return end.After(leaseEnd) || end.Sub(start) > store.AttemptTimeout(ep)+frozenSlack
+}
+
+// frozen reports a failed attempt handed back by frozenAttempt, which
+// took took on this node's clock, at warn: it is rare, and the trace of a
+// node that was stopped mid-attempt.
+func (d *Dispatcher) frozen(c *store.ClaimedDelivery, took time.Duration) {
+	if hook := d.cfg.Hooks.Frozen; hook != nil {
+		hook(c)
+	}
+	d.log.Warn("attempt not counted: it outlived its timeout while this node was stopped; lease handed back",
+		logkey.DeliveryID, c.Delivery.ID,
+		logkey.EndpointID, c.Endpoint.ID,
+		logkey.EventID, c.Event.ID,
+		logkey.DurationMS, took.Milliseconds(),
+	)
 }
 
 // leaseTooShort reports an attempt dropped because its lease, with left
