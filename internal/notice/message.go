@@ -99,6 +99,8 @@ func reasonText(reason string) string {
 		return "every attempt of its retry schedule failed (exhausted)"
 	case "endpoint_disabled":
 		return "its endpoint was disabled (endpoint_disabled)"
+	case "lease_lost":
+		return "every Herald node that took it stopped before its attempt ended, too many times (lease_lost)"
 	case "auto_disabled", "failing":
 		return "it kept failing, so Herald disabled it (" + reason + ")"
 	}

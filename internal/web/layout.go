@@ -285,6 +285,8 @@ func (l *Layout) funcs() template.FuncMap {
 				template.HTMLEscapeString(token) + `">`)
 		},
 		"pager": NewPager,
+		// deadReason explains a dead delivery's reason (deadReasonHelp).
+		"deadReason": deadReasonHelp,
 		// time shows a time in UTC to the second; the zero time as "—".
 		"time": func(t any) string {
 			switch v := t.(type) {
