@@ -42,6 +42,7 @@ const (
 	NameOutcomesStale    = "herald_outcomes_not_applied_total"
 	NameRedelivered      = "herald_deliveries_redelivered_total"
 	NameLeaseTooShort    = "herald_attempts_skipped_lease_expired_total"
+	NameAttemptsFrozen   = "herald_attempts_frozen_total"
 	NameAttempts         = "herald_attempts_total"
 	NameAttemptDuration  = "herald_attempt_duration_seconds"
 	NameDeliveryLatency  = "herald_delivery_latency_seconds"
@@ -114,6 +115,7 @@ type Metrics struct {
 	stale        prometheus.Counter
 	redelivered  prometheus.Counter
 	leaseShort   prometheus.Counter
+	frozen       prometheus.Counter
 
 	// attempts is indexed by sender.Class; index 0 (no class) is unused.
 	attempts        [sender.ClientError + 1]prometheus.Counter
@@ -176,6 +178,11 @@ func New(st Store, opts Options) *Metrics {
 	m.redelivered = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: NameRedelivered,
 		Help: "Attempts started for a delivery whose earlier lease expired without an outcome (its node died, froze or lost the database mid-attempt): the receiver may get that webhook twice.",
+	})
+
+	m.frozen = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: NameAttemptsFrozen,
+		Help: "Failed attempts not recorded because they outlived their timeout only as this node was stopped (froze, paused) while they ran: the lease was handed back, no attempt was spent and the endpoint's breaker counted nothing.",
 	})
 
 	m.leaseShort = prometheus.NewCounter(prometheus.CounterOpts{
@@ -254,7 +261,7 @@ func New(st Store, opts Options) *Metrics {
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.eventsIngested, deliveries, m.deadByReason, m.stale, m.redelivered, m.leaseShort, attempts,
+		m.eventsIngested, deliveries, m.deadByReason, m.stale, m.redelivered, m.leaseShort, m.frozen, attempts,
 		m.attemptDuration, m.deliveryLatency, m.inFlight, purged, queueErrors, m.queue, m.notices,
 		lockConflicts, m.requestLimitFailedOpen,
 	)
@@ -290,6 +297,10 @@ func (m *Metrics) Redelivered(*store.ClaimedDelivery) { m.redelivered.Inc() }
 // AttemptSkippedLeaseExpired counts an attempt not sent because its lease
 // would not outlive it (dispatch.Hooks.LeaseTooShort).
 func (m *Metrics) AttemptSkippedLeaseExpired(*store.ClaimedDelivery) { m.leaseShort.Inc() }
+
+// AttemptFrozen counts a failed attempt handed back because its node was
+// stopped while it ran (dispatch.Hooks.Frozen).
+func (m *Metrics) AttemptFrozen(*store.ClaimedDelivery) { m.frozen.Inc() }
 
 // AttemptDone counts one attempt by its class and observes its duration
 // (dispatch.Hooks.AttemptDone). Every attempt counts, whether or not its

@@ -391,6 +391,14 @@ func TestDispatchHooks(t *testing.T) {
 		require.Equal(t, 0.0, must(t, m.Registry(), NameAttempts, "class", "success"), "no attempt was made")
 	})
 
+	t.Run("AttemptFrozen", func(t *testing.T) {
+		t.Parallel()
+		m, _, _, _ := setup(t, Options{})
+		require.Equal(t, 0.0, must(t, m.Registry(), NameAttemptsFrozen))
+		m.AttemptFrozen(&store.ClaimedDelivery{})
+		require.Equal(t, 1.0, must(t, m.Registry(), NameAttemptsFrozen))
+	})
+
 	t.Run("OutcomesAppliedAreCounted", func(t *testing.T) {
 		t.Parallel()
 		m, _, _, _ := setup(t, Options{})
@@ -509,7 +517,7 @@ func TestExposition(t *testing.T) {
 			}
 		}
 		for _, name := range []string{
-			NameEventsIngested, NameDeliveries, NameDeliveriesDead, NameOutcomesStale, NameRedelivered, NameLeaseTooShort, NameAttempts,
+			NameEventsIngested, NameDeliveries, NameDeliveriesDead, NameOutcomesStale, NameRedelivered, NameLeaseTooShort, NameAttemptsFrozen, NameAttempts,
 			NameAttemptDuration, NameDeliveryLatency, NameAttemptsInFlight, NameQueueDue,
 			NameQueueOldestDue, NameDeadLetterDepth, NameDeliveriesStatus, NameQueueReadErrors, NamePurgedRows, NameNoticesSent,
 			NameLockConflicts, NameRequestLimitFailedOpen,
