@@ -514,7 +514,7 @@ func (d *Dispatcher) attempt(runCtx, sendCtx context.Context, j job) result {
 	if sendCtx.Err() != nil && res.Class != sender.Success {
 		return result{release: &lease}
 	}
-	if end := d.cfg.Clock.Now(); res.Class != sender.Success && frozenAttempt(now, end, j.leaseEnd, ep) {
+	if end := d.cfg.Clock.Now(); frozenAttempt(&res, now, end, j.leaseEnd, ep) {
 		d.frozen(c, end.Sub(now))
 		return result{release: &lease}
 	}
@@ -530,18 +530,25 @@ func (d *Dispatcher) attempt(runCtx, sendCtx context.Context, j job) result {
 // stopped: SIGSTOP, a paused VM or container, a machine's suspend).
 const frozenSlack = 5 * time.Second
 
-// frozenAttempt says whether an attempt started at start and ended at end
-// (the node's clock) outlived its timeout only because its node was
-// stopped: it ended after its lease (leaseEnd; another node may hold the
-// delivery by now), or it took longer than its timeout and frozenSlack,
-// which no request the sender makes can. Such a failure says nothing of
-// the endpoint: the attempt is not written, neither spending the budget
-// nor counting against the breaker (DESIGN.md, Operations), so a stalled
-// node that wakes does not open healthy endpoints' breakers. A genuine
-// timeout, the receiver silent for the endpoint's whole timeout, ends
-// within the lease (an attempt starts only while its lease outlives the
-// timeout) and within the slack, and counts as ever.
-func frozenAttempt(start, end, leaseEnd time.Time, ep *herald.Endpoint) bool {
+// frozenAttempt says whether an attempt with result res, started at start
+// and ended at end (the node's clock), failed only because its node was
+// stopped: it got no answer (a timeout, the connection lost: what a
+// process stopped mid-request finds when it wakes, its deadline passed
+// meanwhile), and it ended after its lease (leaseEnd; another node may
+// hold the delivery by now) or took longer than its timeout and
+// frozenSlack, which no request the sender makes can. Such a failure says
+// nothing of the endpoint: the attempt is not written, neither spending
+// the budget nor counting against the breaker (DESIGN.md, Operations), so
+// a stalled node that wakes does not open healthy endpoints' breakers. A
+// genuine timeout, the receiver silent for the endpoint's whole timeout,
+// ends within the lease (an attempt starts only while its lease outlives
+// the timeout) and within the slack, and counts as ever. An answer the
+// receiver did give (a status code) is evidence of the endpoint however
+// late it is read, and is written as ever (fenced by its lease token).
+func frozenAttempt(res *sender.Result, start, end, leaseEnd time.Time, ep *herald.Endpoint) bool {
+	if res.Class == sender.Success || res.StatusCode != 0 {
+		return false
+	}
 	return end.After(leaseEnd) || end.Sub(start) > store.AttemptTimeout(ep)+frozenSlack
 }
 

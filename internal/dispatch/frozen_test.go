@@ -16,19 +16,23 @@ import (
 	"github.com/heraldhooks/herald/internal/store"
 )
 
-// stoppedSender fails its first attempt with a timeout after the test
-// clock moved on by took meanwhile (the receiver silent, or the node
-// stopped mid-attempt: only the time tells them apart), and delivers every
-// later one at once.
+// stoppedSender fails its first attempt after the test clock moved on by
+// took meanwhile (the receiver silent, or the node stopped mid-attempt:
+// only the time tells them apart): with a timeout, or with the answer
+// code when it is set. It delivers every later attempt at once.
 type stoppedSender struct {
 	clock *clock.Test
 	took  time.Duration
+	code  int
 	calls atomic.Int64
 }
 
 func (s *stoppedSender) Send(_ context.Context, _ *sender.Request) sender.Result {
 	if s.calls.Add(1) == 1 {
 		s.clock.Advance(s.took)
+		if s.code != 0 {
+			return sender.Result{Class: sender.Retryable, StatusCode: s.code, Duration: s.took, Error: "HTTP 503"}
+		}
 		return sender.Result{Class: sender.Retryable, Duration: s.took, Error: "timeout: no answer within 10s"}
 	}
 	return sender.Result{Class: sender.Success, StatusCode: 200, Duration: time.Millisecond}
@@ -39,17 +43,18 @@ func (s *stoppedSender) Send(_ context.Context, _ *sender.Request) sender.Result
 // took far longer than the timeout allows) is not written: no attempt is
 // spent, the endpoint's health counts no failure, and the lease is handed
 // back, so a fresh claim delivers. A genuine timeout, the receiver silent
-// for the endpoint's 10 s, still counts as a failure. The lease is 2 x
+// for the endpoint's 10 s, still counts as a failure, and so does an
+// answer the receiver gave, however late it is read. The lease is 2 x
 // 10 s + 15 s.
 func TestFrozenNodeHandsItsLeaseBack(t *testing.T) {
 	t.Parallel()
-	run := func(t *testing.T, took time.Duration) (store.Store, *clock.Test, *herald.Endpoint, string, *atomic.Int64) {
+	run := func(t *testing.T, took time.Duration, code int) (store.Store, *clock.Test, *herald.Endpoint, string, *atomic.Int64) {
 		st, c, ep := setup(t, func(http.ResponseWriter, *http.Request) {})
 		id := ingest(t, st, c)
 		frozen := &atomic.Int64{}
 		runDispatcher(t, dispatch.Config{
 			Store:       st,
-			Sender:      &stoppedSender{clock: c, took: took},
+			Sender:      &stoppedSender{clock: c, took: took, code: code},
 			Clock:       c,
 			Concurrency: 4,
 			Hooks:       dispatch.Hooks{Frozen: func(*store.ClaimedDelivery) { frozen.Add(1) }},
@@ -72,7 +77,7 @@ func TestFrozenNodeHandsItsLeaseBack(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			st, c, ep, id, frozen := run(t, tc.took)
+			st, c, ep, id, frozen := run(t, tc.took, 0)
 			var d *herald.Delivery
 			waitFor(t, func() bool {
 				var err error
@@ -92,20 +97,30 @@ func TestFrozenNodeHandsItsLeaseBack(t *testing.T) {
 		})
 	}
 
-	t.Run("GenuineTimeoutCounts", func(t *testing.T) {
-		t.Parallel()
-		st, c, ep, id, frozen := run(t, 10*time.Second)
-		var d *herald.Delivery
-		waitFor(t, func() bool {
-			var err error
-			d, err = st.DeliveryGet(context.Background(), id)
-			require.NoError(t, err)
-			return d.AttemptCount == 1
+	for _, tc := range []struct {
+		name string
+		took time.Duration
+		code int
+	}{
+		{"GenuineTimeoutCounts", 10 * time.Second, 0},
+		{"AnAnswerCountsHoweverLate", 40 * time.Second, 503},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			st, c, ep, id, frozen := run(t, tc.took, tc.code)
+			var d *herald.Delivery
+			waitFor(t, func() bool {
+				var err error
+				d, err = st.DeliveryGet(context.Background(), id)
+				require.NoError(t, err)
+				return d.AttemptCount == 1
+			})
+			require.Equal(t, herald.StatusPending, d.Status, "retried later")
+			require.Equal(t, tc.code, d.LastStatusCode)
+			require.Zero(t, frozen.Load())
+			h := health(t, st, c, ep)
+			require.NotNil(t, h.LastFailureAt)
+			require.Equal(t, 1, h.ConsecutiveFailures, "the endpoint's own failure counts")
 		})
-		require.Equal(t, herald.StatusPending, d.Status, "retried later")
-		require.Zero(t, frozen.Load())
-		h := health(t, st, c, ep)
-		require.NotNil(t, h.LastFailureAt)
-		require.Equal(t, 1, h.ConsecutiveFailures, "a receiver silent for its timeout is a failure")
-	})
+	}
 }
