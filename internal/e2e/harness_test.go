@@ -85,6 +85,8 @@ type options struct {
 	noDispatch  bool
 	denyPrivate bool
 	leaseMargin time.Duration // 0: the default
+	// maxLeaseLosses is --max-lease-losses; 0: the default.
+	maxLeaseLosses int
 	logger      *slog.Logger  // nil: warnings and errors, shown if the test fails
 	smtpURL     string        // --smtp-url; the node runs its mailer
 	// frameAncestors may frame the portal (--portal-frame-ancestors).
@@ -108,6 +110,9 @@ func setup(t *testing.T, db string, opts ...func(*options)) *env {
 	cfg.PortalFrameAncestors = o.frameAncestors
 	if o.leaseMargin > 0 {
 		cfg.LeaseMargin = o.leaseMargin
+	}
+	if o.maxLeaseLosses > 0 {
+		cfg.MaxLeaseLosses = o.maxLeaseLosses
 	}
 	cfg.SMTPURL = o.smtpURL
 	// The server's address is known before the node starts, so the links
