@@ -28,6 +28,7 @@ func run() int {
 	seed := fs.Uint64("seed", 0, "seed of the fault schedule and the load (0: a new one, printed in the verdict)")
 	drain := fs.Duration("drain", 3*time.Minute, "how long to wait, after the load, for every acknowledged delivery (longer while a breaker is open: until its probe)")
 	pgBin := fs.String("pg-bin", "", "directory of PostgreSQL's initdb and pg_ctl (default: found)")
+	replication := fs.String("replication", chaos.ReplicationSync, "PostgreSQL as a primary and a standby the failover nemesis promotes: sync (a synchronous standby: nothing acknowledged may be lost), async (an asynchronous one: the verdict reports what the failover lost), or none (one server, no failover)")
 	asJSON := fs.Bool("json", false, "print the verdicts as JSON instead of a table")
 	quiet := fs.Bool("quiet", false, "print no progress lines on stderr")
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -45,7 +46,7 @@ func run() int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cfg := chaos.Config{Herald: *herald, PGBin: *pgBin, Duration: *duration, Rate: *rate, Seed: *seed, Drain: *drain}
+	cfg := chaos.Config{Herald: *herald, PGBin: *pgBin, Replication: *replication, Duration: *duration, Rate: *rate, Seed: *seed, Drain: *drain}
 	if !*quiet {
 		cfg.Log = os.Stderr
 	}

@@ -26,7 +26,7 @@ const (
 type cluster struct {
 	backend string
 	dir     string // temporary: the SQLite file
-	pg      *pgCluster
+	pg      *pgSet
 	nodes   []*node
 	api     string
 	apiKey  string
@@ -37,6 +37,7 @@ type clusterOptions struct {
 	backend     string
 	herald      string // the herald binary
 	pgBin       string
+	replication string // ReplicationSync, ReplicationAsync or ReplicationNone
 	leaseMargin time.Duration
 	log         func(string, ...any)
 }
@@ -55,7 +56,7 @@ func startCluster(ctx context.Context, o clusterOptions) (*cluster, error) {
 
 	db := "sqlite://" + filepath.Join(dir, "herald.db")
 	if o.backend == BackendPostgres {
-		c.pg, err = startPG(ctx, o.pgBin, o.log)
+		c.pg, err = startPGSet(ctx, o.pgBin, o.replication, o.log)
 		if err != nil {
 			c.close()
 			return nil, err
@@ -91,6 +92,7 @@ func startCluster(ctx context.Context, o clusterOptions) (*cluster, error) {
 	c.api = "http://" + addr
 	serve := append([]string{"serve", "--addr", addr, "--api-key", c.apiKey}, common...)
 	c.nodes = append(c.nodes, newNode("serve", o.herald, serve, c.api+"/healthz", o.log))
+	c.nodes[0].metrics = c.api + "/metrics"
 	if o.backend == BackendPostgres {
 		for i := 1; i <= 2; i++ {
 			mport, err := heraldproc.FreePort()
@@ -100,7 +102,9 @@ func startCluster(ctx context.Context, o clusterOptions) (*cluster, error) {
 			}
 			maddr := "127.0.0.1:" + strconv.Itoa(mport)
 			worker := append([]string{"worker", "--metrics-addr", maddr}, common...)
-			c.nodes = append(c.nodes, newNode("worker-"+strconv.Itoa(i), o.herald, worker, "http://"+maddr+"/metrics", o.log))
+			w := newNode("worker-"+strconv.Itoa(i), o.herald, worker, "http://"+maddr+"/metrics", o.log)
+			w.metrics = w.ready
+			c.nodes = append(c.nodes, w)
 		}
 	}
 	// The serve node first: it migrates the database before the workers

@@ -83,7 +83,7 @@ func TestDrainWaitsForAnOpenBreaker(t *testing.T) {
 	// still waiting when the context ends 4 seconds on.
 	drainCtx, stop := context.WithTimeout(ctx, 4*time.Second)
 	defer stop()
-	drained, took, waited := drain(drainCtx, cl, rcv, sent, eps, time.Second, t.Logf)
+	drained, took, waited := drain(drainCtx, cl, rcv, sent, eps, time.Second, false, t.Logf)
 	require.False(t, drained)
 	require.GreaterOrEqual(t, took, 4*time.Second, "the drain did not stop at its limit")
 	require.Len(t, waited, 1)
@@ -93,7 +93,7 @@ func TestDrainWaitsForAnOpenBreaker(t *testing.T) {
 	plainURL := rcv.URL("plain")
 	ok, err := api.EndpointCreate(ctx, &client.EndpointParams{ConsumerID: &consumer, URL: &plainURL, EventTypes: []string{"other.*"}})
 	require.NoError(t, err)
-	drained, _, waited = drain(ctx, cl, rcv, sent, []endpointSpec{{Name: "plain", ID: ok.ID}}, time.Second, t.Logf)
+	drained, _, waited = drain(ctx, cl, rcv, sent, []endpointSpec{{Name: "plain", ID: ok.ID}}, time.Second, false, t.Logf)
 	require.False(t, drained)
 	require.Empty(t, waited)
 }

@@ -21,6 +21,11 @@ const (
 	FreezeNode ProcessFault = "freeze"
 	// CrashDB stops PostgreSQL in immediate mode and starts it after For.
 	CrashDB ProcessFault = "crash_db"
+	// Failover kills the PostgreSQL primary (immediate stop) and promotes
+	// its standby at once; after For, the old primary is made a standby of
+	// the new one from a fresh base backup. The nodes are not told: they
+	// must find the new primary by themselves.
+	Failover ProcessFault = "failover"
 )
 
 // Nemesis is one planned fault: what, on what, when (from the start of the
@@ -42,10 +47,11 @@ type Window struct {
 
 // planOptions shape a schedule.
 type planOptions struct {
-	load    time.Duration // how long the load runs; faults end before it does
-	nodes   []string      // the nodes that may be killed or frozen
-	db      bool          // PostgreSQL may be crashed
-	hostile string        // the endpoint whose receiver misbehaves
+	load     time.Duration // how long the load runs; faults end before it does
+	nodes    []string      // the nodes that may be killed or frozen
+	db       bool          // PostgreSQL may be crashed
+	failover bool          // PostgreSQL has a standby to promote
+	hostile  string        // the endpoint whose receiver misbehaves
 	// hostileTimeout is that endpoint's timeout: its failures end that
 	// long after they start.
 	hostileTimeout time.Duration
@@ -63,9 +69,11 @@ type planOptions struct {
 // the same reason.
 //
 // The first round takes one process fault of each kind (kill, freeze,
-// crash), on targets drawn at random, and every receiver fault, shuffled
-// together; later rounds draw from every (kind, target) pair and every
-// receiver fault, shuffled, each once per round. So a short run meets
+// crash, failover), on targets drawn at random, and every receiver fault,
+// shuffled together, the failover within the first half of the round so
+// that the round's end does not drop it; later rounds draw from every
+// (kind, target) pair and every receiver fault, shuffled, each once per
+// round. So a short run meets
 // every kind once.
 func plan(seed uint64, o planOptions) []Nemesis {
 	rnd := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
@@ -95,9 +103,15 @@ func plan(seed uint64, o planOptions) []Nemesis {
 
 	var all []Nemesis // every (kind, target), durations drawn when used
 	var first []Nemesis
-	for _, kind := range []ProcessFault{KillNode, FreezeNode, CrashDB} {
+	for _, kind := range []ProcessFault{KillNode, FreezeNode, CrashDB, Failover} {
 		var of []Nemesis
 		targets := o.nodes
+		if kind == Failover {
+			targets = nil
+			if o.db && o.failover {
+				targets = []string{"postgres"}
+			}
+		}
 		if kind == CrashDB {
 			targets = nil
 			if o.db {
@@ -129,6 +143,13 @@ func plan(seed uint64, o planOptions) []Nemesis {
 
 	var out []Nemesis
 	bag := shuffle(first)
+	for i, n := range bag {
+		if n.Kind == string(Failover) {
+			j := rnd.IntN(len(bag)/2 + 1)
+			bag[i], bag[j] = bag[j], bag[i]
+			break
+		}
+	}
 	at := warmup
 	for len(all) > 0 {
 		if len(bag) == 0 {
@@ -141,7 +162,7 @@ func plan(seed uint64, o planOptions) []Nemesis {
 			n.For, gap = between(killLo, killHi), between(procGapLo, procGapHi)
 		case string(FreezeNode):
 			n.For, gap = o.freezeFor, between(procGapLo, procGapHi)
-		case string(CrashDB):
+		case string(CrashDB), string(Failover):
 			n.For, gap = between(crashLo, crashHi), between(procGapLo, procGapHi)
 		default:
 			n.For, gap = between(rcvLo, rcvHi), between(rcvGapLo, rcvGapHi)
@@ -163,8 +184,9 @@ type executor struct {
 	rcv *Receiver
 	log func(string, ...any)
 
-	mu      sync.Mutex
-	windows []Window
+	mu        sync.Mutex
+	windows   []Window
+	failovers []FailoverReport
 	// busy holds, for each target, a lock that a fault holds from its
 	// start to its undoing: a fault whose turn comes while the one
 	// before on the same target is still being undone (a database that
@@ -237,6 +259,8 @@ func (x *executor) apply(ctx context.Context, n Nemesis) {
 		if serr := x.cl.pg.start(context.Background()); serr != nil {
 			err = fmt.Errorf("%v; %w", err, serr)
 		}
+	case string(Failover):
+		err = x.failover(ctx, n, hold)
 	default:
 		kind := FaultKind(n.Kind[len("receiver:"):])
 		x.rcv.SetFault(n.Target, kind)
@@ -251,6 +275,50 @@ func (x *executor) apply(ctx context.Context, n Nemesis) {
 	x.mu.Lock()
 	x.windows = append(x.windows, w)
 	x.mu.Unlock()
+}
+
+// failover kills the primary and promotes the standby, watches every node
+// come back to work, holds, and makes the old primary the new standby.
+func (x *executor) failover(ctx context.Context, n Nemesis, hold func()) error {
+	bg := context.Background()
+	promoted, err := x.cl.pg.failover(bg)
+	if err != nil {
+		return err
+	}
+	rep := FailoverReport{Promoted: promoted, Recovered: map[string]float64{}}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, nd := range x.cl.nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d, ok := backToWork(bg, nd, recoveryLimit+5*time.Second)
+			mu.Lock()
+			defer mu.Unlock()
+			if ok {
+				rep.Recovered[nd.name] = d.Seconds()
+			} else {
+				rep.NotRecovered = append(rep.NotRecovered, nd.name)
+			}
+		}()
+	}
+	hold()
+	wg.Wait()
+	sort.Strings(rep.NotRecovered)
+	x.log("failover: back to work after %v; not: %v", rep.Recovered, rep.NotRecovered)
+	x.mu.Lock()
+	x.failovers = append(x.failovers, rep)
+	x.mu.Unlock()
+	if err := x.cl.pg.rebuild(bg); err != nil {
+		return fmt.Errorf("make the old primary a standby: %w", err)
+	}
+	return nil
+}
+
+func (x *executor) failoverReports() []FailoverReport {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return append([]FailoverReport(nil), x.failovers...)
 }
 
 func (x *executor) done() []Window {

@@ -33,7 +33,10 @@ type node struct {
 	// ready is the URL that answers 200 once the node runs (/healthz of
 	// the API, or /metrics of a worker).
 	ready string
-	log   func(format string, args ...any)
+	// metrics is the URL of its /metrics, where the failover nemesis
+	// watches its ingests and deliveries.
+	metrics string
+	log     func(format string, args ...any)
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd

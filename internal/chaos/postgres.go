@@ -84,6 +84,28 @@ func startPG(ctx context.Context, binDir string, logf func(string, ...any)) (*pg
 	if err != nil {
 		return nil, err
 	}
+	c, err := newPGServer(bin, logf)
+	if err != nil {
+		return nil, err
+	}
+	// --no-sync: the cluster is thrown away; nothing of initdb's needs
+	// to survive a machine crash.
+	if out, err := c.run(ctx, "initdb", "-D", c.data(), "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync"); err != nil {
+		_ = os.RemoveAll(c.dir)
+		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
+	}
+	if err := c.start(ctx); err != nil {
+		_ = os.RemoveAll(c.dir)
+		return nil, err
+	}
+	return c, nil
+}
+
+// newPGServer makes the temporary directory of a server (given to the
+// postgres user when the harness runs as root) and picks its port; its
+// data directory is still to be made (initdb, or pg_basebackup for a
+// standby).
+func newPGServer(bin string, logf func(string, ...any)) (*pgCluster, error) {
 	dir, err := os.MkdirTemp("", "herald-chaos-pg-")
 	if err != nil {
 		return nil, fmt.Errorf("make a directory for PostgreSQL: %w", err)
@@ -107,16 +129,6 @@ func startPG(ctx context.Context, binDir string, logf func(string, ...any)) (*pg
 		return nil, err
 	}
 	c.port = port
-	// --no-sync: the cluster is thrown away; nothing of initdb's needs
-	// to survive a machine crash.
-	if out, err := c.run(ctx, "initdb", "-D", c.data(), "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync"); err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
-	}
-	if err := c.start(ctx); err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, err
-	}
 	return c, nil
 }
 
@@ -146,8 +158,11 @@ func (c *pgCluster) URL() string {
 // is off: the harness crashes PostgreSQL's processes, never the machine,
 // and the operating system keeps what they wrote, so a crash still tests
 // recovery; it spares the shared disk. Autovacuum runs as in production.
+// A standby asks its primary again 200 ms after losing it (not 5 s), so a
+// primary that crashed and restarted has its synchronous standby back at
+// once.
 func (c *pgCluster) start(ctx context.Context) error {
-	opts := fmt.Sprintf("-p %d -c listen_addresses=127.0.0.1 -k %s -c fsync=off -c max_connections=200 -c autovacuum=on", c.port, c.dir)
+	opts := fmt.Sprintf("-p %d -c listen_addresses=127.0.0.1 -k %s -c fsync=off -c max_connections=200 -c autovacuum=on -c wal_retrieve_retry_interval=200ms", c.port, c.dir)
 	out, err := c.run(ctx, "pg_ctl", "-D", c.data(), "-l", filepath.Join(c.dir, "postgres.log"), "-w", "-t", "60", "-o", opts, "start")
 	if err != nil {
 		return fmt.Errorf("start PostgreSQL: %w\n%s\n%s", err, out, c.logTail())

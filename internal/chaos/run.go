@@ -35,6 +35,12 @@ type Config struct {
 	Herald string
 	// PGBin is the directory of PostgreSQL's initdb and pg_ctl; "" finds it.
 	PGBin string
+	// Replication is what PostgreSQL runs as: ReplicationSync (the
+	// default: a primary and a synchronous standby, and the failover
+	// nemesis among the faults), ReplicationAsync (the same with an
+	// asynchronous standby: the verdict reports what the failover lost
+	// rather than fail on it) or ReplicationNone (one server).
+	Replication string
 	// Duration is how long the load and the faults run (the drain after
 	// it is not counted).
 	Duration time.Duration
@@ -107,6 +113,16 @@ func Run(ctx context.Context, cfg Config) (*Verdict, error) {
 	if cfg.Backend != BackendSQLite && cfg.Backend != BackendPostgres {
 		return nil, fmt.Errorf("backend %q is not %s or %s", cfg.Backend, BackendSQLite, BackendPostgres)
 	}
+	switch cfg.Replication {
+	case "":
+		cfg.Replication = ReplicationSync
+	case ReplicationSync, ReplicationAsync, ReplicationNone:
+	default:
+		return nil, fmt.Errorf("replication %q is not %s, %s or %s", cfg.Replication, ReplicationSync, ReplicationAsync, ReplicationNone)
+	}
+	if cfg.Backend != BackendPostgres {
+		cfg.Replication = ""
+	}
 
 	rcv, err := StartReceiver(ReceiverOptions{Seed: cfg.Seed, FlakyEndpoint: epFlaky})
 	if err != nil {
@@ -115,7 +131,7 @@ func Run(ctx context.Context, cfg Config) (*Verdict, error) {
 	defer rcv.Close()
 
 	logf("starting Herald on %s (seed %d)", cfg.Backend, cfg.Seed)
-	cl, err := startCluster(ctx, clusterOptions{backend: cfg.Backend, herald: cfg.Herald, pgBin: cfg.PGBin, leaseMargin: leaseMargin, log: logf})
+	cl, err := startCluster(ctx, clusterOptions{backend: cfg.Backend, herald: cfg.Herald, pgBin: cfg.PGBin, replication: cfg.Replication, leaseMargin: leaseMargin, log: logf})
 	if err != nil {
 		return nil, err
 	}
@@ -133,6 +149,7 @@ func Run(ctx context.Context, cfg Config) (*Verdict, error) {
 		load:           cfg.Duration,
 		nodes:          cl.nodeNames(),
 		db:             cfg.Backend == BackendPostgres,
+		failover:       cfg.Backend == BackendPostgres && cfg.Replication != ReplicationNone,
 		hostile:        epHostile,
 		hostileTimeout: hostileTimeout,
 		freezeFor:      freezeFor,
@@ -156,7 +173,11 @@ func Run(ctx context.Context, cfg Config) (*Verdict, error) {
 		return nil, fmt.Errorf("start the nodes again for the drain: %w", err)
 	}
 	sent := ld.snapshot()
-	drained, drainTime, breakerWaits := drain(ctx, cl, rcv, sent, eps, cfg.Drain, logf)
+	failovers := x.failoverReports()
+	// With an asynchronous standby, a failover may lose acknowledged
+	// events: the drain cannot wait for them.
+	lossy := cfg.Replication == ReplicationAsync && len(failovers) > 0
+	drained, drainTime, breakerWaits := drain(ctx, cl, rcv, sent, eps, cfg.Drain, lossy, logf)
 	stopMem()
 	for _, n := range cl.nodes {
 		n.sampleMemory()
@@ -180,6 +201,7 @@ func Run(ctx context.Context, cfg Config) (*Verdict, error) {
 	for _, n := range cl.nodes {
 		v.Nodes = append(v.Nodes, n.report())
 	}
+	v.Replication, v.Failovers = cfg.Replication, failovers
 	if len(breakerWaits) > 0 {
 		v.Examples["breaker_waited_for"] = breakerWaits
 	}
@@ -268,7 +290,12 @@ func createEndpoints(ctx context.Context, cl *cluster, rcv *Receiver) ([]endpoin
 // lost, they wait for its probe (5 minutes on); so when limit comes while
 // an endpoint's breaker is open, the drain waits for its probe and
 // breakerSlack more, up to maxBreakerWait from its start, and says so.
-func drain(ctx context.Context, cl *cluster, rcv *Receiver, sent []sentEvent, eps []endpointSpec, limit time.Duration, logf func(string, ...any)) (bool, time.Duration, []string) {
+//
+// When lossy (a failover to an asynchronous standby), acknowledged events
+// may be gone from the database: the drain ends once Herald has had
+// nothing pending or being delivered, and nothing more arrived, for
+// lossySettle.
+func drain(ctx context.Context, cl *cluster, rcv *Receiver, sent []sentEvent, eps []endpointSpec, limit time.Duration, lossy bool, logf func(string, ...any)) (bool, time.Duration, []string) {
 	start := time.Now()
 	api, err := client.New(cl.api, cl.apiKey, client.Options{HTTPClient: &http.Client{Timeout: 5 * time.Second}})
 	if err != nil {
@@ -292,12 +319,22 @@ func drain(ctx context.Context, cl *cluster, rcv *Receiver, sent []sentEvent, ep
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	lastLog := time.Now()
+	var idleSince time.Time
+	lastGot := -1
 	for {
 		got := deliveredPairs(rcv.Arrivals(), acked)
-		if got >= want {
+		if got >= want || lossy {
 			st, err := api.Stats(ctx)
-			if err == nil && st.Deliveries["pending"] == 0 && st.Deliveries["delivering"] == 0 {
+			idle := err == nil && st.Deliveries["pending"] == 0 && st.Deliveries["delivering"] == 0
+			if idle && got >= want {
 				logf("drained in %s: %d deliveries", time.Since(start).Round(time.Millisecond), got)
+				return true, time.Since(start), waited
+			}
+			switch {
+			case !idle || got != lastGot:
+				idleSince, lastGot = time.Now(), got
+			case time.Since(idleSince) >= lossySettle:
+				logf("drained in %s: %d of %d deliveries; Herald has nothing left (asynchronous replication)", time.Since(start).Round(time.Millisecond), got, want)
 				return true, time.Since(start), waited
 			}
 		}
@@ -336,6 +373,9 @@ const (
 	breakerSlack   = 30 * time.Second
 	maxBreakerWait = 12 * time.Minute
 )
+
+// lossySettle is how long a lossy drain waits with Herald idle.
+const lossySettle = 3 * time.Second
 
 // openBreakers returns, for the endpoints of eps whose breaker is not
 // closed, a line each naming the endpoint and its probe time, and the

@@ -26,8 +26,10 @@ type Verdict struct {
 	Deliveries int `json:"deliveries"`
 	Delivered  int `json:"delivered"`
 	// Lost: acknowledged and never delivered once the run had drained.
-	// Must be 0.
-	Lost int `json:"lost"`
+	// Must be 0, but with an asynchronous standby that was promoted, where
+	// it is reported (LostToAsync) and does not fail the run.
+	Lost        int  `json:"lost"`
+	LostToAsync bool `json:"lost_to_async_replication,omitempty"`
 	// Duplicates counts deliveries the receiver took more than once (each
 	// extra taking counts one); each is traced to a fault that cost a lease
 	// (DuplicatesTraced) or not (DuplicatesUntraced).
@@ -69,6 +71,12 @@ type Verdict struct {
 	DrainSecs   float64  `json:"drain_seconds"`
 	Faults      []Window `json:"faults"`
 	FaultErrors int      `json:"fault_errors"`
+	// Replication is PostgreSQL's: sync, async or none ("" on SQLite).
+	Replication string `json:"replication,omitempty"`
+	// Failovers: each promotion of the standby, and how soon each node
+	// was back at work on the new primary. Every node must be within
+	// recoveryLimit (15 s), without a restart.
+	Failovers []FailoverReport `json:"failovers,omitempty"`
 	// Failures names each must that failed; Pass is true when there is none.
 	Failures []string `json:"failures"`
 	Pass     bool     `json:"pass"`
@@ -389,7 +397,14 @@ func (v *Verdict) finish() {
 		}
 	}
 	must(v.Acknowledged > 0, "no event was acknowledged")
-	must(v.Lost == 0, "lost %d acknowledged deliveries", v.Lost)
+	v.LostToAsync = v.Lost > 0 && v.Replication == ReplicationAsync && len(v.Failovers) > 0
+	must(v.Lost == 0 || v.LostToAsync, "lost %d acknowledged deliveries", v.Lost)
+	for i, f := range v.Failovers {
+		must(len(f.NotRecovered) == 0, "failover %d: %v not back at work within %s of the promotion", i+1, f.NotRecovered, recoveryLimit)
+		for _, name := range sortedKeys(f.Recovered) {
+			must(f.Recovered[name] <= recoveryLimit.Seconds(), "failover %d: %s back at work %.1fs after the promotion (limit %s)", i+1, name, f.Recovered[name], recoveryLimit)
+		}
+	}
 	must(v.FIFOViolations == 0, "%d FIFO order violations", v.FIFOViolations)
 	must(v.RateLimitViolations == 0, "%d rate-limit violations (peak %d a second, allowed %d)", v.RateLimitViolations, v.RateLimitPeak, v.RateLimitAllowed)
 	must(v.NodesDied == 0, "%d node(s) died without being killed", v.NodesDied)
@@ -408,8 +423,25 @@ func (v *Verdict) Summary() string {
 	if !v.Pass {
 		status = "FAIL: " + strings.Join(v.Failures, "; ")
 	}
-	return fmt.Sprintf("%s: %d acknowledged, %d deliveries, lost %d, duplicates %d (%.3f%%, %d untraced), %s",
-		v.Backend, v.Acknowledged, v.Deliveries, v.Lost, v.Duplicates, 100*v.DuplicateRate, v.DuplicatesUntraced, status)
+	return fmt.Sprintf("%s: %d acknowledged, %d deliveries, %s, duplicates %d (%.3f%%, %d untraced), %s",
+		v.Backend, v.Acknowledged, v.Deliveries, v.lostText(), v.Duplicates, 100*v.DuplicateRate, v.DuplicatesUntraced, status)
+}
+
+// lostText is "lost N", saying when the loss is asynchronous replication's.
+func (v *Verdict) lostText() string {
+	if v.LostToAsync {
+		return fmt.Sprintf("lost %d (asynchronous replication)", v.Lost)
+	}
+	return fmt.Sprintf("lost %d", v.Lost)
+}
+
+func sortedKeys(m map[string]float64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // WriteTable writes verdicts side by side, a row per measure.
@@ -436,7 +468,7 @@ func WriteTable(w io.Writer, vs []*Verdict) error {
 	row("events sent", num(func(v *Verdict) int { return v.Sent }))
 	row("acknowledged", num(func(v *Verdict) int { return v.Acknowledged }))
 	row("deliveries", num(func(v *Verdict) int { return v.Deliveries }))
-	row("lost (must be 0)", num(func(v *Verdict) int { return v.Lost }))
+	row("lost (must be 0)", func(v *Verdict) string { return v.lostText() })
 	row("duplicates", func(v *Verdict) string {
 		return fmt.Sprintf("%d (%.3f%%; %d traced to a lost lease, %d not)", v.Duplicates, 100*v.DuplicateRate, v.DuplicatesTraced, v.DuplicatesUntraced)
 	})
@@ -451,6 +483,29 @@ func WriteTable(w io.Writer, vs []*Verdict) error {
 	row("ingested twice (must be 0)", num(func(v *Verdict) int { return v.IngestedTwice }))
 	row("bad signatures (must be 0)", num(func(v *Verdict) int { return v.BadSignatures }))
 	row("nodes died by themselves (must be 0)", num(func(v *Verdict) int { return v.NodesDied }))
+	row("replication", func(v *Verdict) string {
+		if v.Replication == "" {
+			return "-"
+		}
+		return v.Replication
+	})
+	row("failovers: back at work after (s, at most 15)", func(v *Verdict) string {
+		if len(v.Failovers) == 0 {
+			return "-"
+		}
+		var parts []string
+		for _, f := range v.Failovers {
+			var ns []string
+			for _, name := range sortedKeys(f.Recovered) {
+				ns = append(ns, fmt.Sprintf("%s %.1f", name, f.Recovered[name]))
+			}
+			for _, name := range f.NotRecovered {
+				ns = append(ns, name+" never")
+			}
+			parts = append(parts, strings.Join(ns, ", "))
+		}
+		return strings.Join(parts, "; ")
+	})
 	row("drained", func(v *Verdict) string { return fmt.Sprintf("%t (%.1fs)", v.Drained, v.DrainSecs) })
 	names := map[string]bool{}
 	var order []string

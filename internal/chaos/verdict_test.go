@@ -166,14 +166,17 @@ func TestPlanIsTheSameForASeed(t *testing.T) {
 		}
 	}
 
-	// A short run meets each kind of process fault and every receiver fault.
+	require.False(t, kinds[string(Failover)], "no standby, no failover")
+
+	// A short run meets each kind of process fault, the failover of a
+	// replicated PostgreSQL included, and every receiver fault.
 	for seed := range uint64(20) {
-		short := plan(seed, planOptions{load: 40 * time.Second, nodes: []string{"serve", "worker-1", "worker-2"}, db: true, hostile: "hostile", hostileTimeout: time.Second, freezeFor: 8 * time.Second})
+		short := plan(seed, planOptions{load: 40 * time.Second, nodes: []string{"serve", "worker-1", "worker-2"}, db: true, failover: true, hostile: "hostile", hostileTimeout: time.Second, freezeFor: 8 * time.Second})
 		kinds := map[string]bool{}
 		for _, n := range short {
 			kinds[n.Kind] = true
 		}
-		for _, k := range []string{string(KillNode), string(FreezeNode), string(CrashDB)} {
+		for _, k := range []string{string(KillNode), string(FreezeNode), string(CrashDB), string(Failover)} {
 			require.True(t, kinds[k], "seed %d: 40 s meet %s", seed, k)
 		}
 		for _, f := range AllFaults {
@@ -184,5 +187,47 @@ func TestPlanIsTheSameForASeed(t *testing.T) {
 	sqlite := plan(42, planOptions{load: time.Minute, nodes: []string{"serve"}, hostile: "hostile", hostileTimeout: time.Second, freezeFor: 8 * time.Second})
 	for _, n := range sqlite {
 		require.NotEqual(t, string(CrashDB), n.Kind, "no database to crash on SQLite")
+		require.NotEqual(t, string(Failover), n.Kind, "no standby on SQLite")
 	}
+}
+
+// TestJudgeFailovers: a node not back at work within recoveryLimit of a
+// promotion fails the run; acknowledged events lost by a failover fail it
+// with a synchronous standby, and are reported, not failed, with an
+// asynchronous one.
+func TestJudgeFailovers(t *testing.T) {
+	t.Parallel()
+	base := func(replication string, failovers ...FailoverReport) *Verdict {
+		v := judge(judgeInput{
+			backend:   "postgres",
+			sent:      []sentEvent{{CID: "a", SentAt: at(0), AckAt: at(10), EventID: "evt_a"}},
+			endpoints: []endpointSpec{{Name: "plain"}},
+			drained:   true,
+		})
+		v.Replication, v.Failovers = replication, failovers
+		v.finish()
+		return v
+	}
+	quick := FailoverReport{Promoted: at(0), Recovered: map[string]float64{"serve": 0.2, "worker-1": 0.4}}
+
+	v := base(ReplicationSync, quick)
+	require.Equal(t, 1, v.Lost)
+	require.False(t, v.LostToAsync)
+	require.Equal(t, []string{"lost 1 acknowledged deliveries"}, v.Failures)
+	require.Contains(t, v.Summary(), "lost 1,")
+
+	v = base(ReplicationAsync, quick)
+	require.True(t, v.LostToAsync)
+	require.True(t, v.Pass, "%v", v.Failures)
+	require.Contains(t, v.Summary(), "lost 1 (asynchronous replication)")
+
+	v = base(ReplicationAsync)
+	require.False(t, v.Pass, "no failover happened: the loss is not replication's")
+
+	slow := FailoverReport{Promoted: at(0), Recovered: map[string]float64{"serve": 0.2, "worker-1": 16}, NotRecovered: []string{"worker-2"}}
+	v = base(ReplicationAsync, slow)
+	require.Equal(t, []string{
+		"failover 1: [worker-2] not back at work within 15s of the promotion",
+		"failover 1: worker-1 back at work 16.0s after the promotion (limit 15s)",
+	}, v.Failures)
 }
