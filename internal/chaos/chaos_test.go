@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,7 +35,8 @@ func TestMain(m *testing.M) {
 }
 
 // TestShortRun is the harness's short run, part of make test: both
-// backends at once, 40 s of load meeting every kind of fault, and a
+// backends at once, 40 s of load meeting every kind of fault (on
+// PostgreSQL, a failover to its synchronous standby among them), and a
 // verdict that must pass.
 // HERALD_CHAOS_SEED repeats a run whose seed a failure printed.
 func TestShortRun(t *testing.T) {
@@ -70,5 +72,64 @@ func TestShortRun(t *testing.T) {
 	for _, v := range vs {
 		require.True(t, v.Pass, "%s: %s (repeat with HERALD_CHAOS_SEED=%d)", v.Backend, v.Summary(), v.Seed)
 		require.NotZero(t, len(v.Faults), "%s: faults were made", v.Backend)
+		if v.Backend == chaos.BackendPostgres {
+			require.Equal(t, chaos.ReplicationSync, v.Replication)
+			require.NotEmpty(t, v.Failovers, "the standby was promoted")
+		}
 	}
+}
+
+// TestRollingUpgrade runs the previous release (the commit in
+// release/previous) and the current one on one PostgreSQL database under
+// load: nodes of the previous release, then the current release's
+// `herald migrate` under them, then each node replaced by a current one.
+// Nothing acknowledged may be lost, and every duplicate must come from a
+// node replaced mid-attempt.
+func TestRollingUpgrade(t *testing.T) {
+	t.Parallel()
+	old := buildPrevious(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var log bytes.Buffer
+	v, err := chaos.Upgrade(ctx, chaos.UpgradeConfig{Old: old, New: heraldBin, Phase: 3 * time.Second, Rate: 20, Log: &log})
+	var table bytes.Buffer
+	if v != nil {
+		require.NoError(t, chaos.WriteTable(&table, []*chaos.Verdict{v}))
+	}
+	t.Logf("progress:\n%s\nverdict:\n%s", log.String(), table.String())
+	require.NoError(t, err)
+	require.True(t, v.Pass, v.Summary())
+	require.Zero(t, v.Lost)
+	require.Zero(t, v.DuplicatesUntraced, "duplicates not from a replaced node")
+	require.Len(t, v.Faults, 2, "both nodes were replaced")
+}
+
+// buildPrevious builds the herald of the commit named in release/previous,
+// from `git archive` into a temporary directory, with -trimpath so that
+// the Go build cache serves a repeated build.
+func buildPrevious(t *testing.T) string {
+	t.Helper()
+	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	require.NoError(t, err, "the upgrade test needs the git history of the tree")
+	root := strings.TrimSpace(string(top))
+	raw, err := os.ReadFile(filepath.Join(root, "release", "previous"))
+	require.NoError(t, err)
+	commit := strings.TrimSpace(string(raw))
+	src := t.TempDir()
+	archive := exec.Command("git", "-C", root, "archive", "--format=tar", commit)
+	untar := exec.Command("tar", "-x", "-C", src)
+	pipe, err := archive.StdoutPipe()
+	require.NoError(t, err)
+	untar.Stdin = pipe
+	var stderr bytes.Buffer
+	archive.Stderr, untar.Stderr = &stderr, &stderr
+	require.NoError(t, untar.Start())
+	require.NoError(t, archive.Run(), "git archive %s: %s", commit, stderr.String())
+	require.NoError(t, untar.Wait(), "untar %s: %s", commit, stderr.String())
+	bin := filepath.Join(t.TempDir(), "herald-previous")
+	build := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/herald")
+	build.Dir = src
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "build %s: %s", commit, out)
+	return bin
 }
