@@ -150,6 +150,12 @@ type Store interface {
 	//   - FIFO endpoints (Ordering fifo) give at most their head: the live
 	//     (pending or delivering) delivery ingested first, and only when it
 	//     is due and none of the endpoint's deliveries is in flight.
+	//   - Bounded redelivery: each delivery taken from an expired lease
+	//     counts one more lost lease, and one whose count reaches
+	//     p.MaxLeaseLosses (LeaseLossesEnd) is not returned: the claim ends
+	//     it dead (herald.DeadLeaseLost) in its transaction and ingests its
+	//     herald.delivery.dead (LeaseLostNotification), reported to
+	//     p.Notify once committed. A replay starts the count afresh.
 	DeliveryClaim(ctx context.Context, p *DeliveryClaimParams) ([]*ClaimedDelivery, error)
 	// DeliveryNextDue says how long from Now until the earliest live
 	// delivery falls due that is not due yet: a pending delivery's next
