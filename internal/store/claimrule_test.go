@@ -63,3 +63,39 @@ func TestAfterClaim(t *testing.T) {
 	require.NotNil(t, w.Bucket)
 	require.Equal(t, now, w.Bucket.At)
 }
+
+func TestLeaseLossesEnd(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name          string
+		losses, limit int
+		end           bool
+	}{
+		{"FewerThanTheLimitGoesOn", 2, 3, false},
+		{"TheLimitEnds", 3, 3, true},
+		{"PastTheLimitEnds", 4, 3, true},
+		{"NoLimitMeansTheDefault", herald.DefaultMaxLeaseLosses - 1, 0, false},
+		{"TheDefaultEnds", herald.DefaultMaxLeaseLosses, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tc.end, store.LeaseLossesEnd(tc.losses, tc.limit))
+		})
+	}
+}
+
+func TestLeaseLostNotification(t *testing.T) {
+	t.Parallel()
+	d := &herald.Delivery{ID: "dlv_1", EndpointID: "ep_1", ConsumerID: "c", AttemptCount: 2,
+		LastStatusCode: 503, LastError: "HTTP 503"}
+	n, ok := store.LeaseLostNotification(d, &herald.Event{ID: "evt_1", EventType: "order.created"})
+	require.True(t, ok)
+	require.Equal(t, herald.NotifyDeliveryDead, n.EventType)
+	require.Equal(t, "c", n.ConsumerID)
+	require.JSONEq(t, `{"delivery_id":"dlv_1","event_id":"evt_1","event_type":"order.created",
+		"endpoint_id":"ep_1","consumer_id":"c","dead_reason":"lease_lost","attempt_count":2,
+		"last_status_code":503,"last_error":"HTTP 503"}`, string(n.Payload))
+
+	_, ok = store.LeaseLostNotification(d, &herald.Event{ID: "evt_2", EventType: herald.NotifyDeliveryDead})
+	require.False(t, ok, "a notification's delivery emits none, so nothing loops")
+}
