@@ -66,5 +66,5 @@ fmt: ## Format the code
 	gofmt -w $$(git ls-files '*.go')
 
 DURATION ?= 1m
-chaos: build ## Run the fault harness on SQLite and PostgreSQL (DURATION=10m for a long run; CHAOS_FLAGS="--seed N --json" and more)
+chaos: build ## Run the fault harness on SQLite and on PostgreSQL with a synchronous standby it fails over to (DURATION=10m for a long run; CHAOS_FLAGS="--seed N --json" and more)
 	$(GO) run ./cmd/herald-chaos --herald bin/herald --duration $(DURATION) $(CHAOS_FLAGS)
