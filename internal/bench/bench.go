@@ -50,6 +50,10 @@ const (
 	// MaxReceiverDelay is the longest --receiver-delay: past Herald's
 	// longest endpoint timeout, a receiver that never answers.
 	MaxReceiverDelay = 2 * time.Minute
+	// MaxHangingRate bounds the events a second sent to hanging
+	// endpoints; MaxHangingTimeout their timeout (Herald's own bound).
+	MaxHangingRate    = 10_000
+	MaxHangingTimeout = time.Minute
 	// MaxMaxInFlight is the largest --max-in-flight, as the API allows.
 	MaxMaxInFlight = 1000
 	// MinSoakEvery is the shortest --soak-every: a row reads the hot
@@ -132,6 +136,18 @@ type Options struct {
 	// the bench's receiver, subscribed to an event type the load never
 	// sends: they show what endpoints that have no work cost.
 	IdleEndpoints int
+	// HangingEndpoints is how many endpoints to make besides Endpoints
+	// whose receiver never answers: it holds each request until Herald
+	// gives up on it. They are sent HangingRate events a second (by
+	// default one an endpoint every ten seconds) beside the load, each of
+	// its own consumer, and have the timeout HangingTimeout (Herald's
+	// default when 0). The latency and counts reported are the load's
+	// alone: set beside a run without them, they show what hanging
+	// receivers cost the healthy ones.
+	HangingEndpoints int
+	HangingRate      float64
+	HangingTimeout   time.Duration
+
 	// Idle, when set, holds the node without load for this long after the
 	// endpoints are made and before the load, and measures the CPU Herald
 	// (and, on PostgreSQL, its database backends) used meanwhile. With no
@@ -273,6 +289,21 @@ func (o Options) Validate() error {
 	}
 	if o.IdleEndpoints < 0 || o.IdleEndpoints > MaxIdleEndpoints {
 		bad("--idle-endpoints must be from 0 to %d, not %d", MaxIdleEndpoints, o.IdleEndpoints)
+	}
+	if o.HangingEndpoints < 0 || o.HangingEndpoints > MaxEndpoints {
+		bad("--hanging-endpoints must be from 0 to %d, not %d", MaxEndpoints, o.HangingEndpoints)
+	}
+	if o.HangingEndpoints == 0 && (o.HangingRate != 0 || o.HangingTimeout != 0) {
+		bad("--hanging-rate and --hanging-timeout apply to --hanging-endpoints")
+	}
+	if o.HangingRate < 0 || o.HangingRate > MaxHangingRate {
+		bad("--hanging-rate must be from 0 (one an endpoint every 10 s) to %d events/s, not %g", MaxHangingRate, o.HangingRate)
+	}
+	if o.HangingTimeout < 0 || o.HangingTimeout > MaxHangingTimeout {
+		bad("--hanging-timeout must be from 0 (Herald's default) to %s, not %s", MaxHangingTimeout, o.HangingTimeout)
+	}
+	if o.HangingEndpoints > 0 && o.Events == 0 && o.Duration == 0 {
+		bad("--hanging-endpoints needs a load (--events, --duration or --soak)")
 	}
 	if o.Idle < 0 || o.Idle > MaxIdle {
 		bad("--idle must be from 0 (no idle measurement) to %s, not %s", MaxIdle, o.Idle)

@@ -35,6 +35,7 @@ type receiver struct {
 	ln      net.Listener
 	delay   time.Duration
 	strange atomic.Int64 // requests with no webhook-id or a path not /e/N
+	hung    hangCount    // requests to hanging endpoints (/h/N)
 }
 
 // bodyCheck is what --verify compares a delivery with.
@@ -86,6 +87,10 @@ func (r *receiver) urlFor(num string) string {
 
 func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	now := time.Now()
+	if strings.HasPrefix(req.URL.Path, hangPath) {
+		r.hang(w, req)
+		return
+	}
 	num, ok := strings.CutPrefix(req.URL.Path, receiverPath)
 	id := req.Header.Get(verify.HeaderStandardID)
 	if id == "" {

@@ -29,6 +29,10 @@ type Report struct {
 	Idle *IdleReport `json:"idle,omitempty"`
 	// Soak is set for a soak (--soak): its rows.
 	Soak *SoakReport `json:"soak,omitempty"`
+	// Hanging is set when the run had hanging endpoints
+	// (--hanging-endpoints): what they were sent and held. The other
+	// figures leave them out.
+	Hanging *HangingReport `json:"hanging,omitempty"`
 	// BenchCPUSeconds is the CPU time the bench itself (sender and
 	// receiver) used from the start of sending to the end of the drain: on
 	// one machine it competes with Herald for the same cores.
@@ -319,6 +323,14 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintln(w)
 
+	if h := r.Hanging; h != nil {
+		timeout := "Herald's default timeout"
+		if h.TimeoutSeconds > 0 {
+			timeout = "a timeout of " + (time.Duration(h.TimeoutSeconds * float64(time.Second))).String()
+		}
+		row("hanging endpoints", strconv.Itoa(h.Endpoints), fmt.Sprintf("receivers that never answer, %s; sent %d events (%s/s), %d accepted, %d failed; held %d attempts, at most %d at once; left out of the figures below",
+			timeout, h.Sent, num(h.Rate), h.Accepted, h.Failed, h.Arrived, h.PeakOpen))
+	}
 	if ie := r.IdleEndpoints; ie != nil {
 		row("idle endpoints", strconv.Itoa(ie.Count), fmt.Sprintf("created in %s s (%s/s over %s)", secs(ie.CreateSeconds), num(ie.PerSecond), plural(ie.Connections, "connection")))
 	}

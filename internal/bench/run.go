@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -47,8 +48,9 @@ type run struct {
 	// the run; epNum maps each to its number (as text, ready for a key).
 	created []string
 	epNum   map[string]string
-	// idleCreated are the idle endpoints made, to delete likewise.
-	idleCreated []string
+	// idleCreated and hangCreated are the idle and hanging endpoints
+	// made, to delete likewise.
+	idleCreated, hangCreated []string
 	// probe reads the database for a soak or --idle; nil when not needed
 	// or not known (a --server's database).
 	probe *probe
@@ -67,6 +69,8 @@ type run struct {
 	firstErrText string
 	// calls are the round trips of the accepted ingest calls.
 	calls callTimes
+	// What the hanging endpoints' sender counted (hang.go).
+	hangSent, hangAccepted, hangFailed atomic.Int64
 }
 
 // Run performs one run as o describes and returns its report. If ctx ends
@@ -95,6 +99,9 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := r.createHanging(ctx); err != nil {
+		return nil, err
+	}
 	var idle *IdleReport
 	if o.Idle > 0 {
 		if idle, err = r.measureIdle(ctx); err != nil {
@@ -121,7 +128,7 @@ func Run(ctx context.Context, o Options) (rep *Report, err error) {
 func (r *run) start(ctx context.Context) error {
 	o := r.o
 	conns := o.Connections + 4
-	if o.IdleEndpoints > 0 {
+	if o.IdleEndpoints > 0 || o.HangingEndpoints > 0 {
 		conns = max(conns, IdleWorkers+4)
 	}
 	r.hc = &http.Client{
@@ -304,7 +311,14 @@ func (r *run) measure(ctx context.Context) (*Report, error) {
 		soaker = r.startSoak(start)
 	}
 	stopProgress := r.progress(start)
+	hangCtx, stopHanging := context.WithCancel(ctx)
+	var hanging sync.WaitGroup
+	if o.HangingEndpoints > 0 {
+		hanging.Go(func() { r.sendHanging(hangCtx, start) })
+	}
 	sendErr := r.send(ctx, start)
+	stopHanging()
+	hanging.Wait()
 	sendEnd := time.Now()
 	drained := r.drain(ctx, o.DrainTimeout)
 	end := time.Now()
@@ -335,6 +349,7 @@ func (r *run) measure(ctx context.Context) (*Report, error) {
 
 	rep := r.baseReport()
 	rep.Soak = soak
+	rep.Hanging = r.hangingReport()
 	rep.Events = EventCounts{
 		Sent: r.sent.Load(), Accepted: r.acceptedN.Load(), Failed: r.failedN.Load(),
 		FirstError: r.firstErrText, FanoutMismatches: r.mismatches.Load(),
@@ -492,8 +507,8 @@ func (r *run) progress(start time.Time) (stop func()) {
 func (r *run) close() error {
 	var errs []error
 	discarded := r.child != nil && r.child.tmp != "" // the database goes with the child
-	if !discarded && len(r.created)+len(r.idleCreated) > 0 {
-		if err := r.deleteEndpoints(append(r.created, r.idleCreated...)); err != nil {
+	if made := slices.Concat(r.created, r.idleCreated, r.hangCreated); !discarded && len(made) > 0 {
+		if err := r.deleteEndpoints(made); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -523,7 +538,7 @@ func (r *run) deleteEndpoints(ids []string) error {
 	var next, done, failed atomic.Int64
 	var wg sync.WaitGroup
 	workers := r.o.Connections
-	if len(r.idleCreated) > 0 {
+	if len(r.idleCreated)+len(r.hangCreated) > 0 {
 		workers = max(workers, IdleWorkers)
 	}
 	stop := func() {}

@@ -209,6 +209,30 @@ func TestBenchIdleEndpointsAndSoak(t *testing.T) {
 		require.Contains(t, r.err, "bench: soak row 1: ")
 		require.Contains(t, r.err, "freelist_count")
 	})
+	t.Run("Hanging", func(t *testing.T) {
+		t.Parallel()
+		r := benchRun(t, nil, "--herald-binary", bin, "--endpoints", "2", "--duration", "3s", "--rate", "40",
+			"--hanging-endpoints", "4", "--hanging-rate", "8", "--hanging-timeout", "1s", "--json")
+		require.NoError(t, r.e, "stdout: %s\nstderr: %s", r.out, r.err)
+		var rep bench.Report
+		require.NoError(t, json.Unmarshal([]byte(r.out), &rep), "stdout: %s", r.out)
+		h := rep.Hanging
+		require.NotNil(t, h)
+		require.Equal(t, 4, h.Endpoints)
+		require.Equal(t, 8.0, h.Rate)
+		require.Equal(t, 1.0, h.TimeoutSeconds)
+		require.GreaterOrEqual(t, h.Sent, int64(20), "8/s for 3 s")
+		require.Equal(t, h.Sent, h.Accepted+h.Failed)
+		require.Zero(t, h.Failed)
+		require.Positive(t, h.Arrived, "Herald attempted the hanging endpoints")
+		require.Positive(t, h.PeakOpen)
+		// The load is counted alone: every event to the healthy
+		// endpoints delivered, nothing unexpected.
+		require.Equal(t, rep.Events.Accepted, rep.Deliveries.Delivered)
+		require.Equal(t, int64(120), rep.Events.Accepted)
+		require.Zero(t, rep.Deliveries.Unexpected)
+		require.Zero(t, rep.Deliveries.Missing)
+	})
 	t.Run("IdleAlone", func(t *testing.T) {
 		t.Parallel()
 		r := benchRun(t, nil, "--herald-binary", bin, "--endpoints", "1", "--idle-endpoints", "20", "--idle", "1s", "-q")
@@ -301,6 +325,8 @@ func TestBenchRefusesBadFlags(t *testing.T) {
 		{"SoakAndDuration", nil, []string{"--soak", "15m", "--duration", "1m"}, "give --soak or --duration, not both"},
 		{"SoakEveryAlone", map[string]string{"HERALD_BENCH_SOAK_EVERY": "10s"}, nil, "--soak-every applies to --soak only"},
 		{"NegativeIdle", nil, []string{"--idle", "-1s"}, "--idle must be from 0"},
+		{"HangingRateAlone", nil, []string{"--hanging-rate", "5"}, "--hanging-rate and --hanging-timeout apply to --hanging-endpoints"},
+		{"HangingTimeoutTooLong", nil, []string{"--hanging-endpoints", "3", "--hanging-timeout", "2m"}, "--hanging-timeout must be from 0 (Herald's default) to 1m0s, not 2m0s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
