@@ -238,31 +238,40 @@ type FailoverReport struct {
 	// NotRecovered names the nodes that did no work within recoveryLimit
 	// and some more.
 	NotRecovered []string `json:"not_recovered,omitempty"`
+	// Interrupted names the nodes killed or frozen by another fault before
+	// they were back: not judged.
+	Interrupted []string `json:"interrupted,omitempty"`
 }
 
 // backToWork waits, from now (just after a promotion), until the node has
 // committed work: its count of ingested events plus delivered deliveries
 // (its /metrics) grows past what it was at the start. It returns how long
-// that took, or false when it did not within limit.
-func backToWork(ctx context.Context, n *node, limit time.Duration) (time.Duration, bool) {
+// that took and recovered; or interrupted, when another fault killed or
+// froze the node first (its time says nothing of the failover); or
+// neither, when it did no work within limit.
+func backToWork(ctx context.Context, n *node, limit time.Duration) (took time.Duration, recovered, interrupted bool) {
 	start := time.Now()
+	life := n.life()
 	hc := &http.Client{Timeout: time.Second}
 	base := -1.0
 	for time.Since(start) < limit {
+		if n.life() != life || n.frozen() {
+			return 0, false, true
+		}
 		if v, err := workDone(ctx, hc, n.metrics); err == nil {
 			if base < 0 {
 				base = v
 			} else if v > base {
-				return time.Since(start), true
+				return time.Since(start), true, false
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return 0, false
+			return 0, false, false
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	return 0, false
+	return 0, false, false
 }
 
 // workDone reads a node's /metrics and returns its events ingested plus

@@ -292,12 +292,15 @@ func (x *executor) failover(ctx context.Context, n Nemesis, hold func()) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d, ok := backToWork(bg, nd, recoveryLimit+5*time.Second)
+			d, ok, interrupted := backToWork(bg, nd, recoveryLimit+5*time.Second)
 			mu.Lock()
 			defer mu.Unlock()
-			if ok {
+			switch {
+			case ok:
 				rep.Recovered[nd.name] = d.Seconds()
-			} else {
+			case interrupted:
+				rep.Interrupted = append(rep.Interrupted, nd.name)
+			default:
 				rep.NotRecovered = append(rep.NotRecovered, nd.name)
 			}
 		}()
@@ -305,6 +308,7 @@ func (x *executor) failover(ctx context.Context, n Nemesis, hold func()) error {
 	hold()
 	wg.Wait()
 	sort.Strings(rep.NotRecovered)
+	sort.Strings(rep.Interrupted)
 	x.log("failover: back to work after %v; not: %v", rep.Recovered, rep.NotRecovered)
 	x.mu.Lock()
 	x.failovers = append(x.failovers, rep)

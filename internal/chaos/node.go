@@ -160,6 +160,22 @@ func (n *node) stop() {
 	}
 }
 
+// life is the number of the node's current life (its starts so far).
+func (n *node) life() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.starts
+}
+
+// frozen reports whether the node is SIGSTOPped, or killed and not yet
+// started again.
+func (n *node) frozen() bool {
+	n.mu.Lock()
+	stopped, expect := n.stopped, n.expect
+	n.mu.Unlock()
+	return stopped || expect
+}
+
 // alive reports whether the current life is running (or frozen).
 func (n *node) alive() bool {
 	n.mu.Lock()

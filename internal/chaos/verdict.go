@@ -502,6 +502,9 @@ func WriteTable(w io.Writer, vs []*Verdict) error {
 			for _, name := range f.NotRecovered {
 				ns = append(ns, name+" never")
 			}
+			for _, name := range f.Interrupted {
+				ns = append(ns, name+" killed or frozen first")
+			}
 			parts = append(parts, strings.Join(ns, ", "))
 		}
 		return strings.Join(parts, "; ")
