@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -37,6 +38,7 @@ import (
 	"github.com/heraldhooks/herald/internal/store/pgstore"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore"
 	"github.com/heraldhooks/herald/internal/web"
+	"github.com/heraldhooks/herald/internal/wire"
 )
 
 // Version is the release this binary reports (User-Agent, logs).
@@ -543,6 +545,22 @@ func (a *App) startSides(metrics bool) ([]*http.Server, error) {
 	if metrics && a.Config.MetricsAddr != "" {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", a.Metrics.Handler())
+		// A worker has no API, so its probes (a container's health check,
+		// Kubernetes' liveness and readiness) ask here: /healthz answers
+		// while the process runs, /readyz while the database answers too.
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+			writeStatus(w, http.StatusOK, "ok")
+		})
+		mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+			ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+			defer cancel()
+			if err := a.Store.Ping(ctx); err != nil {
+				a.log.Warn("readiness check failed: database does not answer", logkey.Error, err)
+				writeStatus(w, http.StatusServiceUnavailable, "the database does not answer")
+				return
+			}
+			writeStatus(w, http.StatusOK, "ok")
+		})
 		srv, err := a.serveSide("metrics", a.Config.MetricsAddr, mux)
 		if err != nil {
 			return side, err
@@ -557,6 +575,13 @@ func (a *App) startSides(metrics bool) ([]*http.Server, error) {
 		side = append(side, srv)
 	}
 	return side, nil
+}
+
+// writeStatus answers a worker's probe with {"status": status}.
+func writeStatus(w http.ResponseWriter, code int, status string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(wire.Status{Status: status})
 }
 
 // serveSide serves handler on addr, beside the API, until stopSide; what

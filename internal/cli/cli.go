@@ -53,7 +53,7 @@ func New(stdio IO) *cobra.Command {
 	root.SetErr(stdio.Err)
 	root.AddCommand(serveCmd(stdio), workerCmd(stdio), migrateCmd(stdio), secretsCmd(stdio))
 	root.AddCommand(endpointsCmd(stdio), eventsCmd(stdio), deliveriesCmd(stdio), statsCmd(stdio), keysCmd(stdio), portalCmd(stdio), eventTypesCmd(stdio), consumersCmd(stdio))
-	root.AddCommand(listenCmd(stdio), benchCmd(stdio))
+	root.AddCommand(listenCmd(stdio), benchCmd(stdio), probeCmd(stdio))
 	return root
 }
 
