@@ -19,6 +19,8 @@ import (
 	"strings"
 	"time"
 
+	"code.dny.dev/ssrf"
+
 	"github.com/heraldhooks/herald"
 )
 
@@ -58,6 +60,12 @@ type Config struct {
 	// returns is dialed through the same dialer, so the SSRF check still
 	// runs on it at dial time. Nil in production.
 	LookupIP func(ctx context.Context, host string) ([]netip.Addr, error)
+	// EgressProxy, when set, sends every webhook through this HTTP CONNECT
+	// proxy (ParseEgressProxy reads it), so receivers see the proxy's
+	// address. The destination is still resolved and checked by the SSRF
+	// guard here, and the proxy is asked for the checked IP:port
+	// (proxyDialer). Nil: webhooks go direct.
+	EgressProxy *url.URL
 }
 
 // Sender makes webhook attempts over one shared connection pool. It is safe
@@ -66,6 +74,8 @@ type Sender struct {
 	client    *http.Client
 	transport *http.Transport
 	userAgent string
+	// certs are the pools of endpoints with a client certificate.
+	certs certClients
 }
 
 // New returns a Sender. Its transport keeps connections alive per host, uses
@@ -89,6 +99,16 @@ func New(cfg Config) *Sender {
 	dial := dialer.DialContext
 	if cfg.LookupIP != nil {
 		dial = lookupDialer(dialer, cfg.LookupIP)
+	}
+	if cfg.EgressProxy != nil {
+		// The proxy is dialed without the Control hook (the operator named
+		// it); destinations are checked before the CONNECT instead.
+		var guard *ssrf.Guardian
+		if !cfg.AllowPrivateNetworks {
+			guard = newGuardian()
+		}
+		proxyDial := &net.Dialer{Timeout: cfg.ConnectTimeout, KeepAlive: 30 * time.Second}
+		dial = newProxyDialer(cfg.EgressProxy, proxyDial, guard, cfg.LookupIP).DialContext
 	}
 	transport := &http.Transport{
 		Proxy:               nil,
@@ -151,7 +171,10 @@ func lookupDialer(d *net.Dialer, lookup func(context.Context, string) ([]netip.A
 }
 
 // CloseIdleConnections closes the kept-alive connections; call it at shutdown.
-func (s *Sender) CloseIdleConnections() { s.transport.CloseIdleConnections() }
+func (s *Sender) CloseIdleConnections() {
+	s.transport.CloseIdleConnections()
+	s.certs.closeIdle()
+}
 
 // Request is one attempt to make.
 type Request struct {
@@ -180,6 +203,10 @@ type Request struct {
 	// Timestamp is the signing time, from the injected clock; Retry-After
 	// dates are taken relative to it. Zero means now.
 	Timestamp time.Time
+	// ClientCert, when set, is presented to a receiver that asks for a
+	// client certificate; a pair that does not load is a ClientError with
+	// nothing sent. Nil: the shared pool, no certificate.
+	ClientCert *ClientCert
 }
 
 // Class is what an attempt's outcome means for the delivery.
@@ -270,7 +297,13 @@ func (s *Sender) Send(ctx context.Context, req *Request) Result {
 		return Result{Class: ClientError, Error: fmt.Sprintf("build request: %v", err)}
 	}
 	httpReq.Header = header
-	resp, err := s.client.Do(httpReq)
+	client := s.client
+	if req.ClientCert != nil {
+		if client, err = s.clientFor(req.ClientCert); err != nil {
+			return Result{Class: ClientError, Error: err.Error()}
+		}
+	}
+	resp, err := client.Do(httpReq)
 	if err != nil {
 		return Result{
 			Class:    Retryable,
@@ -340,6 +373,10 @@ func describeTransportError(parent, attemptCtx context.Context, timeout time.Dur
 	var private *PrivateAddressError
 	if errors.As(err, &private) {
 		return private.Error()
+	}
+	var refused *EgressProxyError
+	if errors.As(err, &refused) {
+		return refused.Error()
 	}
 	if parent.Err() != nil {
 		return "attempt cancelled: " + parent.Err().Error()
