@@ -1,0 +1,106 @@
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// readmeServeLine is the walk-through's line that starts Herald; the
+// container test runs the image there instead.
+const readmeServeLine = "./herald serve --allow-private-networks &"
+
+// TestReadmeWalkthroughInContainer builds the image as `make image` does
+// (a static binary FROM scratch) and passes the README's walk-through with
+// Herald running in it instead of ./herald serve: as the image's numeric
+// non-root user, on a read-only root filesystem with no capabilities, its
+// SQLite database in the /data volume, on the host's network so that all
+// traffic stays on loopback. The client commands and the receiver are the
+// host's binary, as a reader's would be.
+//
+// It needs a running Docker engine (.ci/run starts Debian's dockerd); on
+// CI its absence fails the test, elsewhere it skips it.
+func TestReadmeWalkthroughInContainer(t *testing.T) {
+	t.Parallel()
+	requireDocker(t)
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	script := walkthrough(t, string(readme))
+	require.Equal(t, 1, strings.Count(script, readmeServeLine), "the walk-through starts Herald with %q", readmeServeLine)
+
+	image := buildImage(t)
+	user := dockerOut(t, "image", "inspect", "--format", "{{.Config.User}}", image)
+	require.Equal(t, "65532:65532", user, "the image runs as a numeric non-root user")
+
+	label := "herald-e2e=" + randomHex(t)
+	t.Cleanup(func() {
+		ids := dockerOut(t, "ps", "-aq", "--filter", "label="+label)
+		if ids != "" {
+			_ = exec.Command("docker", append([]string{"rm", "-f"}, strings.Fields(ids)...)...).Run()
+		}
+	})
+	// The walk-through exports HERALD_ADDR (a free port) and
+	// HERALD_API_KEY; -e passes them on. Its `kill $HERALD` reaches the
+	// container through docker run's signal proxy.
+	run := "docker run --rm --label " + label + " --network host --read-only --cap-drop ALL " +
+		"--security-opt no-new-privileges -e HERALD_ADDR -e HERALD_API_KEY " + image + " serve --allow-private-networks &"
+	passWalkthrough(t, heraldBinary(t), strings.Replace(script, readmeServeLine, run, 1))
+}
+
+// requireDocker skips the test when no Docker engine answers, or fails it
+// on CI, which must run it.
+func requireDocker(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "docker", "version", "--format", "{{.Server.Version}}").CombinedOutput()
+	if err == nil {
+		return
+	}
+	msg := "no Docker engine answers (as root: apt-get install docker.io, then start dockerd, as .ci/run does): " +
+		err.Error() + ": " + strings.TrimSpace(string(out))
+	if os.Getenv("CI") != "" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
+
+// buildImage runs `make image` under a tag of the test's own, with its
+// build context in a temporary directory, and removes the image after.
+func buildImage(t *testing.T) string {
+	t.Helper()
+	image := "herald-e2e:" + randomHex(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	build := exec.CommandContext(ctx, "make", "-C", "../..", "image",
+		"IMAGE="+image, "IMAGE_CONTEXT="+filepath.Join(t.TempDir(), "image"))
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "make image: %s", tail(string(out), 4000))
+	t.Cleanup(func() { _ = exec.Command("docker", "rmi", "-f", image).Run() })
+	return image
+}
+
+// dockerOut runs docker with args and returns its trimmed output.
+func dockerOut(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("docker", args...).CombinedOutput()
+	require.NoError(t, err, "docker %s: %s", strings.Join(args, " "), out)
+	return strings.TrimSpace(string(out))
+}
+
+// randomHex is 8 random hex digits, to name what one run makes.
+func randomHex(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 4)
+	_, err := rand.Read(b)
+	require.NoError(t, err)
+	return hex.EncodeToString(b)
+}
