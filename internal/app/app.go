@@ -238,10 +238,16 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 			return nil, err
 		}
 	}
+	egressProxy, err := config.ParseEgressProxy(cfg.EgressProxy) // Validate has checked it
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
 	a.Dispatcher = dispatch.New(dispatch.Config{
 		Store: st,
 		Sender: sender.New(sender.Config{
 			AllowPrivateNetworks: cfg.AllowPrivateNetworks,
+			EgressProxy:          egressProxy,
 			UserAgent:            "Herald/" + Version,
 			// A node has at most Concurrency requests out at once; keeping
 			// as many open to one host spares a busy host (many endpoints

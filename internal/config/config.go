@@ -30,6 +30,11 @@ type Config struct {
 	// AllowPrivateNetworks lets deliveries reach loopback, private,
 	// link-local and metadata addresses. Off by default (SSRF).
 	AllowPrivateNetworks bool
+	// EgressProxy, when set, is the HTTP CONNECT proxy every webhook goes
+	// through (http://host:port), so receivers see one fixed source
+	// address. The SSRF rules still apply to each destination before the
+	// proxy is asked (ParseEgressProxy).
+	EgressProxy string
 	// LogFormat is text or json; LogLevel debug, info, warn or error.
 	LogFormat string
 	LogLevel  string
@@ -290,6 +295,9 @@ func (c *Config) Validate(needAddr bool) error {
 	if _, err := edge.ParseProxies(c.TrustedProxies); err != nil {
 		errs = append(errs, err)
 	}
+	if _, err := ParseEgressProxy(c.EgressProxy); err != nil {
+		errs = append(errs, err)
+	}
 	if c.ShutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("shutdown-timeout: %s is negative", c.ShutdownTimeout))
 	}
@@ -444,6 +452,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("api_key", key),
 		slog.String("encryption_key", RedactKeyRing(c.EncryptionKey)),
 		slog.Bool("allow_private_networks", c.AllowPrivateNetworks),
+		slog.String("egress_proxy", RedactEgressProxy(c.EgressProxy)),
 		slog.Int("concurrency", c.Concurrency),
 		slog.Duration("poll_interval", c.PollInterval),
 		slog.Duration("lease_margin", c.LeaseMargin),
@@ -464,4 +473,37 @@ func (c Config) LogValue() slog.Value {
 		slog.String("tls_key", c.TLSKey),
 		slog.Any("trusted_proxies", c.TrustedProxies),
 	)
+}
+
+// ParseEgressProxy reads --egress-proxy: "" for none, else http://host:port
+// with an optional user:password for the proxy's basic authentication.
+// The proxy is spoken to in plain HTTP (the CONNECT); what goes through its
+// tunnel is the webhook as it would go direct, TLS to the receiver
+// included. Errors show the value with its password hidden.
+func ParseEgressProxy(raw string) (*url.URL, error) {
+	if raw == "" {
+		return nil, nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, errors.New("egress-proxy: not a URL; want http://host:port")
+	}
+	switch {
+	case u.Scheme != "http":
+		return nil, fmt.Errorf("egress-proxy: %q: the scheme must be http (an HTTP CONNECT proxy), as in http://proxy:3128", u.Redacted())
+	case u.Hostname() == "" || u.Port() == "":
+		return nil, fmt.Errorf("egress-proxy: %q: want http://host:port", u.Redacted())
+	case u.Path != "" && u.Path != "/" || u.RawQuery != "" || u.Fragment != "":
+		return nil, fmt.Errorf("egress-proxy: %q: want http://host:port, with no path or query", u.Redacted())
+	}
+	return u, nil
+}
+
+// RedactEgressProxy shows --egress-proxy with its password hidden.
+func RedactEgressProxy(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(invalid, hidden)"
+	}
+	return u.Redacted()
 }

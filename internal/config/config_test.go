@@ -305,3 +305,24 @@ func TestTLSAndProxies(t *testing.T) {
 		}
 	}
 }
+
+func TestParseEgressProxy(t *testing.T) {
+	t.Parallel()
+	u, err := config.ParseEgressProxy("http://proxy.internal:3128")
+	require.NoError(t, err)
+	require.Equal(t, "proxy.internal:3128", u.Host)
+	u, err = config.ParseEgressProxy("")
+	require.NoError(t, err)
+	require.Nil(t, u, "none: webhooks go direct")
+	for _, bad := range []string{"https://proxy:3128", "socks5://proxy:1080", "http://proxy", "proxy:3128", "http://proxy:3128/path", "http://:3128", "http://user:hunter2@proxy"} {
+		_, err := config.ParseEgressProxy(bad)
+		require.ErrorContains(t, err, "egress-proxy:", bad)
+		require.NotContains(t, err.Error(), "hunter2")
+	}
+	c := config.Default()
+	c.EgressProxy = "http://user:hunter2@proxy:3128"
+	require.NoError(t, c.Validate(true))
+	require.NotContains(t, c.LogValue().String(), "hunter2")
+	c.EgressProxy = "squid:3128"
+	require.ErrorContains(t, c.Validate(true), "egress-proxy:")
+}

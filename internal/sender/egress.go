@@ -37,27 +37,6 @@ func (e *EgressProxyError) Error() string {
 // Unwrap gives the underlying error, if any.
 func (e *EgressProxyError) Unwrap() error { return e.Err }
 
-// ParseEgressProxy reads an --egress-proxy value: http://host:port, with an
-// optional user:password for the proxy's basic authentication. The proxy is
-// spoken to in plain HTTP (the CONNECT); what goes through the tunnel is
-// the webhook as it would go direct, TLS to the receiver included.
-func ParseEgressProxy(raw string) (*url.URL, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil, fmt.Errorf("egress proxy: %w", err)
-	}
-	if u.Scheme != "http" {
-		return nil, fmt.Errorf("egress proxy %q: the scheme must be http (an HTTP CONNECT proxy), as in http://proxy:3128", u.Redacted())
-	}
-	if u.Hostname() == "" || u.Port() == "" {
-		return nil, fmt.Errorf("egress proxy %q: want http://host:port", u.Redacted())
-	}
-	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("egress proxy %q: want http://host:port, with no path or query", u.Redacted())
-	}
-	return u, nil
-}
-
 // proxyDialer dials every destination through an HTTP CONNECT proxy. The
 // destination is resolved and its addresses checked here, by the same SSRF
 // guard as the direct dialer, before the proxy is asked: the CONNECT names

@@ -61,7 +61,7 @@ type Config struct {
 	// runs on it at dial time. Nil in production.
 	LookupIP func(ctx context.Context, host string) ([]netip.Addr, error)
 	// EgressProxy, when set, sends every webhook through this HTTP CONNECT
-	// proxy (ParseEgressProxy reads it), so receivers see the proxy's
+	// proxy (config.ParseEgressProxy reads it), so receivers see the proxy's
 	// address. The destination is still resolved and checked by the SSRF
 	// guard here, and the proxy is asked for the checked IP:port
 	// (proxyDialer). Nil: webhooks go direct.
