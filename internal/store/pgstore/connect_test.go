@@ -238,3 +238,48 @@ func TestOpenDoesNotWaitOnWhatWaitingCannotMend(t *testing.T) {
 		assert.True(t, errors.Is(err, context.Canceled), "%v", err)
 	})
 }
+
+// TestOpenSkipsAHostThatNeverAnswers: the first host of a multi-host URL
+// accepts connections and never answers (a primary whose machine is gone,
+// behind a balancer); Open moves on to the next host within
+// defaultConnectTimeout rather than the system's TCP timeout.
+func TestOpenSkipsAHostThatNeverAnswers(t *testing.T) {
+	t.Parallel()
+	pgURL := testdb.PostgresURL(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var held sync.WaitGroup
+	done := make(chan struct{})
+	held.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held.Go(func() {
+				defer c.Close()
+				<-done
+			})
+		}
+	})
+	t.Cleanup(func() {
+		close(done)
+		ln.Close()
+		held.Wait()
+	})
+	u, err := url.Parse(pgURL)
+	require.NoError(t, err)
+	u.Host = ln.Addr().String() + "," + u.Host
+	q := u.Query()
+	q.Set("target_session_attrs", "read-write")
+	u.RawQuery = q.Encode()
+
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*defaultConnectTimeout)
+	defer cancel()
+	s, err := Open(ctx, u.String(), nil)
+	require.NoError(t, err)
+	defer s.Close()
+	require.Less(t, time.Since(start), 2*defaultConnectTimeout)
+	require.NoError(t, s.Ping(t.Context()))
+}

@@ -94,6 +94,10 @@ const genericTxSQL = "BEGIN; " + genericSettingsSQL
 const genericPlansSQL = "SELECT set_config('plan_cache_mode', 'force_generic_plan', true), " +
 	"set_config('enable_seqscan', 'off', true)"
 
+// defaultConnectTimeout bounds one connection attempt to one host when the
+// URL sets no connect_timeout.
+const defaultConnectTimeout = 5 * time.Second
+
 // Open connects to the database at url (a postgres:// URL or a key=value
 // string; search_path picks the schema) and checks that it answers. It does
 // not migrate: callers call Migrate. opts give the key that seals endpoint
@@ -119,6 +123,14 @@ func openConfig(ctx context.Context, cfg *pgxpool.Config, logger *slog.Logger, o
 	// outcome write, ingest) run on generic plans instead, with
 	// sequential scans priced out (inGenericTx). A URL that sets
 	// plan_cache_mode itself wins, for every statement.
+	// Bound each connection attempt, per host: with several hosts in the
+	// URL (a primary and its standbys), a host that is gone without
+	// refusing (its machine down, a network cut) would otherwise hold
+	// every new connection for the system's TCP timeout, minutes, before
+	// the next host is tried. A URL's connect_timeout wins.
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
+	}
 	var generic pgx.TxOptions
 	if _, set := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !set {
 		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
