@@ -1,34 +1,27 @@
 package cli
 
 import (
+	"fmt"
 	"sort"
 
-	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
 
-// EnvTwins lists the environment twin of every flag of every command,
-// sorted and each once: what a deployment's environment may set. Tests
-// check the container files against it, so they cannot name a variable
-// that no flag reads.
-func EnvTwins() []string {
-	seen := map[string]bool{}
-	var walk func(*cobra.Command)
-	walk = func(c *cobra.Command) {
-		c.Flags().VisitAll(func(f *pflag.Flag) {
-			if f.Name != "help" && f.Name != "version" {
-				seen[envNameOf(f)] = true
-			}
-		})
-		for _, sub := range c.Commands() {
-			walk(sub)
+// EnvTwins lists the environment twins of the flags of one command
+// (serve, worker, migrate, ...), sorted: what that command reads from a
+// deployment's environment. Tests check the container files against it,
+// so they cannot set a variable that the command they start ignores.
+func EnvTwins(command string) ([]string, error) {
+	cmd, rest, err := New(IO{}).Find([]string{command})
+	if err != nil || len(rest) > 0 || cmd.Name() != command {
+		return nil, fmt.Errorf("no command %q", command)
+	}
+	var names []string
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Name != "help" {
+			names = append(names, envNameOf(f))
 		}
-	}
-	walk(New(IO{}))
-	names := make([]string, 0, len(seen))
-	for n := range seen {
-		names = append(names, n)
-	}
+	})
 	sort.Strings(names)
-	return names
+	return names, nil
 }

@@ -56,13 +56,25 @@ func TestProbe(t *testing.T) {
 	})
 }
 
-// TestEnvTwins: the list the container files are checked against holds
-// the nodes' twins and the twins of their own that some flags have.
+// TestEnvTwins: the lists the container files are checked against hold
+// each command's own twins, those of their own that some flags have
+// included, and no other command's.
 func TestEnvTwins(t *testing.T) {
 	t.Parallel()
-	names := cli.EnvTwins()
-	for _, n := range []string{"HERALD_DB", "HERALD_ADDR", "HERALD_ENCRYPTION_KEY", "HERALD_METRICS_ADDR", "HERALD_LISTEN_ADDR", "HERALD_PROBE_TIMEOUT"} {
-		require.Contains(t, names, n)
-	}
-	require.NotContains(t, names, "HERALD_HELP")
+	serve, err := cli.EnvTwins("serve")
+	require.NoError(t, err)
+	require.Subset(t, serve, []string{"HERALD_DB", "HERALD_ADDR", "HERALD_ENCRYPTION_KEY", "HERALD_API_KEY"})
+	require.NotContains(t, serve, "HERALD_METRICS_ADDR", "a worker's")
+	require.NotContains(t, serve, "HERALD_HELP")
+	worker, err := cli.EnvTwins("worker")
+	require.NoError(t, err)
+	require.Contains(t, worker, "HERALD_METRICS_ADDR")
+	migrate, err := cli.EnvTwins("migrate")
+	require.NoError(t, err)
+	require.Equal(t, []string{"HERALD_DB", "HERALD_ENCRYPTION_KEY"}, migrate)
+	probe, err := cli.EnvTwins("probe")
+	require.NoError(t, err)
+	require.Equal(t, []string{"HERALD_ADDR", "HERALD_PROBE_PATH", "HERALD_PROBE_TIMEOUT"}, probe)
+	_, err = cli.EnvTwins("nope")
+	require.Error(t, err)
 }
