@@ -121,11 +121,11 @@ func buildPrevious(t *testing.T) string {
 	pipe, err := archive.StdoutPipe()
 	require.NoError(t, err)
 	untar.Stdin = pipe
-	var stderr bytes.Buffer
-	archive.Stderr, untar.Stderr = &stderr, &stderr
+	var archiveErr, untarErr bytes.Buffer
+	archive.Stderr, untar.Stderr = &archiveErr, &untarErr
 	require.NoError(t, untar.Start())
-	require.NoError(t, archive.Run(), "git archive %s: %s", commit, stderr.String())
-	require.NoError(t, untar.Wait(), "untar %s: %s", commit, stderr.String())
+	require.NoError(t, archive.Run(), "git archive %s: %s", commit, archiveErr.String())
+	require.NoError(t, untar.Wait(), "untar %s: %s", commit, untarErr.String())
 	bin := filepath.Join(t.TempDir(), "herald-previous")
 	build := exec.Command("go", "build", "-trimpath", "-o", bin, "./cmd/herald")
 	build.Dir = src
