@@ -245,7 +245,9 @@ func (t *Tracing) Shutdown(ctx context.Context) error {
 }
 
 // headerCarrier reads an http.Header for the propagator.
-type headerCarrier struct{ h interface{ Get(string) string } }
+type headerCarrier struct {
+	h interface{ Get(string) string }
+}
 
 func (c headerCarrier) Get(key string) string { return c.h.Get(key) }
 func (headerCarrier) Set(string, string)      {}
