@@ -102,6 +102,8 @@ func TestRollingUpgrade(t *testing.T) {
 	require.Zero(t, v.Lost)
 	require.Zero(t, v.DuplicatesUntraced, "duplicates not from a replaced node")
 	require.Len(t, v.Faults, 2, "both nodes were replaced")
+	require.NotNil(t, v.Upgrade)
+	require.Len(t, v.Upgrade.WorkOnNewerSchema, 2, "the previous serve and worker both ran on the migrated schema")
 }
 
 // buildPrevious builds the herald of the commit named in release/previous,

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net/http"
 	"os/exec"
 	"strconv"
 	"time"
@@ -32,6 +33,14 @@ type UpgradeConfig struct {
 	Drain time.Duration
 	// Log receives progress lines; nil discards them.
 	Log io.Writer
+}
+
+// UpgradeReport is what a rolling upgrade adds to its verdict.
+type UpgradeReport struct {
+	// WorkOnNewerSchema is, for each node of the previous release, the
+	// events it ingested and deliveries it delivered between the current
+	// release's migration and its replacement: each must be above 0.
+	WorkOnNewerSchema map[string]float64 `json:"work_on_newer_schema"`
 }
 
 // Upgrade runs a rolling upgrade under load and returns its verdict, judged
@@ -104,6 +113,7 @@ func Upgrade(ctx context.Context, cfg UpgradeConfig) (*Verdict, error) {
 	// The previous release: it makes the schema it knows.
 	logf("starting the previous release (%s)", cfg.Old)
 	serve, worker := newServe(cfg.Old), newWorker(cfg.Old)
+	serve.metrics, worker.metrics = cl.api+"/metrics", worker.ready
 	cl.nodes = []*node{serve, worker}
 	for _, n := range cl.nodes {
 		if err := n.start(ctx); err != nil {
@@ -151,6 +161,19 @@ func Upgrade(ctx context.Context, cfg UpgradeConfig) (*Verdict, error) {
 		return err
 	}
 
+	// What each node of the previous release has done (ingests plus
+	// deliveries) when the migration has run, and how much more by its
+	// replacement: it must keep working on the newer schema.
+	report := &UpgradeReport{WorkOnNewerSchema: map[string]float64{}}
+	before := map[string]float64{}
+	hc := &http.Client{Timeout: 5 * time.Second}
+	workOf := func(n *node) (float64, error) {
+		v, err := workDone(ctx, hc, n.metrics)
+		if err != nil {
+			return 0, fmt.Errorf("read the metrics of %s: %w", n.name, err)
+		}
+		return v, nil
+	}
 	steps := []func() error{
 		pause,
 		func() error {
@@ -159,9 +182,24 @@ func Upgrade(ctx context.Context, cfg UpgradeConfig) (*Verdict, error) {
 				return fmt.Errorf("herald migrate of the current release: %w\n%s", err, out)
 			}
 			logf("the current release migrated the schema under the previous release's nodes")
+			for _, n := range cl.nodes {
+				if before[n.name], err = workOf(n); err != nil {
+					return err
+				}
+			}
 			return nil
 		},
 		pause,
+		func() error {
+			for _, n := range cl.nodes {
+				after, err := workOf(n)
+				if err != nil {
+					return err
+				}
+				report.WorkOnNewerSchema[n.name] = after - before[n.name]
+			}
+			return nil
+		},
 		func() error { return replace(1, newWorker(cfg.New)) },
 		pause,
 		func() error { return replace(0, newServe(cfg.New)) },
@@ -194,10 +232,14 @@ func Upgrade(ctx context.Context, cfg UpgradeConfig) (*Verdict, error) {
 		drainTime: drainTime,
 		slack:     2*endpointTimeout + leaseMargin,
 	})
+	v.Upgrade = report
 	for _, n := range append(retired, cl.nodes...) {
 		n.sampleMemory()
 		r := n.report()
-		r.Name += " (" + n.bin + ")"
+		r.Name += " (current)"
+		if n.bin == cfg.Old {
+			r.Name = n.name + " (previous)"
+		}
 		v.Nodes = append(v.Nodes, r)
 	}
 	if len(breakerWaits) > 0 {

@@ -3,6 +3,7 @@ package chaos
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -77,6 +78,9 @@ type Verdict struct {
 	// was back at work on the new primary. Every node must be within
 	// recoveryLimit (15 s), without a restart.
 	Failovers []FailoverReport `json:"failovers,omitempty"`
+	// Upgrade: a rolling upgrade's run (Upgrade); every node of the
+	// previous release must have worked on the migrated schema.
+	Upgrade *UpgradeReport `json:"upgrade,omitempty"`
 	// Failures names each must that failed; Pass is true when there is none.
 	Failures []string `json:"failures"`
 	Pass     bool     `json:"pass"`
@@ -399,6 +403,11 @@ func (v *Verdict) finish() {
 	must(v.Acknowledged > 0, "no event was acknowledged")
 	v.LostToAsync = v.Lost > 0 && v.Replication == ReplicationAsync && len(v.Failovers) > 0
 	must(v.Lost == 0 || v.LostToAsync, "lost %d acknowledged deliveries", v.Lost)
+	if v.Upgrade != nil {
+		for _, name := range sortedKeys(v.Upgrade.WorkOnNewerSchema) {
+			must(v.Upgrade.WorkOnNewerSchema[name] > 0, "%s of the previous release did no work once the current release had migrated the schema", name)
+		}
+	}
 	for i, f := range v.Failovers {
 		must(len(f.NotRecovered) == 0, "failover %d: %v not back at work within %s of the promotion", i+1, f.NotRecovered, recoveryLimit)
 		for _, name := range sortedKeys(f.Recovered) {
@@ -509,6 +518,18 @@ func WriteTable(w io.Writer, vs []*Verdict) error {
 		}
 		return strings.Join(parts, "; ")
 	})
+	if slices.ContainsFunc(vs, func(v *Verdict) bool { return v.Upgrade != nil }) {
+		row("previous release's work on the newer schema", func(v *Verdict) string {
+			if v.Upgrade == nil {
+				return "-"
+			}
+			var ns []string
+			for _, name := range sortedKeys(v.Upgrade.WorkOnNewerSchema) {
+				ns = append(ns, fmt.Sprintf("%s %.0f", name, v.Upgrade.WorkOnNewerSchema[name]))
+			}
+			return strings.Join(ns, ", ")
+		})
+	}
 	row("drained", func(v *Verdict) string { return fmt.Sprintf("%t (%.1fs)", v.Drained, v.DrainSecs) })
 	names := map[string]bool{}
 	var order []string
