@@ -74,14 +74,15 @@ func requireDocker(t *testing.T) {
 }
 
 // buildImage runs `make image` under a tag of the test's own, with its
-// build context in a temporary directory, and removes the image after.
+// build context in a temporary directory, around the binary the other
+// tests run (built as make image builds it), and removes the image after.
 func buildImage(t *testing.T) string {
 	t.Helper()
 	image := "herald-e2e:" + randomHex(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	build := exec.CommandContext(ctx, "make", "-C", "../..", "image",
-		"IMAGE="+image, "IMAGE_CONTEXT="+filepath.Join(t.TempDir(), "image"))
+	build := exec.CommandContext(ctx, "make", "-C", "../..", "image", "IMAGE="+image,
+		"IMAGE_CONTEXT="+filepath.Join(t.TempDir(), "image"), "IMAGE_BINARY="+heraldBinary(t))
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "make image: %s", tail(string(out), 4000))
 	t.Cleanup(func() { _ = exec.Command("docker", "rmi", "-f", image).Run() })

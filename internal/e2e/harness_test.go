@@ -516,7 +516,9 @@ var heraldBuild struct {
 }
 
 // heraldBinary builds cmd/herald once for all of this package's tests and
-// returns its path; TestMain removes it.
+// returns its path; TestMain removes it. It is built as make image builds
+// the container's (static: CGO off, -trimpath), so that the container test
+// packages this same binary instead of compiling another.
 func heraldBinary(t *testing.T) string {
 	t.Helper()
 	b := &heraldBuild
@@ -525,7 +527,9 @@ func heraldBinary(t *testing.T) string {
 			return
 		}
 		b.path = filepath.Join(b.dir, "herald")
-		if out, err := exec.Command("go", "build", "-o", b.path, "github.com/heraldhooks/herald/cmd/herald").CombinedOutput(); err != nil {
+		build := exec.Command("go", "build", "-trimpath", "-o", b.path, "github.com/heraldhooks/herald/cmd/herald")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
 			b.err = fmt.Errorf("go build: %v: %s", err, out)
 		}
 	})
