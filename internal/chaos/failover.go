@@ -111,8 +111,9 @@ func (s *pgSet) start(ctx context.Context) error { return s.current().start(ctx)
 // With ReplicationSync, the new primary then runs without a synchronous
 // standby until rebuild gives it one, as Patroni does when the only one is
 // gone: else every commit would wait for a standby that is not there. It
-// returns when the standby was promoted.
-func (s *pgSet) failover(ctx context.Context) (time.Time, error) {
+// returns when the standby was promoted. between runs once the primary
+// is dead and before the standby is promoted.
+func (s *pgSet) failover(ctx context.Context, between func()) (time.Time, error) {
 	s.mu.Lock()
 	if len(s.servers) < 2 {
 		s.mu.Unlock()
@@ -124,6 +125,9 @@ func (s *pgSet) failover(ctx context.Context) (time.Time, error) {
 	s.mu.Unlock()
 	if err := old.crash(ctx); err != nil {
 		return time.Time{}, err
+	}
+	if between != nil {
+		between()
 	}
 	if out, err := standby.run(ctx, "pg_ctl", "-D", standby.data(), "-w", "-t", "60", "promote"); err != nil {
 		return time.Time{}, fmt.Errorf("promote the standby: %w\n%s\n%s", err, out, standby.logTail())
@@ -243,17 +247,19 @@ type FailoverReport struct {
 	Interrupted []string `json:"interrupted,omitempty"`
 }
 
-// backToWork waits, from now (just after a promotion), until the node has
-// committed work: its count of ingested events plus delivered deliveries
-// (its /metrics) grows past what it was at the start. It returns how long
-// that took and recovered; or interrupted, when another fault killed or
-// froze the node first (its time says nothing of the failover); or
-// neither, when it did no work within limit.
-func backToWork(ctx context.Context, n *node, limit time.Duration) (took time.Duration, recovered, interrupted bool) {
-	start := time.Now()
+// backToWork waits until the node has committed work after since (a
+// promotion, just past): its count of ingested events plus delivered
+// deliveries (its /metrics) grows past base, read once the primary was
+// dead and before the promotion (a count grows only by a commit, which
+// neither the dead primary nor the standby not yet promoted can make); a
+// negative base is taken from the first look instead. It returns how long after since that was
+// seen and recovered; or interrupted, when another fault killed or froze
+// the node first (its time says nothing of the failover); or neither,
+// when it did no work within limit of since.
+func backToWork(ctx context.Context, n *node, since time.Time, base float64, limit time.Duration) (took time.Duration, recovered, interrupted bool) {
+	start := since
 	life := n.life()
 	hc := &http.Client{Timeout: time.Second}
-	base := -1.0
 	for time.Since(start) < limit {
 		if n.life() != life || n.frozen() {
 			return 0, false, true

@@ -37,7 +37,7 @@ func TestBackToWork(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 		delivered.Add(1)
 	}()
-	took, ok, interrupted := backToWork(t.Context(), n, 5*time.Second)
+	took, ok, interrupted := backToWork(t.Context(), n, time.Now(), -1, 5*time.Second)
 	require.True(t, ok)
 	require.False(t, interrupted)
 	require.GreaterOrEqual(t, took, 500*time.Millisecond)
@@ -47,11 +47,20 @@ func TestBackToWork(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 		ingested.Add(1)
 	}()
-	_, ok, _ = backToWork(t.Context(), n, 5*time.Second)
+	_, ok, _ = backToWork(t.Context(), n, time.Now(), -1, 5*time.Second)
 	require.True(t, ok)
 
+	// Work done before the first look counts when the base was read
+	// before it (while the primary was dead).
+	base, err := workDone(t.Context(), srv.Client(), srv.URL)
+	require.NoError(t, err)
+	delivered.Add(1)
+	took, ok, _ = backToWork(t.Context(), n, time.Now(), base, 5*time.Second)
+	require.True(t, ok)
+	require.Less(t, took, 100*time.Millisecond)
+
 	// Nothing done within the limit.
-	_, ok, interrupted = backToWork(t.Context(), n, 500*time.Millisecond)
+	_, ok, interrupted = backToWork(t.Context(), n, time.Now(), -1, 500*time.Millisecond)
 	require.False(t, ok)
 	require.False(t, interrupted)
 
@@ -62,12 +71,12 @@ func TestBackToWork(t *testing.T) {
 		n.starts++
 		n.mu.Unlock()
 	}()
-	_, ok, interrupted = backToWork(t.Context(), n, 5*time.Second)
+	_, ok, interrupted = backToWork(t.Context(), n, time.Now(), -1, 5*time.Second)
 	require.False(t, ok)
 	require.True(t, interrupted)
 	n.mu.Lock()
 	n.stopped = true
 	n.mu.Unlock()
-	_, _, interrupted = backToWork(t.Context(), n, 5*time.Second)
+	_, _, interrupted = backToWork(t.Context(), n, time.Now(), -1, 5*time.Second)
 	require.True(t, interrupted)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"sort"
 	"sync"
 	"time"
@@ -281,18 +282,27 @@ func (x *executor) apply(ctx context.Context, n Nemesis) {
 // come back to work, holds, and makes the old primary the new standby.
 func (x *executor) failover(ctx context.Context, n Nemesis, hold func()) error {
 	bg := context.Background()
-	promoted, err := x.cl.pg.failover(bg)
+	hc := &http.Client{Timeout: time.Second}
+	base := make([]float64, len(x.cl.nodes))
+	promoted, err := x.cl.pg.failover(bg, func() {
+		for i, nd := range x.cl.nodes {
+			base[i] = -1
+			if v, err := workDone(bg, hc, nd.metrics); err == nil {
+				base[i] = v
+			}
+		}
+	})
 	if err != nil {
 		return err
 	}
 	rep := FailoverReport{Promoted: promoted, Recovered: map[string]float64{}}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	for _, nd := range x.cl.nodes {
+	for i, nd := range x.cl.nodes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			d, ok, interrupted := backToWork(bg, nd, recoveryLimit+5*time.Second)
+			d, ok, interrupted := backToWork(bg, nd, promoted, base[i], recoveryLimit+5*time.Second)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
