@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"os"
 	"os/exec"
@@ -12,6 +14,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhooks/herald/internal/store/pgstore/pgtest"
 )
 
 // readmeServeLine is the walk-through's line that starts Herald; the
@@ -53,6 +57,51 @@ func TestReadmeWalkthroughInContainer(t *testing.T) {
 	run := "docker run --rm --label " + label + " --network host --read-only --cap-drop ALL " +
 		"--security-opt no-new-privileges -e HERALD_ADDR -e HERALD_API_KEY " + image + " serve --allow-private-networks &"
 	passWalkthrough(t, heraldBinary(t), strings.Replace(script, readmeServeLine, run, 1))
+}
+
+// TestWorkerInContainer runs the image as compose.yaml and the Kubernetes
+// manifests do on PostgreSQL: herald migrate once, then a worker, as the
+// image's user on a read-only root, whose probes (herald probe, the image
+// having no shell) find /healthz and /readyz on its loopback metrics
+// listener, and which stops cleanly on docker stop.
+func TestWorkerInContainer(t *testing.T) {
+	t.Parallel()
+	requireDocker(t)
+	db := pgtest.URL(t)
+	image := buildImage(t)
+	key := "k1:" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))
+	label := "herald-e2e=" + randomHex(t)
+	t.Cleanup(func() {
+		ids := dockerOut(t, "ps", "-aq", "--filter", "label="+label)
+		if ids != "" {
+			_ = exec.Command("docker", append([]string{"rm", "-f"}, strings.Fields(ids)...)...).Run()
+		}
+	})
+	run := func(args ...string) []string {
+		return append([]string{"run", "--label", label, "--network", "host", "--read-only", "--cap-drop", "ALL",
+			"--security-opt", "no-new-privileges", "-e", "HERALD_DB=" + db, "-e", "HERALD_ENCRYPTION_KEY=" + key}, args...)
+	}
+
+	out := dockerOut(t, run("--rm", image, "migrate")...)
+	require.Contains(t, out, "up to date")
+
+	metrics := freeAddr(t)
+	id := dockerOut(t, run("-d", "-e", "HERALD_METRICS_ADDR="+metrics, image, "worker")...)
+	probe := func(path string) error {
+		return exec.Command("docker", "exec", id, "/herald", "probe", "http://"+metrics+path).Run()
+	}
+	waitFor(t, "the worker's readiness probe", func() bool {
+		if dockerOut(t, "inspect", "--format", "{{.State.Running}}", id) != "true" {
+			logs, _ := exec.Command("docker", "logs", id).CombinedOutput()
+			t.Fatalf("the worker stopped:\n%s", logs)
+		}
+		return probe("/readyz") == nil
+	})
+	require.NoError(t, probe("/healthz"))
+	require.Error(t, probe("/nope"), "a probe fails on anything but 2xx")
+
+	dockerOut(t, "stop", "--time", "30", id)
+	require.Equal(t, "0", dockerOut(t, "inspect", "--format", "{{.State.ExitCode}}", id), "a worker stops cleanly on SIGTERM")
 }
 
 // requireDocker skips the test when no Docker engine answers, or fails it
