@@ -7,11 +7,12 @@
 FROM scratch
 
 COPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt
-# Writable by the numeric non-root user the image runs as: /data holds the
-# SQLite database and its key file (WORKDIR, so ./herald.db lands there),
-# /tmp SQLite's temporary files.
+# Owned by the numeric non-root user the image runs as, so writable by it
+# (COPY gives a directory it makes mode 755): /data holds the SQLite
+# database and its key file (WORKDIR, so ./herald.db lands there), /tmp
+# SQLite's temporary files.
 COPY --chown=65532:65532 data /data
-COPY tmp /tmp
+COPY --chown=65532:65532 tmp /tmp
 COPY herald /herald
 
 USER 65532:65532

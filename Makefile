@@ -22,7 +22,6 @@ CA_BUNDLE ?= /etc/ssl/certs/ca-certificates.crt
 IMAGE_BINARY ?=
 image: ## Build the container image IMAGE (heraldhooks/herald:latest): a static bin/image/herald, FROM scratch, non-root
 	rm -rf $(IMAGE_CONTEXT) && mkdir -p $(IMAGE_CONTEXT)/data $(IMAGE_CONTEXT)/tmp
-	chmod 1777 $(IMAGE_CONTEXT)/tmp
 ifeq ($(IMAGE_BINARY),)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(IMAGE_CONTEXT)/herald ./cmd/herald
 else

@@ -1,11 +1,14 @@
 package e2e
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -82,6 +85,19 @@ func TestWorkerInContainer(t *testing.T) {
 			"--security-opt", "no-new-privileges", "-e", "HERALD_DB=" + db, "-e", "HERALD_ENCRYPTION_KEY=" + key}, args...)
 	}
 
+	// What the image holds: the binary, the CA bundle, and the
+	// directories its user must write, owned by that user.
+	files := imageFiles(t, image)
+	for _, dir := range []string{"data/", "tmp/"} {
+		require.Contains(t, files, dir)
+		require.Equal(t, 65532, files[dir].Uid, "%s belongs to the image's user", dir)
+		require.Equal(t, 65532, files[dir].Gid, dir)
+	}
+	require.Contains(t, files, "herald")
+	require.NotZero(t, files["herald"].Mode&0o111, "the binary is executable")
+	require.Contains(t, files, "etc/ssl/certs/ca-certificates.crt")
+	require.Greater(t, files["etc/ssl/certs/ca-certificates.crt"].Size, int64(1000))
+
 	out := dockerOut(t, run("--rm", image, "migrate")...)
 	require.Contains(t, out, "up to date")
 
@@ -136,6 +152,30 @@ func buildImage(t *testing.T) string {
 	require.NoError(t, err, "make image: %s", tail(string(out), 4000))
 	t.Cleanup(func() { _ = exec.Command("docker", "rmi", "-f", image).Run() })
 	return image
+}
+
+// imageFiles lists the files of a container made from image (not
+// started), by path without the leading slash.
+func imageFiles(t *testing.T, image string) map[string]*tar.Header {
+	t.Helper()
+	id := dockerOut(t, "create", image)
+	defer exec.Command("docker", "rm", "-f", id).Run()
+	export := exec.Command("docker", "export", id)
+	stdout, err := export.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, export.Start())
+	files := map[string]*tar.Header{}
+	r := tar.NewReader(stdout)
+	for {
+		h, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		files[h.Name] = h
+	}
+	require.NoError(t, export.Wait())
+	return files
 }
 
 // dockerOut runs docker with args and returns its trimmed output.
