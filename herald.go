@@ -163,6 +163,12 @@ type Endpoint struct {
 	// least AutoDisableMinFailures failed attempts, does too (0: 24 h).
 	AutoDisableAfterFailures int
 	AutoDisableAfter         time.Duration
+	// ClientCertificate (PEM, the chain) and ClientKey (its private key,
+	// PEM) are presented to a receiver that asks for a client certificate
+	// (mutual TLS); both "" when none. The key is sealed at rest as the
+	// secrets are, and never shown.
+	ClientCertificate string
+	ClientKey         string
 	// Health is kept by Herald (breaker, streak, pause); read only.
 	Health    EndpointHealth
 	CreatedAt time.Time

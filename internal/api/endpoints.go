@@ -11,6 +11,7 @@ import (
 
 	"github.com/heraldhooks/herald"
 	"github.com/heraldhooks/herald/internal/auth"
+	"github.com/heraldhooks/herald/internal/sender"
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/wire"
 )
@@ -539,6 +540,9 @@ func (s *Server) applyEndpoint(ep *herald.Endpoint, req *wire.EndpointRequest, p
 	if err := applyProtection(ep, req, isNull); err != nil {
 		return err
 	}
+	if err := s.applyClientCertificate(ep, req, isNull); err != nil {
+		return err
+	}
 
 	if creating {
 		secret, err := endpointSecret(req.Secret, ep.SignatureScheme)
@@ -657,5 +661,42 @@ func (s *Server) checkEndpointRoom(r *http.Request, consumer string) error {
 		return &apiError{http.StatusConflict, "too_many_endpoints",
 			fmt.Sprintf("consumer %s has %d endpoints, the most its own key or portal may make; delete one first, or ask the operator", consumer, most)}
 	}
+	return nil
+}
+
+// maxClientCertificateLen bounds a client certificate's PEM (a chain of a
+// few certificates) and its key's.
+const maxClientCertificateLen = 64 << 10
+
+// applyClientCertificate sets or clears the endpoint's client certificate
+// and key: given together and checked (both PEM, the key the
+// certificate's, the certificate not expired), or null (either one) to
+// clear both. Errors are 400 invalid_client_certificate and never quote
+// the key.
+func (s *Server) applyClientCertificate(ep *herald.Endpoint, req *wire.EndpointRequest, isNull func(string) bool) error {
+	if isNull("client_certificate") || isNull("client_key") {
+		if req.ClientCertificate != nil || req.ClientKey != nil {
+			return badRequest("invalid_client_certificate", "client_certificate and client_key are set together, or both cleared with null")
+		}
+		ep.ClientCertificate, ep.ClientKey = "", ""
+		return nil
+	}
+	if req.ClientCertificate == nil && req.ClientKey == nil {
+		return nil
+	}
+	cert, key := "", ""
+	if req.ClientCertificate != nil {
+		cert = *req.ClientCertificate
+	}
+	if req.ClientKey != nil {
+		key = *req.ClientKey
+	}
+	if len(cert) > maxClientCertificateLen || len(key) > maxClientCertificateLen {
+		return badRequest("invalid_client_certificate", "client_certificate and client_key must each be at most %d bytes of PEM", maxClientCertificateLen)
+	}
+	if _, err := sender.CheckClientCertificate(cert, key, s.clock.Now()); err != nil {
+		return badRequest("invalid_client_certificate", "client_certificate refused: %s", err.Error())
+	}
+	ep.ClientCertificate, ep.ClientKey = cert, key
 	return nil
 }

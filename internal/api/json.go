@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/sender"
 	"github.com/heraldhooks/herald/internal/wire"
 )
 
@@ -81,6 +82,12 @@ func toEndpointJSON(ep *herald.Endpoint) wire.Endpoint {
 		UpdatedAt:                ep.UpdatedAt.UTC(),
 	}
 	showKeys(&out, ep)
+	if ep.ClientCertificate != "" {
+		out.ClientCertificate = ep.ClientCertificate
+		if info, err := sender.DescribeClientCertificate(ep.ClientCertificate); err == nil {
+			out.ClientCertificateExpiresAt = &info.NotAfter
+		}
+	}
 	if out.EventTypes == nil {
 		out.EventTypes = []string{}
 	}

@@ -204,6 +204,15 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 		}
 	}
 
+	egressProxy, err := config.ParseEgressProxy(cfg.EgressProxy) // Validate has checked it
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	egressShown := "" // the proxy's address, for the dashboard; "" when direct
+	if egressProxy != nil {
+		egressShown = egressProxy.Host
+	}
 	if withAPI {
 		hash, err := a.settleAPIKey(ctx, deps.Out)
 		if err != nil {
@@ -227,7 +236,8 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 		assets := web.NewAssets()
 		portal := web.NewPortal(web.PortalConfig{Store: st, API: apiHandler, Assets: assets, Clock: deps.Clock,
 			Logger: deps.Logger, FrameAncestors: cfg.PortalFrameAncestors})
-		ui := web.NewDashboard(web.DashboardConfig{API: apiHandler, Sessions: st, Assets: assets, Clock: deps.Clock, Logger: deps.Logger})
+		ui := web.NewDashboard(web.DashboardConfig{API: apiHandler, Sessions: st, Assets: assets, Clock: deps.Clock, Logger: deps.Logger,
+			EgressProxy: egressShown})
 		proxies, err := edge.ParseProxies(cfg.TrustedProxies) // Validate has checked them
 		if err == nil {
 			a.Handler, err = edge.Handler(edge.Config{PublicURL: cfg.PublicURL, TrustedProxies: proxies, Clock: deps.Clock, Logger: deps.Logger},
@@ -237,11 +247,6 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 			st.Close()
 			return nil, err
 		}
-	}
-	egressProxy, err := config.ParseEgressProxy(cfg.EgressProxy) // Validate has checked it
-	if err != nil {
-		st.Close()
-		return nil, err
 	}
 	a.Dispatcher = dispatch.New(dispatch.Config{
 		Store: st,

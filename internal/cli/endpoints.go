@@ -2,10 +2,13 @@ package cli
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -52,6 +55,9 @@ type endpointFlags struct {
 	ordering            string
 	autoDisableFailures int
 	autoDisableAfter    time.Duration
+	clientCert          string
+	clientKey           string
+	clearClientCert     bool
 }
 
 func addEndpointFlags(fs *pflag.FlagSet, creating bool) *endpointFlags {
@@ -75,6 +81,11 @@ func addEndpointFlags(fs *pflag.FlagSet, creating bool) *endpointFlags {
 	fs.StringVar(&f.ordering, "ordering", "", "fifo (one delivery at a time, in event order) or none (parallel, the default)")
 	fs.IntVar(&f.autoDisableFailures, "auto-disable-after-failures", 0, "disable the endpoint after this many consecutive failed attempts, 1 to 100000 (0: the default, 100)")
 	fs.DurationVar(&f.autoDisableAfter, "auto-disable-after", 0, "disable the endpoint after this long without a success (and at least 10 failed attempts), 1m to 720h (0: the default, 24h)")
+	fs.StringVar(&f.clientCert, "client-cert", "", "PEM file of a client certificate (the chain, the leaf first) presented to receivers that require one (mutual TLS); needs --client-key")
+	fs.StringVar(&f.clientKey, "client-key", "", "PEM file of the private key of --client-cert; sent once, kept encrypted, never shown")
+	if !creating {
+		fs.BoolVar(&f.clearClientCert, "clear-client-cert", false, "remove the endpoint's client certificate and key")
+	}
 	return f
 }
 
@@ -148,7 +159,40 @@ func (f *endpointFlags) params(fs *pflag.FlagSet, current func() (*client.Endpoi
 	if err := f.rateLimit(p, given, current); err != nil {
 		return nil, err
 	}
+	if err := f.clientCertificate(p, given); err != nil {
+		return nil, err
+	}
 	return p, nil
+}
+
+// clientCertificate reads --client-cert and --client-key, given together,
+// or takes --clear-client-cert, which sends null.
+func (f *endpointFlags) clientCertificate(p *client.EndpointParams, given func(string) bool) error {
+	certGiven, keyGiven := given("client-cert"), given("client-key")
+	if given("clear-client-cert") && f.clearClientCert {
+		if certGiven || keyGiven {
+			return errors.New("--clear-client-cert: give it without --client-cert and --client-key")
+		}
+		p.Reset = append(p.Reset, "client_certificate")
+		return nil
+	}
+	if !certGiven && !keyGiven {
+		return nil
+	}
+	if !certGiven || !keyGiven {
+		return errors.New("--client-cert and --client-key: give both, the certificate and its private key (PEM files)")
+	}
+	cert, err := os.ReadFile(f.clientCert)
+	if err != nil {
+		return fmt.Errorf("--client-cert: %w", err)
+	}
+	key, err := os.ReadFile(f.clientKey)
+	if err != nil {
+		return fmt.Errorf("--client-key: %w", err)
+	}
+	certPEM, keyPEM := string(cert), string(key)
+	p.ClientCertificate, p.ClientKey = &certPEM, &keyPEM
+	return nil
 }
 
 // rateLimit sets the rate limit from its two flags. A rate alone takes a
@@ -355,7 +399,8 @@ func isEmptyUpdate(p *client.EndpointParams) bool {
 	return p.URL == nil && p.Description == nil && p.EventTypes == nil && p.Timeout == nil &&
 		p.RetrySchedule == nil && p.RetryPolicy == nil && p.RetryClientErrors == nil && p.RateLimit == nil &&
 		p.MaxInFlight == nil && p.SignatureScheme == nil && p.Headers == nil && p.Ordering == nil &&
-		p.AutoDisableAfterFailures == nil && p.AutoDisableAfter == nil && len(p.Reset) == 0
+		p.AutoDisableAfterFailures == nil && p.AutoDisableAfter == nil && len(p.Reset) == 0 &&
+		p.ClientCertificate == nil && p.ClientKey == nil
 }
 
 func endpointDeleteCmd(r *remote) *cobra.Command {
@@ -586,6 +631,7 @@ func printEndpoint(w io.Writer, ep *client.Endpoint, health bool) error {
 	b.line("headers", formatHeaders(ep.Headers))
 	b.line("ordering", ep.Ordering)
 	b.line("auto-disable", fmt.Sprintf("after %d consecutive failures, or %s without a success", ep.AutoDisableAfterFailures, ep.AutoDisableAfter))
+	b.line("client certificate", describeClientCert(ep))
 	b.line("created", longTime(ep.CreatedAt))
 	b.line("updated", longTime(ep.UpdatedAt))
 	if health {
@@ -663,4 +709,21 @@ func formatHeaders(h map[string]string) string {
 		parts[i] = k + "=" + h[k]
 	}
 	return strings.Join(parts, ", ")
+}
+
+// describeClientCert is the endpoint's client certificate in a line: its
+// subject and expiry, or none.
+func describeClientCert(ep *client.Endpoint) string {
+	if ep.ClientCertificate == "" {
+		return "none"
+	}
+	block, _ := pem.Decode([]byte(ep.ClientCertificate))
+	if block == nil {
+		return "(unreadable)"
+	}
+	leaf, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return "(unreadable)"
+	}
+	return leaf.Subject.String() + ", expires " + longTime(leaf.NotAfter)
 }

@@ -498,15 +498,16 @@ func (d *Dispatcher) attempt(runCtx, sendCtx context.Context, j job) result {
 		d.cfg.Hooks.InFlight(1)
 	}
 	res := d.cfg.Sender.Send(sendCtx, &sender.Request{
-		WebhookID: c.Event.ID,
-		EventType: c.Event.EventType,
-		Body:      c.Event.Payload,
-		URL:       ep.URL,
-		Secrets:   secrets,
-		Scheme:    ep.SignatureScheme,
-		Headers:   ep.Headers,
-		Timeout:   ep.Timeout,
-		Timestamp: now,
+		WebhookID:  c.Event.ID,
+		EventType:  c.Event.EventType,
+		Body:       c.Event.Payload,
+		URL:        ep.URL,
+		Secrets:    secrets,
+		Scheme:     ep.SignatureScheme,
+		Headers:    ep.Headers,
+		Timeout:    ep.Timeout,
+		Timestamp:  now,
+		ClientCert: clientCert(ep),
 	})
 	if d.cfg.Hooks.InFlight != nil {
 		d.cfg.Hooks.InFlight(-1)
@@ -522,6 +523,15 @@ func (d *Dispatcher) attempt(runCtx, sendCtx context.Context, j job) result {
 	out.Attempt.AttemptedAt = now
 	d.logAttempt(c, &res, out)
 	return result{outcome: out, claimed: c, sent: &res, decidedAt: d.cfg.Clock.Now()}
+}
+
+// clientCert is the endpoint's client certificate for the sender, nil
+// when it has none (the shared pool, nothing allocated).
+func clientCert(ep *herald.Endpoint) *sender.ClientCert {
+	if ep.ClientCertificate == "" {
+		return nil
+	}
+	return &sender.ClientCert{EndpointID: ep.ID, CertPEM: ep.ClientCertificate, KeyPEM: ep.ClientKey}
 }
 
 // frozenSlack is how far past its endpoint's timeout an attempt may end

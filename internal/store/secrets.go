@@ -196,14 +196,36 @@ func (s Secrets) Open(endpointID, stored string, sealed bool) (string, error) {
 }
 
 // OpenEndpoint opens ep's current and previous secret in place, as read
-// from a row whose secrets are sealed or not.
+// from a row whose secrets are sealed or not, and its client key, which
+// says itself whether it is sealed (ClientKeySealed).
 func (s Secrets) OpenEndpoint(ep *herald.Endpoint, sealed bool) error {
 	var err error
 	if ep.Secret, err = s.Open(ep.ID, ep.Secret, sealed); err != nil {
 		return err
 	}
-	ep.PreviousSecret, err = s.Open(ep.ID, ep.PreviousSecret, sealed)
+	if ep.PreviousSecret, err = s.Open(ep.ID, ep.PreviousSecret, sealed); err != nil {
+		return err
+	}
+	if ep.ClientKey != "" {
+		ep.ClientKey, err = s.Open(ep.ID, ep.ClientKey, ClientKeySealed(ep.ClientKey))
+	}
 	return err
+}
+
+// SealedForm begins every sealed value, whatever its key (the form of
+// SecretCipher).
+const SealedForm = "enc:v1:"
+
+// ClientKeySealed says whether a stored client key is sealed. Unlike a
+// secret, which an operator may choose, a client key is PEM ("-----BEGIN
+// ..."), so its text tells sealed from plain and it needs no column.
+func ClientKeySealed(stored string) bool { return strings.HasPrefix(stored, SealedForm) }
+
+// SealClientKey gives how an endpoint's client key is stored: sealed with
+// a key, plain without one.
+func (s Secrets) SealClientKey(endpointID, key string) (string, error) {
+	stored, _, err := s.Seal(endpointID, key)
+	return stored, err
 }
 
 // Rotate gives the stored values of a rotation: the new secret, and the
@@ -252,6 +274,8 @@ type ResealRow struct {
 	ID               string
 	Secret, Previous string
 	Sealed           bool
+	// ClientKey is the endpoint's client key as stored ("" for none).
+	ClientKey string
 }
 
 // Reseal gives the row's secrets under the current key.
@@ -261,6 +285,11 @@ func (r ResealRow) Reseal(s Secrets) (secret, previous string, err error) {
 	}
 	previous, err = s.Reseal(r.ID, r.Previous, r.Sealed)
 	return secret, previous, err
+}
+
+// ResealClientKey gives the row's client key under the current key.
+func (r ResealRow) ResealClientKey(s Secrets) (string, error) {
+	return s.Reseal(r.ID, r.ClientKey, ClientKeySealed(r.ClientKey))
 }
 
 // SampleErr is the error opening a sample value: nil for a plain one.

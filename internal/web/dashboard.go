@@ -47,6 +47,10 @@ type DashboardConfig struct {
 	SessionTTL time.Duration
 	// Logger hears of failures. Default: discard.
 	Logger *slog.Logger
+	// EgressProxy is the host:port of the proxy webhooks leave through
+	// (--egress-proxy), shown on the endpoint pages; "" when they go
+	// direct.
+	EgressProxy string
 }
 
 // Dashboard is the /ui/ handler. Safe for concurrent use.
@@ -59,6 +63,7 @@ type Dashboard struct {
 	ttl      time.Duration
 	log      *slog.Logger
 	mux      *http.ServeMux
+	egress   string
 	// handler is mux behind limitForms.
 	handler http.Handler
 }
@@ -66,7 +71,7 @@ type Dashboard struct {
 // NewDashboard returns the dashboard.
 func NewDashboard(cfg DashboardConfig) *Dashboard {
 	u := &Dashboard{api: cfg.API, sessions: cfg.Sessions, assets: cfg.Assets, layout: cfg.Layout,
-		clock: cfg.Clock, ttl: cfg.SessionTTL, log: cfg.Logger, mux: http.NewServeMux()}
+		clock: cfg.Clock, ttl: cfg.SessionTTL, log: cfg.Logger, mux: http.NewServeMux(), egress: cfg.EgressProxy}
 	if u.log == nil {
 		u.log = slog.New(slog.DiscardHandler)
 	}
@@ -103,6 +108,7 @@ func (u *Dashboard) routes() {
 	u.mux.Handle("POST /ui/endpoints/{id}/enable", u.signedIn(u.endpointAction("enable", "Enabled.")))
 	u.mux.Handle("POST /ui/endpoints/{id}/disable", u.signedIn(u.endpointAction("disable", "Disabled: its live deliveries are dead and can be replayed once it is enabled.")))
 	u.mux.Handle("POST /ui/endpoints/{id}/rotate-secret", u.signedIn(u.endpointRotate))
+	u.mux.Handle("POST /ui/endpoints/{id}/client-certificate", u.signedIn(u.endpointClientCert))
 	u.mux.Handle("GET /ui/events", u.signedIn(u.events))
 	u.mux.Handle("GET /ui/events/{id}", u.signedIn(u.event))
 	u.mux.Handle("GET /ui/event-types", u.signedIn(u.eventTypes))

@@ -185,6 +185,8 @@ type endpointData struct {
 	Row        dashboardEndpointRow
 	Deliveries []wire.Delivery
 	Secret     string
+	// Egress is the proxy webhooks leave through, "" when direct.
+	Egress string
 }
 
 // endpoint serves GET /ui/endpoints/{id}: the endpoint (its health with
@@ -205,6 +207,7 @@ func (u *Dashboard) endpoint(w http.ResponseWriter, r *http.Request, s *dashboar
 	}
 	d.Deliveries = list.Data
 	d.Row = newDashboardEndpointRow(d.Endpoint)
+	d.Egress = u.egress
 	u.render(w, r, s, http.StatusOK, "endpoint", "Endpoint "+d.Endpoint.ID, "endpoints", d)
 }
 
@@ -249,5 +252,6 @@ func (u *Dashboard) endpointRotate(w http.ResponseWriter, r *http.Request, s *da
 		d.Deliveries = list.Data
 	}
 	d.Row = newDashboardEndpointRow(d.Endpoint)
+	d.Egress = u.egress
 	u.render(w, r, s, http.StatusOK, "endpoint", "Endpoint "+d.Endpoint.ID, "endpoints", d)
 }

@@ -285,6 +285,9 @@ func (l *Layout) funcs() template.FuncMap {
 				template.HTMLEscapeString(token) + `">`)
 		},
 		"pager": NewPager,
+		// clientCert is an endpoint's client certificate's subject and
+		// expiry, nil when none.
+		"clientCert": describeClientCert,
 		// deadReason explains a dead delivery's reason (deadReasonHelp).
 		"deadReason": deadReasonHelp,
 		// time shows a time in UTC to the second; the zero time as "—".

@@ -31,15 +31,20 @@ type Endpoint struct {
 	Ordering string `json:"ordering"`
 	// AutoDisableAfterFailures consecutive failures, or AutoDisableAfter
 	// without a success, disable the endpoint (the effective values).
-	AutoDisableAfterFailures int            `json:"auto_disable_after_failures"`
-	AutoDisableAfter         Duration       `json:"auto_disable_after"`
-	Health                   EndpointHealth `json:"health"`
-	CreatedAt                time.Time      `json:"created_at"`
-	UpdatedAt                time.Time      `json:"updated_at"`
+	AutoDisableAfterFailures int      `json:"auto_disable_after_failures"`
+	AutoDisableAfter         Duration `json:"auto_disable_after"`
+	// ClientCertificate (PEM) is presented to receivers that ask for
+	// one (mutual TLS), and ClientCertificateExpiresAt is when it
+	// expires; null when none. Its key is never shown.
+	ClientCertificate          string         `json:"client_certificate"`
+	ClientCertificateExpiresAt *time.Time     `json:"client_certificate_expires_at"`
+	Health                     EndpointHealth `json:"health"`
+	CreatedAt                  time.Time      `json:"created_at"`
+	UpdatedAt                  time.Time      `json:"updated_at"`
 }
 
-// MarshalJSON writes e with null for an empty Secret, PublicKey and
-// PreviousPublicKey.
+// MarshalJSON writes e with null for an empty Secret, PublicKey,
+// PreviousPublicKey and ClientCertificate.
 func (e Endpoint) MarshalJSON() ([]byte, error) {
 	type fields Endpoint
 	return marshal(struct {
@@ -47,7 +52,8 @@ func (e Endpoint) MarshalJSON() ([]byte, error) {
 		Secret            *string `json:"secret"`
 		PublicKey         *string `json:"public_key"`
 		PreviousPublicKey *string `json:"previous_public_key"`
-	}{fields(e), nullString(e.Secret), nullString(e.PublicKey), nullString(e.PreviousPublicKey)})
+		ClientCertificate *string `json:"client_certificate"`
+	}{fields(e), nullString(e.Secret), nullString(e.PublicKey), nullString(e.PreviousPublicKey), nullString(e.ClientCertificate)})
 }
 
 // EndpointHealth is how an endpoint has been answering, as Herald keeps it.
@@ -125,6 +131,10 @@ type EndpointRequest struct {
 	// rules (null: the defaults).
 	AutoDisableAfterFailures *int      `json:"auto_disable_after_failures,omitempty"`
 	AutoDisableAfter         *Duration `json:"auto_disable_after,omitempty"`
+	// ClientCertificate and ClientKey (PEM) are set together; null (Reset
+	// "client_certificate") clears both. The key is write-only.
+	ClientCertificate *string `json:"client_certificate,omitempty"`
+	ClientKey         *string `json:"client_key,omitempty"`
 	// Reset names fields (by their JSON name, as "rate_limit") sent as
 	// null, which an update takes as "back to the default". encoding/json
 	// alone cannot write them: the client adds them to the body it sends,

@@ -54,20 +54,24 @@ func (s *Store) EndpointCreate(ctx context.Context, p *store.EndpointCreateParam
 	if err != nil {
 		return nil, fmt.Errorf("create endpoint: %w", err)
 	}
+	clientKey, err := s.secrets.SealClientKey(id, e.ClientKey)
+	if err != nil {
+		return nil, fmt.Errorf("create endpoint: %w", err)
+	}
 	health, blocked := encodeHealth(herald.NewEndpointHealth())
 	ep, err := s.scanEndpoint(s.pool.QueryRow(ctx, `
 		INSERT INTO endpoints (`+endpointCols+`, blocked_until)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::jsonb, $14,
 			$15::jsonb, $16, $17, $18::jsonb,
 			coalesce($19::timestamptz, now()), coalesce($19::timestamptz, now()),
-			$20, $21, $22, $23::jsonb, 0, NULL, $25, $24)
+			$20, $21, $22, $23::jsonb, 0, NULL, $25, $26, $27, $24)
 		RETURNING `+endpointCols,
 		id, e.ConsumerID, e.URL, e.Description, a.eventTypes, secret,
 		previous, e.PreviousSecretExpiresAt, e.Enabled, e.DisabledReason,
 		int64(e.Timeout), a.scheduleNS, a.exponential, e.RetryClientErrors,
 		a.rateLimit, e.MaxInFlight, string(e.SignatureScheme), a.headers,
 		nowArg(p.Now), string(e.Ordering), e.AutoDisableAfterFailures,
-		int64(e.AutoDisableAfter), health, blocked, sealed))
+		int64(e.AutoDisableAfter), health, blocked, sealed, e.ClientCertificate, clientKey))
 	if isUniqueViolation(err) {
 		return nil, fmt.Errorf("create endpoint %s: %w", id, store.ErrConflict)
 	}
@@ -158,12 +162,17 @@ func whereClause(conds []string) string {
 
 // EndpointUpdate replaces the endpoint's delivery settings: url,
 // description, event types, timeout, retry policy, rate limit, in-flight
-// cap, signature scheme, headers, ordering and auto-disable thresholds. Its
-// id, consumer, secrets (current and previous), enabled state and reason,
-// health and created_at stay.
+// cap, signature scheme, headers, ordering, auto-disable thresholds and
+// client certificate (with its key, sealed anew). Its id, consumer,
+// secrets (current and previous), enabled state and reason, health and
+// created_at stay.
 func (s *Store) EndpointUpdate(ctx context.Context, p *store.EndpointUpdateParams) (*herald.Endpoint, error) {
 	e := p.Endpoint
 	a, err := newEndpointArgs(e)
+	if err != nil {
+		return nil, fmt.Errorf("update endpoint %s: %w", e.ID, err)
+	}
+	clientKey, err := s.secrets.SealClientKey(e.ID, e.ClientKey)
 	if err != nil {
 		return nil, fmt.Errorf("update endpoint %s: %w", e.ID, err)
 	}
@@ -182,14 +191,15 @@ func (s *Store) EndpointUpdate(ctx context.Context, p *store.EndpointUpdateParam
 			retry_schedule_ns = $6, retry_exponential = $7::jsonb, retry_client_errors = $8,
 			rate_limit = $9::jsonb, max_in_flight = $10, signature_scheme = $11,
 			headers = $12::jsonb, updated_at = coalesce($13::timestamptz, now()),
-			ordering = $14, auto_disable_after_failures = $15, auto_disable_after_ns = $16
+			ordering = $14, auto_disable_after_failures = $15, auto_disable_after_ns = $16,
+			client_certificate = $17, client_key = $18
 		WHERE id = (SELECT id FROM endpoints WHERE id = $1 FOR UPDATE)
 		RETURNING `+endpointCols,
 			e.ID, e.URL, e.Description, a.eventTypes, int64(e.Timeout),
 			a.scheduleNS, a.exponential, e.RetryClientErrors,
 			a.rateLimit, e.MaxInFlight, string(e.SignatureScheme),
 			a.headers, nowArg(p.Now), string(e.Ordering), e.AutoDisableAfterFailures,
-			int64(e.AutoDisableAfter)))
+			int64(e.AutoDisableAfter), e.ClientCertificate, clientKey))
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -9,30 +9,37 @@ import (
 	"github.com/heraldhooks/herald/internal/store"
 )
 
-// resealPlainSQL reads a batch of endpoints whose secrets are plain, by
-// the partial index endpoints_plain_secrets. Arguments: after, limit.
+// resealPlainSQL reads a batch of endpoints whose secrets or client key
+// are plain (store.SealedForm), by the partial indexes
+// endpoints_plain_secrets and endpoints_plain_client_keys. Arguments:
+// after, limit.
 const resealPlainSQL = `
-SELECT id, secret, previous_secret, secrets_encrypted
+(SELECT id, secret, previous_secret, secrets_encrypted, client_key
 FROM endpoints
 WHERE NOT secrets_encrypted AND id > $1
+UNION
+SELECT id, secret, previous_secret, secrets_encrypted, client_key
+FROM endpoints
+WHERE client_key <> '' AND left(client_key, 7) <> 'enc:v1:' AND id > $1)
 ORDER BY id LIMIT $2`
 
-// resealSQL reads a batch of endpoints with a secret plain or not sealed
+// resealSQL reads a batch of endpoints with a secret or client key plain or not sealed
 // under the current key, whose values begin with $2. Arguments: after,
 // prefix, limit.
 const resealSQL = `
-SELECT id, secret, previous_secret, secrets_encrypted
+SELECT id, secret, previous_secret, secrets_encrypted, client_key
 FROM endpoints
 WHERE id > $1 AND (NOT secrets_encrypted
 	OR (secret <> '' AND left(secret, length($2)) <> $2)
-	OR (previous_secret <> '' AND left(previous_secret, length($2)) <> $2))
+	OR (previous_secret <> '' AND left(previous_secret, length($2)) <> $2)
+	OR (client_key <> '' AND left(client_key, length($2)) <> $2))
 ORDER BY id LIMIT $3`
 
 // resealWriteSQL writes one endpoint's resealed secrets, only if they are
 // still as read: a rotation committed meanwhile (on any node) wins.
 const resealWriteSQL = `
-UPDATE endpoints SET secret = $2, previous_secret = $3, secrets_encrypted = true
-WHERE id = $1 AND secret = $4 AND previous_secret = $5 AND secrets_encrypted = $6`
+UPDATE endpoints SET secret = $2, previous_secret = $3, secrets_encrypted = true, client_key = $7
+WHERE id = $1 AND secret = $4 AND previous_secret = $5 AND secrets_encrypted = $6 AND client_key = $8`
 
 // EndpointSecretsReseal seals one batch of endpoints' secrets under the
 // current key (see store.SecretStore), in one transaction. The batch is
@@ -59,7 +66,7 @@ func (s *Store) EndpointSecretsReseal(ctx context.Context, p *store.EndpointSecr
 		}
 		batch, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.ResealRow, error) {
 			var r store.ResealRow
-			err := row.Scan(&r.ID, &r.Secret, &r.Previous, &r.Sealed)
+			err := row.Scan(&r.ID, &r.Secret, &r.Previous, &r.Sealed, &r.ClientKey)
 			return r, err
 		})
 		if err != nil {
@@ -74,7 +81,11 @@ func (s *Store) EndpointSecretsReseal(ctx context.Context, p *store.EndpointSecr
 			if err != nil {
 				return err
 			}
-			writes.Queue(resealWriteSQL, r.ID, secret, previous, r.Secret, r.Previous, r.Sealed)
+			clientKey, err := r.ResealClientKey(s.secrets)
+			if err != nil {
+				return err
+			}
+			writes.Queue(resealWriteSQL, r.ID, secret, previous, r.Secret, r.Previous, r.Sealed, clientKey, r.ClientKey)
 		}
 		results := tx.SendBatch(ctx, writes)
 		for range batch {
@@ -97,7 +108,7 @@ func (s *Store) EndpointSecretsReseal(ctx context.Context, p *store.EndpointSecr
 	return out, nil
 }
 
-// secretKeysSQL counts stored secret values by the key that sealed them
+// secretKeysSQL counts stored secret values (client keys too) by the key that sealed them
 // (an empty key id for plain ones), with the first endpoint (by id) of each
 // and its value.
 // A sealed value is enc:v1:<key id>:..., so its key id is the third field
@@ -107,6 +118,8 @@ WITH v AS (
 	SELECT id, secret AS val, secrets_encrypted AS sealed FROM endpoints WHERE secret <> ''
 	UNION ALL
 	SELECT id, previous_secret, secrets_encrypted FROM endpoints WHERE previous_secret <> ''
+	UNION ALL
+	SELECT id, client_key, left(client_key, 7) = 'enc:v1:' FROM endpoints WHERE client_key <> ''
 ), k AS (
 	SELECT id, val, sealed, CASE WHEN sealed THEN split_part(val, ':', 3) ELSE '' END AS key_id
 	FROM v

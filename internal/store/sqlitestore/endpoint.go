@@ -18,7 +18,7 @@ const endpointColumns = `id, consumer_id, url, description, event_types, secret,
 	previous_secret_expires_at, enabled, disabled_reason, timeout_ns, retry_schedule,
 	retry_exponential, retry_client_errors, rate_limit, max_in_flight, signature_scheme,
 	headers, created_at, updated_at, ordering, auto_disable_after_failures, auto_disable_after_ns,
-	health, secrets_encrypted`
+	health, secrets_encrypted, client_certificate, client_key`
 
 // prefixed qualifies each of a comma-separated column list with alias.
 func prefixed(alias, columns string) string {
@@ -45,7 +45,7 @@ func endpointDest(ep *herald.Endpoint, sealed *bool) ([]any, func() error) {
 		&prevExpires, &ep.Enabled, &ep.DisabledReason, &timeoutNS, &schedule,
 		&exponential, &ep.RetryClientErrors, &rateLimit, &ep.MaxInFlight, &scheme,
 		&headers, &createdAt, &updatedAt, &ordering, &ep.AutoDisableAfterFailures, &autoDisableAfterNS,
-		&health, sealed,
+		&health, sealed, &ep.ClientCertificate, &ep.ClientKey,
 	}
 	return dest, func() error {
 		ep.PreviousSecretExpiresAt = fromNullMicros(prevExpires)
@@ -169,16 +169,20 @@ func (s *Store) EndpointCreate(ctx context.Context, p *store.EndpointCreateParam
 	if err != nil {
 		return nil, fmt.Errorf("create endpoint: %w", err)
 	}
+	clientKey, err := s.secrets.SealClientKey(id, in.ClientKey)
+	if err != nil {
+		return nil, fmt.Errorf("create endpoint: %w", err)
+	}
 	var out *herald.Endpoint
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO endpoints (`+endpointColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO NOTHING`,
 			id, in.ConsumerID, in.URL, in.Description, set.eventTypes, secret, previous,
 			nullMicros(in.PreviousSecretExpiresAt), in.Enabled, in.DisabledReason, int64(in.Timeout), set.schedule,
 			set.exponential, in.RetryClientErrors, set.rateLimit, in.MaxInFlight, string(in.SignatureScheme),
 			set.headers, micros(t), micros(t), string(in.Ordering), in.AutoDisableAfterFailures, int64(in.AutoDisableAfter),
-			freshHealth(), sealed)
+			freshHealth(), sealed, in.ClientCertificate, clientKey)
 		if err != nil {
 			return err
 		}
@@ -259,7 +263,8 @@ func endpointListQuery(p *store.EndpointListParams, limit int) (string, []any, e
 }
 
 // EndpointUpdate replaces the endpoint's settings with those of p.Endpoint;
-// id, consumer, secrets, enabled state and creation time stay.
+// id, consumer, secrets, enabled state and creation time stay; the client
+// certificate and key are written as given (the key sealed anew).
 func (s *Store) EndpointUpdate(ctx context.Context, p *store.EndpointUpdateParams) (*herald.Endpoint, error) {
 	if p.Endpoint == nil {
 		return nil, errors.New("update endpoint: no endpoint given")
@@ -270,18 +275,22 @@ func (s *Store) EndpointUpdate(ctx context.Context, p *store.EndpointUpdateParam
 	if err != nil {
 		return nil, fmt.Errorf("update endpoint %s: %w", in.ID, err)
 	}
+	clientKey, err := s.secrets.SealClientKey(in.ID, in.ClientKey)
+	if err != nil {
+		return nil, fmt.Errorf("update endpoint %s: %w", in.ID, err)
+	}
 	var out *herald.Endpoint
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE endpoints SET
 				url = ?, description = ?, event_types = ?, timeout_ns = ?, retry_schedule = ?,
 				retry_exponential = ?, retry_client_errors = ?, rate_limit = ?, max_in_flight = ?,
 				signature_scheme = ?, headers = ?, ordering = ?, auto_disable_after_failures = ?,
-				auto_disable_after_ns = ?, updated_at = ?
+				auto_disable_after_ns = ?, updated_at = ?, client_certificate = ?, client_key = ?
 			WHERE id = ? AND deleted_at IS NULL`,
 			in.URL, in.Description, set.eventTypes, int64(in.Timeout), set.schedule,
 			set.exponential, in.RetryClientErrors, set.rateLimit, in.MaxInFlight,
 			string(in.SignatureScheme), set.headers, string(in.Ordering), in.AutoDisableAfterFailures,
-			int64(in.AutoDisableAfter), micros(t), in.ID)
+			int64(in.AutoDisableAfter), micros(t), in.ClientCertificate, clientKey, in.ID)
 		if err := oneRow(res, err); err != nil {
 			return err
 		}
@@ -301,7 +310,7 @@ func (s *Store) EndpointDelete(ctx context.Context, p *store.EndpointDeleteParam
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE endpoints SET
 				deleted_at = ?, updated_at = ?, enabled = 0, secret = '', previous_secret = '',
-				previous_secret_expires_at = NULL
+				previous_secret_expires_at = NULL, client_certificate = '', client_key = ''
 			WHERE id = ? AND deleted_at IS NULL`, micros(t), micros(t), p.ID)
 		if err := oneRow(res, err); err != nil {
 			return err

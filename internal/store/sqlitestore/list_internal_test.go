@@ -190,6 +190,7 @@ func TestListingMigrationListsEveryRow(t *testing.T) {
 	t.Cleanup(func() { require.NoError(t, s.Close()) })
 	ctx := t.Context()
 	migrateBelow(t, s, 20)
+	addLaterEndpointColumns(t, s)
 	ep := leasingEndpoint(t, s, "c1", 0)
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	var mine []string
@@ -203,7 +204,7 @@ func TestListingMigrationListsEveryRow(t *testing.T) {
 		require.Equal(t, 2, count(t, s, `SELECT count(*) FROM `+table+` WHERE unlisted = 1`))
 	}
 
-	require.NoError(t, s.Migrate(ctx))
+	migrateRest(t, s)
 	require.Equal(t, 4, count(t, s, `SELECT count(*) FROM consumer_events WHERE owner = 'c1'`))
 	require.Equal(t, 4, count(t, s, `SELECT count(*) FROM endpoint_deliveries WHERE owner = ?`, ep.ID))
 	require.Equal(t, 4, count(t, s, `SELECT count(*) FROM consumer_deliveries WHERE owner = 'c1'`))

@@ -8,21 +8,26 @@ import (
 	"github.com/heraldhooks/herald/internal/store"
 )
 
-// resealPlainQuery reads a batch of endpoints whose secrets are plain.
-// Arguments: after, limit.
-const resealPlainQuery = `SELECT id, secret, previous_secret, secrets_encrypted
+// resealPlainQuery reads a batch of endpoints whose secrets or client key
+// are plain (store.SealedForm). Arguments: after, limit.
+const resealPlainQuery = `SELECT id, secret, previous_secret, secrets_encrypted, client_key
 	FROM endpoints INDEXED BY endpoints_plain_secrets
 	WHERE secrets_encrypted = 0 AND id > ?1
+	UNION
+	SELECT id, secret, previous_secret, secrets_encrypted, client_key
+	FROM endpoints INDEXED BY endpoints_plain_client_keys
+	WHERE client_key <> '' AND substr(client_key, 1, 7) <> 'enc:v1:' AND id > ?1
 	ORDER BY id LIMIT ?2`
 
 // resealQuery reads a batch of endpoints with a secret plain or not sealed
 // under the current key, whose values begin with ?2. Arguments: after,
 // prefix, limit.
-const resealQuery = `SELECT id, secret, previous_secret, secrets_encrypted
+const resealQuery = `SELECT id, secret, previous_secret, secrets_encrypted, client_key
 	FROM endpoints
 	WHERE id > ?1 AND (secrets_encrypted = 0
 		OR (secret <> '' AND substr(secret, 1, length(?2)) <> ?2)
-		OR (previous_secret <> '' AND substr(previous_secret, 1, length(?2)) <> ?2))
+		OR (previous_secret <> '' AND substr(previous_secret, 1, length(?2)) <> ?2)
+		OR (client_key <> '' AND substr(client_key, 1, length(?2)) <> ?2))
 	ORDER BY id LIMIT ?3`
 
 // EndpointSecretsReseal seals one batch of endpoints' secrets under the
@@ -50,7 +55,7 @@ func (s *Store) EndpointSecretsReseal(ctx context.Context, p *store.EndpointSecr
 		var batch []store.ResealRow
 		for rows.Next() {
 			var r store.ResealRow
-			if err := rows.Scan(&r.ID, &r.Secret, &r.Previous, &r.Sealed); err != nil {
+			if err := rows.Scan(&r.ID, &r.Secret, &r.Previous, &r.Sealed, &r.ClientKey); err != nil {
 				rows.Close()
 				return err
 			}
@@ -65,10 +70,14 @@ func (s *Store) EndpointSecretsReseal(ctx context.Context, p *store.EndpointSecr
 			if err != nil {
 				return err
 			}
+			clientKey, err := r.ResealClientKey(s.secrets)
+			if err != nil {
+				return err
+			}
 			res, err := tx.ExecContext(ctx, `UPDATE endpoints
-				SET secret = ?, previous_secret = ?, secrets_encrypted = 1
-				WHERE id = ? AND secret = ? AND previous_secret = ? AND secrets_encrypted = ?`,
-				secret, previous, r.ID, r.Secret, r.Previous, r.Sealed)
+				SET secret = ?, previous_secret = ?, secrets_encrypted = 1, client_key = ?
+				WHERE id = ? AND secret = ? AND previous_secret = ? AND secrets_encrypted = ? AND client_key = ?`,
+				secret, previous, clientKey, r.ID, r.Secret, r.Previous, r.Sealed, r.ClientKey)
 			if err != nil {
 				return err
 			}
@@ -96,6 +105,8 @@ const secretKeysQuery = `WITH v AS (
 		SELECT id, secret AS val, secrets_encrypted AS sealed FROM endpoints WHERE secret <> ''
 		UNION ALL
 		SELECT id, previous_secret, secrets_encrypted FROM endpoints WHERE previous_secret <> ''
+		UNION ALL
+		SELECT id, client_key, substr(client_key, 1, 7) = 'enc:v1:' FROM endpoints WHERE client_key <> ''
 	), k AS (
 		SELECT id, val, sealed,
 			CASE WHEN sealed = 0 THEN '' ELSE substr(val, 8, instr(substr(val, 8), ':') - 1) END AS key_id

@@ -45,6 +45,7 @@ func RunSecrets(t *testing.T, fresh func(t *testing.T) SecretsDB) {
 		{"PlainSecretsAreSealedOnceAKeyIsThere", testPlainSecretsSealed},
 		{"ReencryptWhileRotating", testReencryptWhileRotating},
 		{"WithoutTheKeyNothingOpens", testWithoutTheKey},
+		{"ClientKeySealedResealedCleared", testClientKeySealed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
