@@ -26,12 +26,21 @@ type certClient struct {
 	client          *http.Client
 }
 
+// maxCertClients bounds the pools kept for endpoints with a client
+// certificate: past it, one is dropped (its idle connections closed) to
+// make room, so endpoints deleted or long idle do not hold memory for the
+// life of the process. An endpoint whose pool was dropped gets a new one
+// at its next attempt.
+const maxCertClients = 4096
+
 // certClients holds the pools of endpoints with a client certificate, by
 // endpoint id. A changed certificate or key replaces the endpoint's pool
 // (its idle connections are closed).
 type certClients struct {
 	mu sync.Mutex
 	m  map[string]*certClient
+	// max bounds len(m); 0 is maxCertClients.
+	max int
 }
 
 // clientFor gives the client that presents cc, made (and its key parsed)
@@ -59,9 +68,23 @@ func (s *Sender) clientFor(cc *ClientCert) (*http.Client, error) {
 		client: &http.Client{Transport: t, CheckRedirect: s.client.CheckRedirect}}
 	if old, ok := s.certs.m[cc.EndpointID]; ok {
 		old.transport.CloseIdleConnections()
+		delete(s.certs.m, cc.EndpointID)
 	}
 	if s.certs.m == nil {
 		s.certs.m = make(map[string]*certClient)
+	}
+	limit := s.certs.max
+	if limit <= 0 {
+		limit = maxCertClients
+	}
+	for id, c := range s.certs.m {
+		if len(s.certs.m) < limit {
+			break
+		}
+		// Any one: map order is as good as a least-recently-used list
+		// here, and costs nothing on the way to a send.
+		c.transport.CloseIdleConnections()
+		delete(s.certs.m, id)
 	}
 	s.certs.m[cc.EndpointID] = c
 	return c.client, nil

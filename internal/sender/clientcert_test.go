@@ -101,6 +101,19 @@ func TestClientCertificate(t *testing.T) {
 		require.Equal(t, Success, s.Send(context.Background(), req).Class)
 		require.Equal(t, "endpoint-a", <-subjects)
 	})
+	t.Run("PoolsAreBounded", func(t *testing.T) {
+		b := setup(t)
+		b.transport.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		b.certs.max = 2
+		for _, id := range []string{"ep_1", "ep_2", "ep_3", "ep_4"} {
+			req := request(srv.URL)
+			req.ClientCert = &ClientCert{EndpointID: id, CertPEM: certA, KeyPEM: keyA}
+			require.Equal(t, Success, b.Send(context.Background(), req).Class)
+			<-subjects
+			require.LessOrEqual(t, len(b.certs.m), 2)
+		}
+		require.Contains(t, b.certs.m, "ep_4", "the newest kept")
+	})
 	t.Run("AKeyThatDoesNotLoadIsAClientError", func(t *testing.T) {
 		req := request(srv.URL)
 		req.ClientCert = &ClientCert{EndpointID: "ep_c", CertPEM: certA, KeyPEM: keyB}
