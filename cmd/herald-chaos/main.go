@@ -29,6 +29,7 @@ func run() int {
 	drain := fs.Duration("drain", 3*time.Minute, "how long to wait, after the load, for every acknowledged delivery (longer while a breaker is open: until its probe)")
 	pgBin := fs.String("pg-bin", "", "directory of PostgreSQL's initdb and pg_ctl (default: found)")
 	replication := fs.String("replication", chaos.ReplicationSync, "PostgreSQL as a primary and a standby the failover nemesis promotes: sync (a synchronous standby: nothing acknowledged may be lost), async (an asynchronous one: the verdict reports what the failover lost), or none (one server, no failover)")
+	standbyLag := fs.Duration("standby-lag", 0, "hold what the primary sends its standby this long, as a network between zones does (with --replication async, the failover then loses that much of the primary's last moments)")
 	asJSON := fs.Bool("json", false, "print the verdicts as JSON instead of a table")
 	quiet := fs.Bool("quiet", false, "print no progress lines on stderr")
 	if err := fs.Parse(os.Args[1:]); err != nil {
@@ -46,7 +47,7 @@ func run() int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	cfg := chaos.Config{Herald: *herald, PGBin: *pgBin, Replication: *replication, Duration: *duration, Rate: *rate, Seed: *seed, Drain: *drain}
+	cfg := chaos.Config{Herald: *herald, PGBin: *pgBin, Replication: *replication, StandbyLag: *standbyLag, Duration: *duration, Rate: *rate, Seed: *seed, Drain: *drain}
 	if !*quiet {
 		cfg.Log = os.Stderr
 	}

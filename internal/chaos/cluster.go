@@ -38,6 +38,7 @@ type clusterOptions struct {
 	herald      string // the herald binary
 	pgBin       string
 	replication string // ReplicationSync, ReplicationAsync or ReplicationNone
+	standbyLag  time.Duration
 	leaseMargin time.Duration
 	log         func(string, ...any)
 }
@@ -56,7 +57,7 @@ func startCluster(ctx context.Context, o clusterOptions) (*cluster, error) {
 
 	db := "sqlite://" + filepath.Join(dir, "herald.db")
 	if o.backend == BackendPostgres {
-		c.pg, err = startPGSet(ctx, o.pgBin, o.replication, o.log)
+		c.pg, err = startPGSet(ctx, o.pgBin, o.replication, o.standbyLag, o.log)
 		if err != nil {
 			c.close()
 			return nil, err

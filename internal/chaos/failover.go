@@ -40,7 +40,10 @@ const recoveryLimit = 15 * time.Second
 // or a cloud's managed PostgreSQL.
 type pgSet struct {
 	replication string
-	log         func(string, ...any)
+	// lag, when set, puts a lagRelay between the standby and its primary.
+	lag   time.Duration
+	relay *lagRelay
+	log   func(string, ...any)
 
 	mu      sync.Mutex
 	servers []*pgCluster
@@ -50,12 +53,12 @@ type pgSet struct {
 // startPGSet starts the primary and, unless replication is
 // ReplicationNone, a standby made from it with pg_basebackup, and waits
 // until the standby streams (synchronously with ReplicationSync).
-func startPGSet(ctx context.Context, binDir, replication string, logf func(string, ...any)) (*pgSet, error) {
+func startPGSet(ctx context.Context, binDir, replication string, lag time.Duration, logf func(string, ...any)) (*pgSet, error) {
 	primary, err := startPG(ctx, binDir, logf)
 	if err != nil {
 		return nil, err
 	}
-	s := &pgSet{replication: replication, log: logf, servers: []*pgCluster{primary}}
+	s := &pgSet{replication: replication, lag: lag, log: logf, servers: []*pgCluster{primary}}
 	if replication == ReplicationNone {
 		return s, nil
 	}
@@ -123,9 +126,11 @@ func (s *pgSet) failover(ctx context.Context, between func()) (time.Time, error)
 	next := 1 - s.primary
 	standby := s.servers[next]
 	s.mu.Unlock()
+	killAt := time.Now()
 	if err := old.crash(ctx); err != nil {
 		return time.Time{}, err
 	}
+	killed := time.Since(killAt)
 	if between != nil {
 		between()
 	}
@@ -141,7 +146,7 @@ func (s *pgSet) failover(ctx context.Context, between func()) (time.Time, error)
 			return promoted, err
 		}
 	}
-	s.log("failover: primary on port %d killed, standby on port %d promoted", old.port, standby.port)
+	s.log("failover: primary on port %d killed (%s), standby on port %d promoted", old.port, killed.Round(time.Millisecond), standby.port)
 	return promoted, nil
 }
 
@@ -166,7 +171,18 @@ func (s *pgSet) makeStandby(ctx context.Context, i int) error {
 	if err := os.RemoveAll(standby.data()); err != nil {
 		return fmt.Errorf("remove the old standby's data: %w", err)
 	}
-	conninfo := fmt.Sprintf("host=127.0.0.1 port=%d user=postgres application_name=standby", primary.port)
+	port := primary.port
+	if s.lag > 0 {
+		if s.relay != nil {
+			s.relay.close()
+		}
+		relay, err := startLagRelay(fmt.Sprintf("127.0.0.1:%d", primary.port), s.lag)
+		if err != nil {
+			return fmt.Errorf("start the standby's lag relay: %w", err)
+		}
+		s.relay, port = relay, relay.port()
+	}
+	conninfo := fmt.Sprintf("host=127.0.0.1 port=%d user=postgres application_name=standby", port)
 	if out, err := standby.run(ctx, "pg_basebackup", "-d", conninfo, "-D", standby.data(), "-R", "-X", "stream", "--no-sync", "-c", "fast"); err != nil {
 		return fmt.Errorf("pg_basebackup: %w\n%s", err, out)
 	}
@@ -199,6 +215,9 @@ func (s *pgSet) makeStandby(ctx context.Context, i int) error {
 }
 
 func (s *pgSet) close() {
+	if s.relay != nil {
+		defer s.relay.close()
+	}
 	var wg sync.WaitGroup
 	for _, c := range s.servers {
 		wg.Add(1)

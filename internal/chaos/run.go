@@ -41,6 +41,10 @@ type Config struct {
 	// asynchronous standby: the verdict reports what the failover lost
 	// rather than fail on it) or ReplicationNone (one server).
 	Replication string
+	// StandbyLag holds what the primary sends its standby this long, as a
+	// network between zones does (0: none). With an asynchronous standby,
+	// that much of the primary's last moments is lost with it.
+	StandbyLag time.Duration
 	// Duration is how long the load and the faults run (the drain after
 	// it is not counted).
 	Duration time.Duration
@@ -131,7 +135,7 @@ func Run(ctx context.Context, cfg Config) (*Verdict, error) {
 	defer rcv.Close()
 
 	logf("starting Herald on %s (seed %d)", cfg.Backend, cfg.Seed)
-	cl, err := startCluster(ctx, clusterOptions{backend: cfg.Backend, herald: cfg.Herald, pgBin: cfg.PGBin, replication: cfg.Replication, leaseMargin: leaseMargin, log: logf})
+	cl, err := startCluster(ctx, clusterOptions{backend: cfg.Backend, herald: cfg.Herald, pgBin: cfg.PGBin, replication: cfg.Replication, standbyLag: cfg.StandbyLag, leaseMargin: leaseMargin, log: logf})
 	if err != nil {
 		return nil, err
 	}
