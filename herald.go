@@ -134,6 +134,10 @@ type Endpoint struct {
 	Description string
 	// EventTypes are patterns: "*", an exact type, or "prefix.*".
 	EventTypes []string
+	// Filter, when not "", is a CEL expression over event_type,
+	// consumer_id and payload that an event must make true to go to the
+	// endpoint (internal/filter).
+	Filter string
 	// Secret signs every webhook: "whsec_" and base64 for the standard
 	// scheme; used as the raw UTF-8 string by hmac-sha256; the private key,
 	// "whsk_" and the base64 of its 32-byte seed, for ed25519.

@@ -480,6 +480,9 @@ func (s *Server) applyEndpoint(ep *herald.Endpoint, req *wire.EndpointRequest, p
 		}
 		ep.EventTypes = req.EventTypes
 	}
+	if err := applyFilter(ep, req, isNull); err != nil {
+		return err
+	}
 	schemeChanged, oldScheme := false, ep.SignatureScheme
 	if isNull("signature_scheme") {
 		schemeChanged = ep.SignatureScheme != herald.SchemeStandard

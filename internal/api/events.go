@@ -227,7 +227,7 @@ func (s *Server) eventList(w http.ResponseWriter, r *http.Request) error {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		if b, err = s.appendEvent(b, ev, nil); err != nil {
+		if b, err = s.appendEvent(b, ev, nil, nil); err != nil {
 			return err
 		}
 	}
@@ -263,7 +263,11 @@ func (s *Server) eventGet(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	ds := toDeliveriesJSON(deliveries, asConsumer(r))
-	b, err := s.appendEvent(nil, ev, ds)
+	skips, err := s.store.EventSkipList(r.Context(), id)
+	if err != nil {
+		return fmt.Errorf("list event skips: %w", err)
+	}
+	b, err := s.appendEvent(nil, ev, ds, toSkipsJSON(skips))
 	if err != nil {
 		return err
 	}
@@ -273,8 +277,9 @@ func (s *Server) eventGet(w http.ResponseWriter, r *http.Request) error {
 
 // appendEvent appends ev as a JSON object to b, its payload spliced in as
 // the stored bytes (wire.Event leaves Payload out when it is empty), with
-// deliveries when not nil (GET /v1/events/{id} only).
-func (s *Server) appendEvent(b []byte, ev *herald.Event, deliveries []wire.Delivery) ([]byte, error) {
+// deliveries and the endpoints its filters skipped when not nil (GET
+// /v1/events/{id} only).
+func (s *Server) appendEvent(b []byte, ev *herald.Event, deliveries []wire.Delivery, filtered []wire.EventSkip) ([]byte, error) {
 	obj, err := marshal(wire.Event{
 		ID:             ev.ID,
 		ConsumerID:     ev.ConsumerID,
@@ -282,6 +287,7 @@ func (s *Server) appendEvent(b []byte, ev *herald.Event, deliveries []wire.Deliv
 		IdempotencyKey: ev.IdempotencyKey,
 		CreatedAt:      ev.CreatedAt.UTC(),
 		Deliveries:     deliveries,
+		Filtered:       filtered,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encode event %s: %w", ev.ID, err)

@@ -146,7 +146,7 @@ func onlyPayload(t *testing.T, obj []byte) []byte {
 // API's answers, as the same bytes.
 func requireRoundTrip(t *testing.T, s *Server, payload []byte) {
 	t.Helper()
-	answer, err := s.appendEvent(nil, &herald.Event{ID: "evt_1", EventType: "a", Payload: payload, CreatedAt: time.Unix(0, 0)}, nil)
+	answer, err := s.appendEvent(nil, &herald.Event{ID: "evt_1", EventType: "a", Payload: payload, CreatedAt: time.Unix(0, 0)}, nil, nil)
 	if err != nil {
 		t.Fatalf("answer the event: %v", err)
 	}

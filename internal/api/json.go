@@ -66,6 +66,7 @@ func toEndpointJSON(ep *herald.Endpoint) wire.Endpoint {
 		URL:                      ep.URL,
 		Description:              ep.Description,
 		EventTypes:               ep.EventTypes,
+		Filter:                   nonEmpty(ep.Filter),
 		PreviousSecretExpiresAt:  utcPtr(ep.PreviousSecretExpiresAt),
 		Enabled:                  ep.Enabled,
 		DisabledReason:           ep.DisabledReason,

@@ -133,7 +133,8 @@ func scopeCalls() map[string]scopeCall {
 			func(*tenant) any { return `{"reason":"maintenance"}` }, http.StatusOK},
 		"POST /v1/endpoints/{id}/replay": {func(tn *tenant) string { return ep + tn.endpoint.ID + "/replay" },
 			func(*tenant) any { return `{"status":"dead"}` }, http.StatusOK},
-		"POST /v1/endpoints/{id}/test": {func(tn *tenant) string { return ep + tn.endpoint.ID + "/test" }, none, http.StatusAccepted},
+		"POST /v1/endpoints/{id}/test":        {func(tn *tenant) string { return ep + tn.endpoint.ID + "/test" }, none, http.StatusAccepted},
+		"POST /v1/endpoints/{id}/filter-test": {func(tn *tenant) string { return ep + tn.endpoint.ID + "/filter-test" }, none, http.StatusOK},
 
 		"POST /v1/events": {fixed("/v1/events"), func(tn *tenant) any {
 			return `{"consumer_id":"` + tn.consumer + `","event_type":"order.shipped","payload":{}}`

@@ -218,6 +218,7 @@ func (s *Server) routes() []Route {
 		{"POST", "/v1/endpoints/{id}/disable", AccessEndpoint, s.endpointDisable},
 		{"POST", "/v1/endpoints/{id}/replay", AccessEndpoint, s.endpointReplay},
 		{"POST", "/v1/endpoints/{id}/test", AccessEndpoint, s.endpointTest},
+		{"POST", "/v1/endpoints/{id}/filter-test", AccessEndpoint, s.endpointFilterTest},
 
 		// Events come from the operator's application, not from its
 		// customers: a consumer key reads and replays its events only.

@@ -33,7 +33,7 @@ func endpointsCmd(stdio IO) *cobra.Command {
 	cmd.AddCommand(
 		endpointCreateCmd(r), endpointListCmd(r), endpointGetCmd(r), endpointUpdateCmd(r),
 		endpointDeleteCmd(r), endpointRotateSecretCmd(r), endpointTestCmd(r), endpointEnableCmd(r, true),
-		endpointEnableCmd(r, false), endpointReplayCmd(r),
+		endpointEnableCmd(r, false), endpointReplayCmd(r), endpointFilterTestCmd(r),
 	)
 	return cmd
 }
@@ -44,6 +44,7 @@ type endpointFlags struct {
 	consumer            string
 	description         string
 	eventTypes          []string
+	filter              string
 	timeout             time.Duration
 	retrySchedule       string
 	maxInFlight         int
@@ -70,6 +71,7 @@ func addEndpointFlags(fs *pflag.FlagSet, creating bool) *endpointFlags {
 	}
 	fs.StringVar(&f.description, "description", "", "free text describing the endpoint")
 	fs.StringSliceVar(&f.eventTypes, "event-type", nil, "event type or pattern to receive (order.created, order.*, *); repeat for more (default *)")
+	fs.StringVar(&f.filter, "filter", "", "CEL expression over event_type, consumer_id and payload that an event must make true, as \"payload.amount > 1000\" (update: \"\" removes it)")
 	fs.DurationVar(&f.timeout, "timeout", 0, "how long one attempt may take, 1s to 60s (default 10s)")
 	fs.StringVar(&f.retrySchedule, "retry-schedule", "", "delay before each attempt, comma-separated, as \"0s,30s,5m\"; its length is the number of attempts")
 	fs.IntVar(&f.maxInFlight, "max-in-flight", 0, "attempts in flight at once to this endpoint")
@@ -109,6 +111,13 @@ func (f *endpointFlags) params(fs *pflag.FlagSet, current func() (*client.Endpoi
 			return nil, errors.New("--event-type: give at least one event type or pattern")
 		}
 		p.EventTypes = f.eventTypes
+	}
+	if given("filter") {
+		if f.filter == "" {
+			p.Reset = append(p.Reset, "filter")
+		} else {
+			p.Filter = &f.filter
+		}
 	}
 	if given("timeout") {
 		d := client.Duration(f.timeout)
@@ -400,7 +409,7 @@ func isEmptyUpdate(p *client.EndpointParams) bool {
 		p.RetrySchedule == nil && p.RetryPolicy == nil && p.RetryClientErrors == nil && p.RateLimit == nil &&
 		p.MaxInFlight == nil && p.SignatureScheme == nil && p.Headers == nil && p.Ordering == nil &&
 		p.AutoDisableAfterFailures == nil && p.AutoDisableAfter == nil && len(p.Reset) == 0 &&
-		p.ClientCertificate == nil && p.ClientKey == nil
+		p.ClientCertificate == nil && p.ClientKey == nil && p.Filter == nil
 }
 
 func endpointDeleteCmd(r *remote) *cobra.Command {
@@ -604,6 +613,11 @@ func printEndpoint(w io.Writer, ep *client.Endpoint, health bool) error {
 	b.line("url", ep.URL)
 	b.line("description", ep.Description)
 	b.line("event types", strings.Join(ep.EventTypes, ", "))
+	if ep.Filter != nil {
+		b.line("filter", *ep.Filter)
+	} else {
+		b.line("filter", "none")
+	}
 	status := endpointStatus(ep)
 	if !ep.Enabled && ep.DisabledReason != "" {
 		status += " (" + ep.DisabledReason + ")"

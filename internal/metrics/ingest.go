@@ -7,12 +7,18 @@ import (
 	"github.com/heraldhooks/herald/internal/store"
 )
 
+// filterErrorReason is filter.ReasonFilterError, the skip of an endpoint
+// whose filter could not be evaluated (metrics does not import filter,
+// which would bring CEL into its imports for one word).
+const filterErrorReason = "filter_error"
+
 // errNoStats is a store answering Stats with neither stats nor an error.
 var errNoStats = errors.New("store returned no stats")
 
 // CountIngest returns st with its EventIngest counted into
 // herald_events_ingested_total: every event the call committed, idempotent
-// duplicates excluded. The app gives the API this store, so the API counts
+// duplicates excluded; and the endpoints its filters could not be
+// evaluated for into herald_filter_errors_total. The app gives the API this store, so the API counts
 // what it accepted without knowing of metrics; everything else passes
 // through untouched. Events the store ingests on its own (notifications)
 // do not pass here and are not counted. It takes and returns the whole
@@ -31,12 +37,18 @@ func (s *ingestCounter) EventIngest(ctx context.Context, p *store.EventIngestPar
 	if err != nil {
 		return res, err
 	}
-	n := 0
+	n, filterErrors := 0, 0
 	for i := range res {
 		if !res[i].Duplicate {
 			n++
 		}
+		for _, k := range res[i].Skips {
+			if k.Reason == filterErrorReason {
+				filterErrors++
+			}
+		}
 	}
 	s.m.EventsIngested(n)
+	s.m.FilterErrors(filterErrors)
 	return res, nil
 }

@@ -37,6 +37,7 @@ import (
 // (process_*) collectors are registered too.
 const (
 	NameEventsIngested   = "herald_events_ingested_total"
+	NameFilterErrors     = "herald_filter_errors_total"
 	NameDeliveries       = "herald_deliveries_total"
 	NameDeliveriesDead   = "herald_deliveries_dead_total"
 	NameOutcomesStale    = "herald_outcomes_not_applied_total"
@@ -106,6 +107,7 @@ type Metrics struct {
 	handler  http.Handler
 
 	eventsIngested prometheus.Counter
+	filterErrors   prometheus.Counter
 
 	delivered    prometheus.Counter
 	retried      prometheus.Counter
@@ -151,6 +153,10 @@ func New(st Store, opts Options) *Metrics {
 	m.eventsIngested = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: NameEventsIngested,
 		Help: "Events accepted by the API and committed (idempotent duplicates excluded).",
+	})
+	m.filterErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: NameFilterErrors,
+		Help: "Endpoints skipped at fan-out of an event the API accepted because their filter could not be evaluated on its payload (a missing field, a wrong type, the run-time cost limit).",
 	})
 
 	deliveries := prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -261,7 +267,7 @@ func New(st Store, opts Options) *Metrics {
 	m.registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.eventsIngested, deliveries, m.deadByReason, m.stale, m.redelivered, m.leaseShort, m.frozen, attempts,
+		m.eventsIngested, m.filterErrors, deliveries, m.deadByReason, m.stale, m.redelivered, m.leaseShort, m.frozen, attempts,
 		m.attemptDuration, m.deliveryLatency, m.inFlight, purged, queueErrors, m.queue, m.notices,
 		lockConflicts, m.requestLimitFailedOpen,
 	)
@@ -284,6 +290,14 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.registry }
 func (m *Metrics) EventsIngested(n int) {
 	if n > 0 {
 		m.eventsIngested.Add(float64(n))
+	}
+}
+
+// FilterErrors adds n endpoints skipped for a filter that could not be
+// evaluated (filter.ReasonFilterError).
+func (m *Metrics) FilterErrors(n int) {
+	if n > 0 {
+		m.filterErrors.Add(float64(n))
 	}
 }
 

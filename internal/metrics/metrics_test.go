@@ -582,3 +582,26 @@ func gatherValue(t *testing.T, m *Metrics, name string) float64 {
 	t.Fatalf("%s is not in the scrape", name)
 	return 0
 }
+
+// TestCountIngestFilterErrors: an endpoint skipped because its filter
+// could not be evaluated counts in herald_filter_errors_total; one whose
+// filter is false does not.
+func TestCountIngestFilterErrors(t *testing.T) {
+	t.Parallel()
+	m, st, c, _ := setup(t, Options{})
+	ctx := context.Background()
+	for _, f := range []string{"payload.missing.x == 1", "payload.n > 10"} {
+		_, err := st.Store.EndpointCreate(ctx, &store.EndpointCreateParams{Now: c.Now(), Endpoint: &herald.Endpoint{
+			ConsumerID: "c1", URL: "https://example.com/hooks", EventTypes: []string{"*"}, Enabled: true,
+			Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", Filter: f,
+		}})
+		require.NoError(t, err)
+	}
+	counted := m.CountIngest(st.Store)
+	_, err := counted.EventIngest(ctx, &store.EventIngestParams{Now: c.Now(), Events: []store.EventIngestItem{
+		{ConsumerID: "c1", EventType: "a.b", Payload: []byte(`{"n": 1}`)},
+		{ConsumerID: "c1", EventType: "a.b", Payload: []byte(`{"n": 1}`)},
+	}})
+	require.NoError(t, err)
+	require.Equal(t, 2.0, must(t, m.Registry(), NameFilterErrors))
+}

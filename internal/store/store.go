@@ -109,6 +109,9 @@ type Store interface {
 	EventIngest(ctx context.Context, p *EventIngestParams) ([]EventIngestResult, error)
 	EventGet(ctx context.Context, id string) (*herald.Event, error)
 	EventList(ctx context.Context, p *EventListParams) (*Page[*herald.Event], error)
+	// EventSkipList returns the endpoints an event's fan-out skipped by
+	// their filters, and why, by endpoint id; none for an event without.
+	EventSkipList(ctx context.Context, eventID string) ([]EventSkip, error)
 	// EventPurge is one batch of a purge pass (--retention): it looks at up
 	// to p.Limit events created before the cutoff (Now - Retention), in
 	// creation order from p.After, and deletes, in one short transaction,
@@ -528,6 +531,17 @@ type EventIngestResult struct {
 	Event      *herald.Event
 	Duplicate  bool
 	Deliveries []DeliveryRef
+	// Skips are the endpoints the event would have gone to but for their
+	// filters (filter.Decide), in fan-out order; nil when none. A
+	// duplicate's are not read again: nil.
+	Skips []EventSkip
+}
+
+// EventSkip is an endpoint an event's fan-out skipped, and why
+// (filter.ReasonFilter, filter.ReasonFilterError).
+type EventSkip struct {
+	EndpointID string
+	Reason     string
 }
 
 // DeliveryRef names a delivery and its endpoint.

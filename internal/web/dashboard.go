@@ -109,6 +109,7 @@ func (u *Dashboard) routes() {
 	u.mux.Handle("POST /ui/endpoints/{id}/disable", u.signedIn(u.endpointAction("disable", "Disabled: its live deliveries are dead and can be replayed once it is enabled.")))
 	u.mux.Handle("POST /ui/endpoints/{id}/rotate-secret", u.signedIn(u.endpointRotate))
 	u.mux.Handle("POST /ui/endpoints/{id}/client-certificate", u.signedIn(u.endpointClientCert))
+	u.mux.Handle("POST /ui/endpoints/{id}/filter", u.signedIn(u.endpointFilter))
 	u.mux.Handle("GET /ui/events", u.signedIn(u.events))
 	u.mux.Handle("GET /ui/events/{id}", u.signedIn(u.event))
 	u.mux.Handle("GET /ui/event-types", u.signedIn(u.eventTypes))

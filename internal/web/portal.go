@@ -121,6 +121,7 @@ func (p *Portal) routes() {
 	p.mux.Handle("POST /portal/endpoints/{id}/rotate-secret", p.signedIn(p.endpointRotate))
 	p.mux.Handle("POST /portal/endpoints/{id}/test", p.signedIn(p.endpointTest))
 	p.mux.Handle("POST /portal/endpoints/{id}/client-certificate", p.signedIn(p.endpointClientCert))
+	p.mux.Handle("POST /portal/endpoints/{id}/filter", p.signedIn(p.endpointFilter))
 	p.mux.Handle("GET /portal/deliveries", p.signedIn(p.deliveries))
 	p.mux.Handle("GET /portal/deliveries/{id}", p.signedIn(p.delivery))
 	p.mux.Handle("POST /portal/deliveries/{id}/replay", p.signedIn(p.deliveryReplay))

@@ -6,13 +6,15 @@ import "time"
 // included. Secret is "" (null on the wire) for an ed25519 endpoint, whose
 // secret is the private key the API never shows: PublicKey is its "whpk_"
 // key instead, and PreviousPublicKey the previous one while it still signs
-// after a rotation ("" and null otherwise).
+// after a rotation ("" and null otherwise). Filter is the endpoint's CEL
+// filter, null when none.
 type Endpoint struct {
 	ID                      string            `json:"id"`
 	ConsumerID              string            `json:"consumer_id"`
 	URL                     string            `json:"url"`
 	Description             string            `json:"description"`
 	EventTypes              []string          `json:"event_types"`
+	Filter                  *string           `json:"filter"`
 	Secret                  string            `json:"secret"`
 	PublicKey               string            `json:"public_key"`
 	PreviousPublicKey       string            `json:"previous_public_key"`
@@ -110,12 +112,14 @@ type RateLimit struct {
 // EndpointRequest is the body of POST /v1/endpoints and PATCH
 // /v1/endpoints/{id}. A nil pointer, slice or map is left out, so an update
 // changes only what it names; the server tells absent from present by the
-// same nil. Only url is required on create.
+// same nil. Only url is required on create. Filter is a CEL expression
+// over event_type, consumer_id and payload; "" or null clears it.
 type EndpointRequest struct {
 	ConsumerID        *string           `json:"consumer_id,omitempty"`
 	URL               *string           `json:"url,omitempty"`
 	Description       *string           `json:"description,omitempty"`
 	EventTypes        []string          `json:"event_types,omitempty"`
+	Filter            *string           `json:"filter,omitempty"`
 	Secret            *string           `json:"secret,omitempty"`
 	Timeout           *Duration         `json:"timeout,omitempty"`
 	RetrySchedule     []Duration        `json:"retry_schedule,omitempty"`
@@ -169,4 +173,27 @@ type RotateSecretRequest struct {
 // DisableRequest is the optional body of POST /v1/endpoints/{id}/disable.
 type DisableRequest struct {
 	Reason *string `json:"reason,omitempty"`
+}
+
+// FilterTestRequest is the optional body of POST
+// /v1/endpoints/{id}/filter-test: the filter to try (the endpoint's own
+// when absent).
+type FilterTestRequest struct {
+	Filter *string `json:"filter,omitempty"`
+}
+
+// FilterTestResult is what a filter made of one of the consumer's recent
+// events: whether it passes, or the error that would skip it (Pass
+// false).
+type FilterTestResult struct {
+	EventID   string  `json:"event_id"`
+	EventType string  `json:"event_type"`
+	Pass      bool    `json:"pass"`
+	Error     *string `json:"error"`
+}
+
+// FilterTestAnswer is the answer of POST /v1/endpoints/{id}/filter-test:
+// the consumer's last events, newest first.
+type FilterTestAnswer struct {
+	Data []FilterTestResult `json:"data"`
 }

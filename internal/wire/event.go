@@ -49,13 +49,23 @@ type DeliveryRef struct {
 // server splices them in (see EventRequest) and leaves it empty when it
 // marshals.
 type Event struct {
-	ID             string          `json:"id"`
-	ConsumerID     string          `json:"consumer_id"`
-	EventType      string          `json:"event_type"`
-	IdempotencyKey string          `json:"idempotency_key"`
-	CreatedAt      time.Time       `json:"created_at"`
-	Deliveries     []Delivery      `json:"deliveries,omitzero"`
-	Payload        json.RawMessage `json:"payload,omitempty"`
+	ID             string     `json:"id"`
+	ConsumerID     string     `json:"consumer_id"`
+	EventType      string     `json:"event_type"`
+	IdempotencyKey string     `json:"idempotency_key"`
+	CreatedAt      time.Time  `json:"created_at"`
+	Deliveries     []Delivery `json:"deliveries,omitzero"`
+	// Filtered are the endpoints the event's fan-out skipped by their
+	// filters, beside Deliveries (GET /v1/events/{id} only).
+	Filtered []EventSkip     `json:"filtered,omitzero"`
+	Payload  json.RawMessage `json:"payload,omitempty"`
+}
+
+// EventSkip is an endpoint an event's filter skipped: reason "filter"
+// (false) or "filter_error" (could not be evaluated).
+type EventSkip struct {
+	EndpointID string `json:"endpoint_id"`
+	Reason     string `json:"reason"`
 }
 
 // EventReplayRequest is the optional body of POST /v1/events/{id}/replay:

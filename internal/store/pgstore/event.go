@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/filter"
 	"github.com/heraldhooks/herald/internal/ratelimit"
 	"github.com/heraldhooks/herald/internal/store"
 )
@@ -20,7 +21,7 @@ import (
 // enabledEndpointsSQL reads the enabled endpoints of the consumers in $1,
 // oldest first.
 const enabledEndpointsSQL = `
-SELECT id, consumer_id, event_types FROM endpoints
+SELECT id, consumer_id, event_types, filter FROM endpoints
 WHERE enabled AND consumer_id = ANY($1::text[])
 ORDER BY id`
 
@@ -176,6 +177,10 @@ type matcher struct {
 	sealed     bool
 	// configVersion is the endpoint's config_version, when read whole.
 	configVersion int64
+	// filter is the endpoint's filter compiled (nil: none), from the
+	// store's cache: a read of an endpoint whose filter is unchanged does
+	// not compile it again.
+	filter *filter.Program
 }
 
 // sortedIDs makes n ids and sorts them, so that rows made by one call, taken
@@ -353,6 +358,10 @@ type ingestRun struct {
 	// d are the deliveries of the fresh events; refs, the same by event id.
 	d    deliveryInsert
 	refs map[string][]store.DeliveryRef
+	// skips are the endpoints the fresh events' filters skipped, by event
+	// id, and s the same as columns for their insert.
+	skips map[string][]store.EventSkip
+	s     skipInsert
 }
 
 // dedupe begins the ingest of events: an event whose idempotency key an
@@ -402,7 +411,7 @@ func (s *Store) insertEvents(ctx context.Context, q queryer, tx *batchTx, r *ing
 	}
 	readAt := time.Now()
 	var err error
-	r.endpoints, r.inserted, err = readAndInsert(ctx, q, r.unique, r.consumers, now, tx != nil)
+	r.endpoints, r.inserted, err = readAndInsert(ctx, q, r.unique, r.consumers, now, tx != nil, &s.filters)
 	if err != nil {
 		return err
 	}
@@ -418,6 +427,10 @@ func (s *Store) insertEvents(ctx context.Context, q queryer, tx *batchTx, r *ing
 // every event gets its deliveries in d, and the deliveries insert keeps
 // those of the events inserted.
 func (r *ingestRun) planFanOut() {
+	// goes are, for each fresh event in order, the endpoints it goes to:
+	// those it targets whose filter, if any, passes (filter.Decide, with
+	// the payload parsed once for the event, and only if one has a filter).
+	var goes [][]*matcher
 	nDeliveries := 0
 	for _, u := range r.unique {
 		if _, ok := r.inserted[u.id]; !ok && r.check == nil {
@@ -425,20 +438,33 @@ func (r *ingestRun) planFanOut() {
 			continue
 		}
 		r.fresh = append(r.fresh, u)
-		for _, ep := range r.endpoints[u.item.ConsumerID] {
-			if targets(u.item, ep) {
-				nDeliveries++
+		var to []*matcher
+		var fev *filter.Event
+		eps := r.endpoints[u.item.ConsumerID]
+		for i := range eps {
+			ep := &eps[i]
+			if !targets(u.item, *ep) {
+				continue
 			}
+			if ep.filter != nil && u.item.EndpointID == "" {
+				if fev == nil {
+					fev = &filter.Event{EventType: u.item.EventType, ConsumerID: u.item.ConsumerID, Payload: u.item.Payload}
+				}
+				if reason := filter.Decide(ep.filter, fev); reason != "" {
+					r.skip(u, ep.id, reason)
+					continue
+				}
+			}
+			to = append(to, ep)
 		}
+		goes = append(goes, to)
+		nDeliveries += len(to)
 	}
 	dlvIDs := sortedIDs(herald.PrefixDelivery, r.idAt, nDeliveries)
 	r.refs = make(map[string][]store.DeliveryRef, len(r.fresh))
-	for _, u := range r.fresh {
+	for i, u := range r.fresh {
 		refs := []store.DeliveryRef{}
-		for _, ep := range r.endpoints[u.item.ConsumerID] {
-			if !targets(u.item, ep) {
-				continue
-			}
+		for _, ep := range goes[i] {
 			ref := store.DeliveryRef{ID: dlvIDs[len(r.d.ids)], EndpointID: ep.id}
 			r.d.add(ref, u)
 			refs = append(refs, ref)
@@ -446,6 +472,31 @@ func (r *ingestRun) planFanOut() {
 		r.refs[u.id] = refs
 	}
 }
+
+// skip records that u's filter skipped endpoint id for reason.
+func (r *ingestRun) skip(u *ingestItem, id, reason string) {
+	if r.skips == nil {
+		r.skips = map[string][]store.EventSkip{}
+	}
+	r.skips[u.id] = append(r.skips[u.id], store.EventSkip{EndpointID: id, Reason: reason})
+	r.s.eventIDs = append(r.s.eventIDs, u.id)
+	r.s.endpointIDs = append(r.s.endpointIDs, id)
+	r.s.reasons = append(r.s.reasons, reason)
+}
+
+// skipInsert gathers the skips of an ingest as columns for one insert.
+type skipInsert struct {
+	eventIDs, endpointIDs, reasons []string
+}
+
+// insertSkipsSQL records the endpoints filters skipped (migration 0027),
+// for the events inserted only: with remembered endpoints, an event whose
+// idempotency key was taken is in the plan but not in events.
+const insertSkipsSQL = `
+INSERT INTO event_skips (event_id, endpoint_id, reason)
+SELECT u.event_id, u.endpoint_id, u.reason
+FROM unnest($1::text[], $2::text[], $3::text[]) AS u(event_id, endpoint_id, reason)
+WHERE EXISTS (SELECT 1 FROM events x WHERE x.id = u.event_id)`
 
 // writeFanOut sends r.batch with the deliveries planned, leasing to
 // lease's taker what it may (leasing.go), and commits tx if it is not
@@ -455,6 +506,11 @@ func (r *ingestRun) planFanOut() {
 func (s *Store) writeFanOut(ctx context.Context, q queryer, tx *batchTx, r *ingestRun, lease *leasing, now time.Time) error {
 	var err error
 	var leased []*store.ClaimedDelivery
+	if len(r.s.eventIDs) > 0 {
+		// Only an ingest with a skip writes one more statement, in the
+		// batch that writes its deliveries: no round trip of its own.
+		r.batch.Queue(insertSkipsSQL, r.s.eventIDs, r.s.endpointIDs, r.s.reasons)
+	}
 	leasing := lease != nil && s.planLeasing(lease, &r.d, r.endpoints, now)
 	if leasing {
 		// The events as leased deliveries carry them; created_at is set
@@ -507,7 +563,7 @@ func (r *ingestRun) answer(ctx context.Context, q queryer) ([]store.EventIngestR
 		}
 	}
 	for _, u := range r.fresh {
-		r.results[u.index] = store.EventIngestResult{Event: newEvent(u, r.inserted[u.id]), Deliveries: r.refs[u.id]}
+		r.results[u.index] = store.EventIngestResult{Event: newEvent(u, r.inserted[u.id]), Deliveries: r.refs[u.id], Skips: r.skips[u.id]}
 	}
 	for i, first := range r.dupOf {
 		if first < 0 {
@@ -552,7 +608,7 @@ type endpointsCheck struct {
 // consumers the items name (consumersOf), oldest first, and inserts the
 // items, in one batch. It returns the endpoints by consumer and the created_at of each
 // inserted id.
-func readAndInsert(ctx context.Context, q queryer, items []*ingestItem, consumers []string, now time.Time, whole bool) (map[string][]matcher, map[string]time.Time, error) {
+func readAndInsert(ctx context.Context, q queryer, items []*ingestItem, consumers []string, now time.Time, whole bool, filters *filter.Cache) (map[string][]matcher, map[string]time.Time, error) {
 	b := &pgx.Batch{}
 	if whole {
 		b.Queue(enabledEndpointsWholeSQL, consumers)
@@ -562,7 +618,7 @@ func readAndInsert(ctx context.Context, q queryer, items []*ingestItem, consumer
 	b.Queue(insertSQL(items), insertEventsArgs(items, now)...)
 	br := q.SendBatch(ctx, b)
 	endpoints, inserted, err := func() (map[string][]matcher, map[string]time.Time, error) {
-		endpoints, err := readEndpoints(br, whole)
+		endpoints, err := readEndpoints(br, whole, filters)
 		if err != nil {
 			return nil, nil, fmt.Errorf("read endpoints: %w", err)
 		}
@@ -643,8 +699,8 @@ func consumersOf(items []*ingestItem) []string {
 }
 
 // readEndpoints reads the answer to enabledEndpointsSQL: the endpoints
-// by consumer, oldest first.
-func readEndpoints(br pgx.BatchResults, whole bool) (map[string][]matcher, error) {
+// by consumer, oldest first, their filters compiled through filters.
+func readEndpoints(br pgx.BatchResults, whole bool, filters *filter.Cache) (map[string][]matcher, error) {
 	rows, err := br.Query()
 	if err != nil {
 		return nil, err
@@ -661,15 +717,17 @@ func readEndpoints(br pgx.BatchResults, whole bool) (map[string][]matcher, error
 		if err != nil {
 			return nil, err
 		}
-		m := matcher{id: ep.ID, eventTypes: ep.EventTypes, ep: ep, bucket: r.bucket(), sealed: r.sealed, configVersion: version}
+		m := matcher{id: ep.ID, eventTypes: ep.EventTypes, ep: ep, bucket: r.bucket(), sealed: r.sealed, configVersion: version,
+			filter: filters.Program(ep.Filter)}
 		out[ep.ConsumerID] = append(out[ep.ConsumerID], m)
 	}
 	for !whole && rows.Next() {
 		var m matcher
-		var consumer string
-		if err := rows.Scan(&m.id, &consumer, &m.eventTypes); err != nil {
+		var consumer, src string
+		if err := rows.Scan(&m.id, &consumer, &m.eventTypes, &src); err != nil {
 			return nil, err
 		}
+		m.filter = filters.Program(src)
 		out[consumer] = append(out[consumer], m)
 	}
 	return out, rows.Err()
@@ -869,4 +927,19 @@ func (s *Store) EventList(ctx context.Context, p *store.EventListParams) (*store
 		return nil, fmt.Errorf("list events: %w", err)
 	}
 	return page(items, limit, func(e *herald.Event) string { return e.ID }), nil
+}
+
+// EventSkipList returns the endpoints the event's filters skipped.
+func (s *Store) EventSkipList(ctx context.Context, eventID string) ([]store.EventSkip, error) {
+	rows, err := s.pool.Query(ctx,
+		"SELECT endpoint_id, reason FROM event_skips WHERE event_id = $1 ORDER BY endpoint_id", eventID)
+	skips, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.EventSkip, error) {
+		var k store.EventSkip
+		err := row.Scan(&k.EndpointID, &k.Reason)
+		return k, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list skips of event %s: %w", eventID, err)
+	}
+	return skips, nil
 }

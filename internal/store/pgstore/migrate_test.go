@@ -212,6 +212,7 @@ func addLaterEndpointColumns(t *testing.T, s *Store) {
 var laterEndpointColumns = []string{
 	"client_certificate text NOT NULL DEFAULT ''", // 0028
 	"client_key text NOT NULL DEFAULT ''",         // 0028
+	"filter text NOT NULL DEFAULT ''",             // 0027
 }
 
 // migrateRest drops the columns addLaterEndpointColumns added and applies the

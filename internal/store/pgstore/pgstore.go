@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/heraldhooks/herald/internal/filter"
 	"github.com/heraldhooks/herald/internal/store"
 )
 
@@ -63,6 +64,8 @@ type Store struct {
 	// endpoints are the endpoints this node read lately for ingests,
 	// which later ingests fan out from (endpointcache.go).
 	endpoints endpointCache
+	// filters are the endpoints' filters compiled, by source.
+	filters filter.Cache
 
 	// node names this store's rows of the activity series (activity.go).
 	node string

@@ -25,7 +25,7 @@ const endpointCols = "id, consumer_id, url, description, event_types, secret, " 
 	"timeout_ns, retry_schedule_ns, retry_exponential, retry_client_errors, " +
 	"rate_limit, max_in_flight, signature_scheme, headers, created_at, updated_at, " +
 	"ordering, auto_disable_after_failures, auto_disable_after_ns, health, " +
-	"bucket_tokens, bucket_at, secrets_encrypted, client_certificate, client_key"
+	"bucket_tokens, bucket_at, secrets_encrypted, client_certificate, client_key, filter"
 
 // endpointRow receives one endpoints row.
 type endpointRow struct {
@@ -64,6 +64,7 @@ func (r *endpointRow) dest() []any {
 		&r.createdAt, &r.updatedAt,
 		&r.ordering, &r.adFailures, &r.adAfterNS, &r.health,
 		&r.bucketTokens, &r.bucketAt, &r.sealed, &e.ClientCertificate, &e.ClientKey,
+		&e.Filter,
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/filter"
 	"github.com/heraldhooks/herald/internal/store"
 )
 
@@ -47,6 +48,8 @@ func scanEvent(sc scanner) (*herald.Event, error) {
 type fanOutTarget struct {
 	id         string
 	eventTypes []string
+	// filter is the endpoint's filter compiled (nil: none).
+	filter *filter.Program
 	// lease is what an ingest group that may lease knows of it.
 	lease *leaseTarget
 }
@@ -125,7 +128,7 @@ func ingest(ctx context.Context, tx *sql.Tx, st *statements, seq *seqCounter, it
 		eps, ok := targets[item.ConsumerID]
 		if !ok {
 			var err error
-			if eps, err = fanOutTargets(ctx, fanOut, item.ConsumerID, l, t); err != nil {
+			if eps, err = fanOutTargets(ctx, fanOut, item.ConsumerID, l, t, &st.filters); err != nil {
 				return nil, out, err
 			}
 			targets[item.ConsumerID] = eps
@@ -148,9 +151,23 @@ func ingest(ctx context.Context, tx *sql.Tx, st *statements, seq *seqCounter, it
 			return nil, out, fmt.Errorf("event %d: %w", i, err)
 		}
 		refs := []store.DeliveryRef{}
+		var skips []store.EventSkip
+		var fev *filter.Event // the payload parsed once, if a filter needs it
 		for _, ep := range eps {
 			if !goesTo(item, ep.id, ep.eventTypes) {
 				continue
+			}
+			if ep.filter != nil && item.EndpointID == "" {
+				if fev == nil {
+					fev = &filter.Event{EventType: ev.EventType, ConsumerID: ev.ConsumerID, Payload: ev.Payload}
+				}
+				if reason := filter.Decide(ep.filter, fev); reason != "" {
+					if _, err := tx.ExecContext(ctx, insertSkipQuery, ev.ID, ep.id, reason); err != nil {
+						return nil, out, fmt.Errorf("event %d: %w", i, err)
+					}
+					skips = append(skips, store.EventSkip{EndpointID: ep.id, Reason: reason})
+					continue
+				}
 			}
 			id := herald.NewID(herald.PrefixDelivery, t)
 			n, err := seq.next(ctx)
@@ -190,7 +207,7 @@ func ingest(ctx context.Context, tx *sql.Tx, st *statements, seq *seqCounter, it
 				LeaseExpiresAt: due,
 			})
 		}
-		results[i] = store.EventIngestResult{Event: ev, Deliveries: refs}
+		results[i] = store.EventIngestResult{Event: ev, Deliveries: refs, Skips: skips}
 	}
 	return results, out, nil
 }
@@ -250,6 +267,9 @@ const (
 	findKeyQuery     = `SELECT ` + eventColumns + ` FROM events WHERE consumer_id = ? AND idempotency_key = ?`
 	listRefsQuery    = `SELECT id, endpoint_id FROM deliveries WHERE event_id = ? ORDER BY id`
 	insertEventQuery = `INSERT INTO events (` + eventColumns + `) VALUES (?, ?, ?, ?, ?, ?)`
+	// insertSkipQuery records an endpoint a filter skipped (migration
+	// 0023); only an event with a skip runs it.
+	insertSkipQuery = `INSERT INTO event_skips (event_id, endpoint_id, reason) VALUES (?, ?, ?)`
 	// insertDeliveryQuery inserts a new delivery: pending and due (lease
 	// token 0), or leased at ingest (delivering, due when its lease runs
 	// out, lease token 1).
@@ -260,7 +280,7 @@ const (
 	// fanOutQuery lists the enabled endpoints of a consumer with their
 	// filters; fanOutWholeQuery reads them whole, with their token
 	// buckets, for an ingest that may lease.
-	fanOutQuery = `SELECT id, event_types FROM endpoints
+	fanOutQuery = `SELECT id, event_types, filter FROM endpoints
 		WHERE consumer_id = ? AND enabled = 1 AND deleted_at IS NULL ORDER BY id`
 	fanOutWholeQuery = `SELECT ` + endpointColumns + `, bucket_tokens, bucket_at FROM endpoints
 		WHERE consumer_id = ? AND enabled = 1 AND deleted_at IS NULL ORDER BY id`
@@ -269,9 +289,9 @@ const (
 // fanOutTargets lists the enabled endpoints of consumer with their filters,
 // through fanOut (fanOutQuery bound to the caller's transaction), or, with
 // l, whole through fanOutWholeQuery, each with what l knows of it at t.
-func fanOutTargets(ctx context.Context, fanOut *sql.Stmt, consumer string, l *groupLeasing, t time.Time) ([]fanOutTarget, error) {
+func fanOutTargets(ctx context.Context, fanOut *sql.Stmt, consumer string, l *groupLeasing, t time.Time, filters *filter.Cache) ([]fanOutTarget, error) {
 	if l != nil {
-		return leaseTargets(ctx, fanOut, consumer, l, t)
+		return leaseTargets(ctx, fanOut, consumer, l, t, filters)
 	}
 	rows, err := fanOut.QueryContext(ctx, consumer)
 	if err != nil {
@@ -281,10 +301,11 @@ func fanOutTargets(ctx context.Context, fanOut *sql.Stmt, consumer string, l *gr
 	var out []fanOutTarget
 	for rows.Next() {
 		var target fanOutTarget
-		var raw string
-		if err := rows.Scan(&target.id, &raw); err != nil {
+		var raw, src string
+		if err := rows.Scan(&target.id, &raw, &src); err != nil {
 			return nil, err
 		}
+		target.filter = filters.Program(src)
 		if err := json.Unmarshal([]byte(raw), &target.eventTypes); err != nil {
 			return nil, fmt.Errorf("decode endpoint %s event_types: %w", target.id, err)
 		}
@@ -296,7 +317,7 @@ func fanOutTargets(ctx context.Context, fanOut *sql.Stmt, consumer string, l *gr
 // leaseTargets lists the enabled endpoints of consumer whole, as kept
 // (endpointcache.go) or through fanOut (fanOutWholeQuery bound to the
 // group's transaction), each with what l knows of it at t.
-func leaseTargets(ctx context.Context, fanOut *sql.Stmt, consumer string, l *groupLeasing, t time.Time) ([]fanOutTarget, error) {
+func leaseTargets(ctx context.Context, fanOut *sql.Stmt, consumer string, l *groupLeasing, t time.Time, filters *filter.Cache) ([]fanOutTarget, error) {
 	kept, ok := []cachedEndpoint(nil), false
 	if l.endpoints != nil {
 		kept, ok = l.endpoints.get(consumer)
@@ -313,7 +334,7 @@ func leaseTargets(ctx context.Context, fanOut *sql.Stmt, consumer string, l *gro
 	out := make([]fanOutTarget, len(kept))
 	for i := range kept {
 		tg := l.target(&kept[i].ep, kept[i].bucket, kept[i].sealed, t)
-		out[i] = fanOutTarget{id: tg.id, eventTypes: tg.eventTypes, lease: tg}
+		out[i] = fanOutTarget{id: tg.id, eventTypes: tg.eventTypes, filter: filters.Program(kept[i].ep.Filter), lease: tg}
 	}
 	return out, nil
 }
@@ -412,4 +433,19 @@ func (s *Store) EventList(ctx context.Context, p *store.EventListParams) (*store
 		return nil, fmt.Errorf("list events: %w", err)
 	}
 	return store.NewPage(items, limit, func(ev *herald.Event) string { return ev.ID }), nil
+}
+
+// EventSkipList returns the endpoints the event's filters skipped.
+func (s *Store) EventSkipList(ctx context.Context, eventID string) ([]store.EventSkip, error) {
+	rows, err := s.reader.QueryContext(ctx,
+		`SELECT endpoint_id, reason FROM event_skips WHERE event_id = ? ORDER BY endpoint_id`, eventID)
+	skips, err := collect(rows, err, func(sc scanner) (store.EventSkip, error) {
+		var k store.EventSkip
+		err := sc.Scan(&k.EndpointID, &k.Reason)
+		return k, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list skips of event %s: %w", eventID, err)
+	}
+	return skips, nil
 }

@@ -572,6 +572,7 @@ func addLaterEndpointColumns(t *testing.T, s *Store) {
 var laterEndpointColumns = []string{
 	"client_certificate TEXT NOT NULL DEFAULT ''", // 0024
 	"client_key TEXT NOT NULL DEFAULT ''",         // 0024
+	"filter TEXT NOT NULL DEFAULT ''",             // 0023
 }
 
 // migrateRest drops the columns addLaterEndpointColumns added and applies the

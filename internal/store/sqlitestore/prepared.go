@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+
+	"github.com/heraldhooks/herald/internal/filter"
 )
 
 // statements are the queries of the hot paths (claim, complete, ingest),
@@ -21,6 +23,9 @@ type statements struct {
 	findKey, listRefs, insertEvent, insertDelivery, fanOut, seqRead, seqWrite *sql.Stmt
 	// ingest that may lease (leasing.go)
 	fanOutWhole, room, endpointsVersion *sql.Stmt
+	// filters are the endpoints' filters compiled, by source: not a
+	// statement, but, like them, made once for every ingest to use.
+	filters filter.Cache
 }
 
 // prepared returns the compiled statements, compiling them on first use.

@@ -51,6 +51,7 @@ func Bench(b *testing.B, open func(b *testing.B) store.Store) {
 			benchIngest(b, open(b), batch, 1024, false)
 		})
 	}
+	benchFilters(b, open)
 	b.Run("Claim/payload=1KiB", func(b *testing.B) {
 		benchClaimComplete(b, open(b), true, false)
 	})

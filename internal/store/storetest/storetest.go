@@ -53,6 +53,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 	}{
 		{"Endpoint", endpointCases()},
 		{"Event", eventCases()},
+		{"Filter", filterCases()},
 		{"Claim", claimCases()},
 		{"NextDue", nextDueCases()},
 		{"Queue", queueCases()},
