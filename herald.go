@@ -167,6 +167,10 @@ type Endpoint struct {
 	// least AutoDisableMinFailures failed attempts, does too (0: 24 h).
 	AutoDisableAfterFailures int
 	AutoDisableAfter         time.Duration
+	// NoTracePropagation keeps the traceparent header off this endpoint's
+	// webhooks (trace_propagation false); by default, with tracing on,
+	// each attempt carries its span's context to the receiver.
+	NoTracePropagation bool
 	// ClientCertificate (PEM, the chain) and ClientKey (its private key,
 	// PEM) are presented to a receiver that asks for a client certificate
 	// (mutual TLS); both "" when none. The key is sealed at rest as the
@@ -188,6 +192,10 @@ type Event struct {
 	Payload        []byte
 	IdempotencyKey string
 	CreatedAt      time.Time
+	// TraceContext is the span context of the ingest that accepted the
+	// event (internal/trace: trace id, span id, flags), the parent of its
+	// attempts' spans; nil when tracing was off.
+	TraceContext []byte
 }
 
 // Delivery is one event to one endpoint: the unit that is queued, retried,

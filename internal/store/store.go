@@ -524,6 +524,10 @@ type EventIngestItem struct {
 	// must be an enabled endpoint of ConsumerID; otherwise the event is
 	// written with no delivery.
 	EndpointID string
+	// TraceContext is the ingest span's context (herald.Event.TraceContext),
+	// stored with the event; nil when tracing is off, and then the store
+	// writes the event exactly as before.
+	TraceContext []byte
 }
 
 // EventIngestResult is the answer for one ingested event.

@@ -64,14 +64,15 @@ func (s *Store) EndpointCreate(ctx context.Context, p *store.EndpointCreateParam
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::jsonb, $14,
 			$15::jsonb, $16, $17, $18::jsonb,
 			coalesce($19::timestamptz, now()), coalesce($19::timestamptz, now()),
-			$20, $21, $22, $23::jsonb, 0, NULL, $25, $26, $27, $28, $24)
+			$20, $21, $22, $23::jsonb, 0, NULL, $25, $26, $27, $28, $29, $24)
 		RETURNING `+endpointCols,
 		id, e.ConsumerID, e.URL, e.Description, a.eventTypes, secret,
 		previous, e.PreviousSecretExpiresAt, e.Enabled, e.DisabledReason,
 		int64(e.Timeout), a.scheduleNS, a.exponential, e.RetryClientErrors,
 		a.rateLimit, e.MaxInFlight, string(e.SignatureScheme), a.headers,
 		nowArg(p.Now), string(e.Ordering), e.AutoDisableAfterFailures,
-		int64(e.AutoDisableAfter), health, blocked, sealed, e.ClientCertificate, clientKey, e.Filter))
+		int64(e.AutoDisableAfter), health, blocked, sealed, e.ClientCertificate, clientKey, e.Filter,
+		e.NoTracePropagation))
 	if isUniqueViolation(err) {
 		return nil, fmt.Errorf("create endpoint %s: %w", id, store.ErrConflict)
 	}
@@ -192,14 +193,14 @@ func (s *Store) EndpointUpdate(ctx context.Context, p *store.EndpointUpdateParam
 			rate_limit = $9::jsonb, max_in_flight = $10, signature_scheme = $11,
 			headers = $12::jsonb, updated_at = coalesce($13::timestamptz, now()),
 			ordering = $14, auto_disable_after_failures = $15, auto_disable_after_ns = $16,
-			client_certificate = $17, client_key = $18, filter = $19
+			client_certificate = $17, client_key = $18, filter = $19, no_trace_propagation = $20
 		WHERE id = (SELECT id FROM endpoints WHERE id = $1 FOR UPDATE)
 		RETURNING `+endpointCols,
 			e.ID, e.URL, e.Description, a.eventTypes, int64(e.Timeout),
 			a.scheduleNS, a.exponential, e.RetryClientErrors,
 			a.rateLimit, e.MaxInFlight, string(e.SignatureScheme),
 			a.headers, nowArg(p.Now), string(e.Ordering), e.AutoDisableAfterFailures,
-			int64(e.AutoDisableAfter), e.ClientCertificate, clientKey, e.Filter))
+			int64(e.AutoDisableAfter), e.ClientCertificate, clientKey, e.Filter, e.NoTracePropagation))
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {

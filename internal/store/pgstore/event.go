@@ -51,8 +51,39 @@ RETURNING id, created_at`
 // inserted. It is an upsert, and an upsert inserts each row
 // speculatively (the row, then its confirmation, in the WAL), which is
 // why events without keys go in by insertUnkeyedEventsSQL.
-var insertEventsSQL = strings.Replace(insertUnkeyedEventsSQL, "RETURNING",
-	"ON CONFLICT (consumer_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING\nRETURNING", 1)
+var insertEventsSQL = keyed(insertUnkeyedEventsSQL)
+
+// keyed is an events insert skipping the events whose idempotency key is
+// taken.
+func keyed(insert string) string {
+	return strings.Replace(insert, "RETURNING",
+		"ON CONFLICT (consumer_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING\nRETURNING", 1)
+}
+
+// insertUnkeyedTracedEventsSQL and insertTracedEventsSQL are the events
+// inserts writing, in $7, the ingest's span context with each event
+// (migration 0029). They run only when tracing is on: off, the
+// statements and rows are as they were.
+var (
+	insertUnkeyedTracedEventsSQL = traced(insertUnkeyedEventsSQL)
+	insertTracedEventsSQL        = keyed(insertUnkeyedTracedEventsSQL)
+)
+
+// traced is an events insert that writes trace_context from $7.
+func traced(insert string) string {
+	for _, r := range [][2]string{
+		{"idempotency_key, created_at)", "idempotency_key, created_at, trace_context)"},
+		{"coalesce($6::timestamptz, now())\n", "coalesce($6::timestamptz, now()), u.trace\n"},
+		{"$5::text[])", "$5::text[], $7::bytea[])"},
+		{"u(id, consumer_id, event_type, payload, key, n)", "u(id, consumer_id, event_type, payload, key, trace, n)"},
+	} {
+		if !strings.Contains(insert, r[0]) {
+			panic("pgstore: traced events insert: no " + r[0])
+		}
+		insert = strings.Replace(insert, r[0], r[1], 1)
+	}
+	return insert
+}
 
 // insertDeliveriesSQL inserts deliveries, pending and due now, with their
 // rows in the delivery queue (migration 0017) and, for each endpoint whose
@@ -592,6 +623,7 @@ func newEvent(u *ingestItem, created time.Time) *herald.Event {
 		Payload:        payload,
 		IdempotencyKey: u.item.IdempotencyKey,
 		CreatedAt:      created,
+		TraceContext:   u.item.TraceContext,
 	}
 }
 
@@ -638,12 +670,24 @@ func readAndInsert(ctx context.Context, q queryer, items []*ingestItem, consumer
 }
 
 // insertSQL is the events insert for items: insertEventsSQL if one has an
-// idempotency key, else insertUnkeyedEventsSQL.
+// idempotency key, else insertUnkeyedEventsSQL; their traced twins if one
+// has a span context (insertEventsArgs then gives $7).
 func insertSQL(items []*ingestItem) string {
-	if slices.ContainsFunc(items, func(u *ingestItem) bool { return u.item.IdempotencyKey != "" }) {
+	key := slices.ContainsFunc(items, func(u *ingestItem) bool { return u.item.IdempotencyKey != "" })
+	switch {
+	case isTraced(items) && key:
+		return insertTracedEventsSQL
+	case isTraced(items):
+		return insertUnkeyedTracedEventsSQL
+	case key:
 		return insertEventsSQL
 	}
 	return insertUnkeyedEventsSQL
+}
+
+// isTraced says whether an item carries a span context (tracing is on).
+func isTraced(items []*ingestItem) bool {
+	return slices.ContainsFunc(items, func(u *ingestItem) bool { return u.item.TraceContext != nil })
 }
 
 // writeDeliveries queues in b, after what it holds, the insert of the
@@ -752,6 +796,13 @@ func insertEventsArgs(items []*ingestItem, now time.Time) []any {
 		if payloads[i] == nil {
 			payloads[i] = []byte{}
 		}
+	}
+	if isTraced(ordered) {
+		traces := make([][]byte, n)
+		for i, u := range ordered {
+			traces[i] = u.item.TraceContext
+		}
+		return []any{ids, consumers, types, payloads, keys, nowArg(now), traces}
 	}
 	return []any{ids, consumers, types, payloads, keys, nowArg(now)}
 }

@@ -25,7 +25,8 @@ const endpointCols = "id, consumer_id, url, description, event_types, secret, " 
 	"timeout_ns, retry_schedule_ns, retry_exponential, retry_client_errors, " +
 	"rate_limit, max_in_flight, signature_scheme, headers, created_at, updated_at, " +
 	"ordering, auto_disable_after_failures, auto_disable_after_ns, health, " +
-	"bucket_tokens, bucket_at, secrets_encrypted, client_certificate, client_key, filter"
+	"bucket_tokens, bucket_at, secrets_encrypted, client_certificate, client_key, filter, " +
+	"no_trace_propagation"
 
 // endpointRow receives one endpoints row.
 type endpointRow struct {
@@ -64,7 +65,7 @@ func (r *endpointRow) dest() []any {
 		&r.createdAt, &r.updatedAt,
 		&r.ordering, &r.adFailures, &r.adAfterNS, &r.health,
 		&r.bucketTokens, &r.bucketAt, &r.sealed, &e.ClientCertificate, &e.ClientKey,
-		&e.Filter,
+		&e.Filter, &e.NoTracePropagation,
 	}
 }
 
@@ -159,7 +160,7 @@ func newEndpointArgs(e *herald.Endpoint) (*endpointArgs, error) {
 }
 
 // eventCols are the columns of events, in eventRow.dest order.
-const eventCols = "id, consumer_id, event_type, payload, idempotency_key, created_at"
+const eventCols = "id, consumer_id, event_type, payload, idempotency_key, created_at, trace_context"
 
 // eventRow receives one events row.
 type eventRow struct {
@@ -169,7 +170,7 @@ type eventRow struct {
 
 func (r *eventRow) dest() []any {
 	e := &r.ev
-	return []any{&e.ID, &e.ConsumerID, &e.EventType, &e.Payload, &r.key, &e.CreatedAt}
+	return []any{&e.ID, &e.ConsumerID, &e.EventType, &e.Payload, &r.key, &e.CreatedAt, &e.TraceContext}
 }
 
 func (r *eventRow) event() *herald.Event {

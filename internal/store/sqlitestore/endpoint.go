@@ -18,7 +18,7 @@ const endpointColumns = `id, consumer_id, url, description, event_types, secret,
 	previous_secret_expires_at, enabled, disabled_reason, timeout_ns, retry_schedule,
 	retry_exponential, retry_client_errors, rate_limit, max_in_flight, signature_scheme,
 	headers, created_at, updated_at, ordering, auto_disable_after_failures, auto_disable_after_ns,
-	health, secrets_encrypted, client_certificate, client_key, filter`
+	health, secrets_encrypted, client_certificate, client_key, filter, no_trace_propagation`
 
 // prefixed qualifies each of a comma-separated column list with alias.
 func prefixed(alias, columns string) string {
@@ -45,7 +45,7 @@ func endpointDest(ep *herald.Endpoint, sealed *bool) ([]any, func() error) {
 		&prevExpires, &ep.Enabled, &ep.DisabledReason, &timeoutNS, &schedule,
 		&exponential, &ep.RetryClientErrors, &rateLimit, &ep.MaxInFlight, &scheme,
 		&headers, &createdAt, &updatedAt, &ordering, &ep.AutoDisableAfterFailures, &autoDisableAfterNS,
-		&health, sealed, &ep.ClientCertificate, &ep.ClientKey, &ep.Filter,
+		&health, sealed, &ep.ClientCertificate, &ep.ClientKey, &ep.Filter, &ep.NoTracePropagation,
 	}
 	return dest, func() error {
 		ep.PreviousSecretExpiresAt = fromNullMicros(prevExpires)
@@ -176,13 +176,13 @@ func (s *Store) EndpointCreate(ctx context.Context, p *store.EndpointCreateParam
 	var out *herald.Endpoint
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO endpoints (`+endpointColumns+`)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO NOTHING`,
 			id, in.ConsumerID, in.URL, in.Description, set.eventTypes, secret, previous,
 			nullMicros(in.PreviousSecretExpiresAt), in.Enabled, in.DisabledReason, int64(in.Timeout), set.schedule,
 			set.exponential, in.RetryClientErrors, set.rateLimit, in.MaxInFlight, string(in.SignatureScheme),
 			set.headers, micros(t), micros(t), string(in.Ordering), in.AutoDisableAfterFailures, int64(in.AutoDisableAfter),
-			freshHealth(), sealed, in.ClientCertificate, clientKey, in.Filter)
+			freshHealth(), sealed, in.ClientCertificate, clientKey, in.Filter, in.NoTracePropagation)
 		if err != nil {
 			return err
 		}
@@ -286,12 +286,12 @@ func (s *Store) EndpointUpdate(ctx context.Context, p *store.EndpointUpdateParam
 				retry_exponential = ?, retry_client_errors = ?, rate_limit = ?, max_in_flight = ?,
 				signature_scheme = ?, headers = ?, ordering = ?, auto_disable_after_failures = ?,
 				auto_disable_after_ns = ?, updated_at = ?, client_certificate = ?, client_key = ?,
-				filter = ?
+				filter = ?, no_trace_propagation = ?
 			WHERE id = ? AND deleted_at IS NULL`,
 			in.URL, in.Description, set.eventTypes, int64(in.Timeout), set.schedule,
 			set.exponential, in.RetryClientErrors, set.rateLimit, in.MaxInFlight,
 			string(in.SignatureScheme), set.headers, string(in.Ordering), in.AutoDisableAfterFailures,
-			int64(in.AutoDisableAfter), micros(t), in.ClientCertificate, clientKey, in.Filter, in.ID)
+			int64(in.AutoDisableAfter), micros(t), in.ClientCertificate, clientKey, in.Filter, in.NoTracePropagation, in.ID)
 		if err := oneRow(res, err); err != nil {
 			return err
 		}

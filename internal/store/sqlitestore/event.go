@@ -15,7 +15,7 @@ import (
 )
 
 // eventColumns are read by eventDest, in this order.
-const eventColumns = `id, consumer_id, event_type, payload, idempotency_key, created_at`
+const eventColumns = `id, consumer_id, event_type, payload, idempotency_key, created_at, trace_context`
 
 // eventDest returns scan destinations for eventColumns and a function that
 // finishes ev once scanned.
@@ -24,7 +24,7 @@ func eventDest(ev *herald.Event) ([]any, func()) {
 		key       sql.NullString
 		createdAt int64
 	)
-	return []any{&ev.ID, &ev.ConsumerID, &ev.EventType, &ev.Payload, &key, &createdAt}, func() {
+	return []any{&ev.ID, &ev.ConsumerID, &ev.EventType, &ev.Payload, &key, &createdAt, &ev.TraceContext}, func() {
 		ev.IdempotencyKey = key.String
 		ev.CreatedAt = fromMicros(createdAt)
 		if ev.Payload == nil {
@@ -145,9 +145,16 @@ func ingest(ctx context.Context, tx *sql.Tx, st *statements, seq *seqCounter, it
 			Payload:        bytes.Clone(payload), // never nil: the column is NOT NULL
 			IdempotencyKey: item.IdempotencyKey,
 			CreatedAt:      t,
+			TraceContext:   item.TraceContext,
 		}
 		key := sql.NullString{String: ev.IdempotencyKey, Valid: ev.IdempotencyKey != ""}
-		if _, err := insertEvent.ExecContext(ctx, ev.ID, ev.ConsumerID, ev.EventType, ev.Payload, key, micros(t)); err != nil {
+		var err error
+		if ev.TraceContext == nil {
+			_, err = insertEvent.ExecContext(ctx, ev.ID, ev.ConsumerID, ev.EventType, ev.Payload, key, micros(t))
+		} else { // tracing is on: the ingest's span context too
+			_, err = tx.ExecContext(ctx, insertTracedEventQuery, ev.ID, ev.ConsumerID, ev.EventType, ev.Payload, key, micros(t), ev.TraceContext)
+		}
+		if err != nil {
 			return nil, out, fmt.Errorf("event %d: %w", i, err)
 		}
 		refs := []store.DeliveryRef{}
@@ -266,7 +273,13 @@ func (c *seqCounter) save(ctx context.Context) error {
 const (
 	findKeyQuery     = `SELECT ` + eventColumns + ` FROM events WHERE consumer_id = ? AND idempotency_key = ?`
 	listRefsQuery    = `SELECT id, endpoint_id FROM deliveries WHERE event_id = ? ORDER BY id`
-	insertEventQuery = `INSERT INTO events (` + eventColumns + `) VALUES (?, ?, ?, ?, ?, ?)`
+	insertEventQuery = `INSERT INTO events (id, consumer_id, event_type, payload, idempotency_key, created_at)
+		VALUES (?, ?, ?, ?, ?, ?)`
+	// insertTracedEventQuery is insertEventQuery with the ingest's span
+	// context (migration 0025), run only when tracing is on: off, the
+	// statement and the row are as they were.
+	insertTracedEventQuery = `INSERT INTO events (id, consumer_id, event_type, payload, idempotency_key, created_at, trace_context)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`
 	// insertSkipQuery records an endpoint a filter skipped (migration
 	// 0023); only an event with a skip runs it.
 	insertSkipQuery = `INSERT INTO event_skips (event_id, endpoint_id, reason) VALUES (?, ?, ?)`

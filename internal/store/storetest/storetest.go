@@ -54,6 +54,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Endpoint", endpointCases()},
 		{"Event", eventCases()},
 		{"Filter", filterCases()},
+		{"Trace", traceCases()},
 		{"Claim", claimCases()},
 		{"NextDue", nextDueCases()},
 		{"Queue", queueCases()},
