@@ -543,6 +543,7 @@ func (s *Server) applyEndpoint(ep *herald.Endpoint, req *wire.EndpointRequest, p
 	if err := applyProtection(ep, req, isNull); err != nil {
 		return err
 	}
+	applyTracePropagation(ep, req, isNull)
 	if err := s.applyClientCertificate(ep, req, isNull); err != nil {
 		return err
 	}

@@ -54,12 +54,9 @@ func (s *Server) endpointTest(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return fmt.Errorf("test endpoint: %w", err)
 	}
-	results, err := s.store.EventIngest(r.Context(), &store.EventIngestParams{
-		Events: []store.EventIngestItem{{
-			ConsumerID: ep.ConsumerID, EventType: herald.TestEventType, Payload: payload, EndpointID: ep.ID,
-		}},
-		Now: s.storeNow(),
-	})
+	results, err := s.ingest(r.Context(), []store.EventIngestItem{{
+		ConsumerID: ep.ConsumerID, EventType: herald.TestEventType, Payload: payload, EndpointID: ep.ID,
+	}})
 	if err != nil {
 		return fmt.Errorf("test endpoint: %w", err)
 	}

@@ -51,7 +51,7 @@ func (s *Server) eventIngest(w http.ResponseWriter, r *http.Request) error {
 	if err := s.checkPayload(r, &item); err != nil {
 		return err
 	}
-	results, err := s.store.EventIngest(r.Context(), &store.EventIngestParams{Events: []store.EventIngestItem{item}, Now: s.storeNow()})
+	results, err := s.ingest(r.Context(), []store.EventIngestItem{item})
 	if err != nil {
 		return fmt.Errorf("ingest event: %w", err)
 	}
@@ -103,7 +103,7 @@ func (s *Server) eventIngestBatch(w http.ResponseWriter, r *http.Request) error 
 		}
 		items[i] = item
 	}
-	results, err := s.store.EventIngest(r.Context(), &store.EventIngestParams{Events: items, Now: s.storeNow()})
+	results, err := s.ingest(r.Context(), items)
 	if err != nil {
 		return fmt.Errorf("ingest %d events: %w", len(items), err)
 	}

@@ -67,6 +67,7 @@ func toEndpointJSON(ep *herald.Endpoint) wire.Endpoint {
 		Description:              ep.Description,
 		EventTypes:               ep.EventTypes,
 		Filter:                   nonEmpty(ep.Filter),
+		TracePropagation:         !ep.NoTracePropagation,
 		PreviousSecretExpiresAt:  utcPtr(ep.PreviousSecretExpiresAt),
 		Enabled:                  ep.Enabled,
 		DisabledReason:           ep.DisabledReason,

@@ -39,6 +39,7 @@ import (
 	"github.com/heraldhooks/herald/internal/ratelimit"
 	"github.com/heraldhooks/herald/internal/schema"
 	"github.com/heraldhooks/herald/internal/store"
+	"github.com/heraldhooks/herald/internal/trace"
 	"github.com/heraldhooks/herald/internal/wire"
 )
 
@@ -116,6 +117,10 @@ type Config struct {
 	// shared request buckets that failed, after which the node's own
 	// bucket alone held the key (the metrics count them).
 	RequestLimitFailedOpen func()
+	// Trace records a span for each call (continuing the caller's
+	// traceparent) and for each ingest, whose context is stored with the
+	// events it writes. Nil: tracing is off.
+	Trace *trace.Tracing
 }
 
 // Server is the HTTP API. It is an http.Handler, safe for concurrent use.
@@ -133,6 +138,7 @@ type Server struct {
 	notify       func(herald.Notification)
 	confirm      ConfirmationMailer
 	limits       requestLimiter
+	trace        *trace.Tracing
 	mux          *http.ServeMux
 }
 
@@ -148,6 +154,7 @@ func New(cfg Config) *Server {
 		maxEndpoints: cfg.MaxEndpointsPerConsumer,
 		notify:       cfg.Notify,
 		confirm:      cfg.Confirmations,
+		trace:        cfg.Trace,
 		mux:          http.NewServeMux(),
 	}
 	if s.clock == nil {
@@ -288,6 +295,15 @@ func (s *Server) handle(rt Route) {
 // JSON errors. Authentication comes first, so without a key nothing, not even
 // which paths exist, is revealed.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.trace.On() {
+		s.serveTraced(w, r)
+		return
+	}
+	s.serve(w, r)
+}
+
+// serve is ServeHTTP without its span.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {

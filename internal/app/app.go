@@ -18,6 +18,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
 	"strings"
 	"time"
 
@@ -37,6 +38,7 @@ import (
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/store/pgstore"
 	"github.com/heraldhooks/herald/internal/store/sqlitestore"
+	"github.com/heraldhooks/herald/internal/trace"
 	"github.com/heraldhooks/herald/internal/web"
 	"github.com/heraldhooks/herald/internal/wire"
 )
@@ -53,6 +55,9 @@ type Deps struct {
 	Logger *slog.Logger
 	// Out receives what is printed for the operator (the new API key).
 	Out io.Writer
+	// Getenv reads the OTEL_* variables that configure tracing
+	// (os.Getenv by default; tests give their own).
+	Getenv func(string) string
 }
 
 // App is a wired Herald node.
@@ -78,6 +83,10 @@ type App struct {
 	// Mailer mails notices to consumers (--smtp-url); serve and worker
 	// run it beside the dispatcher. Nil without --smtp-url.
 	Mailer *notice.Mailer
+	// Trace records the spans of API calls, ingests and attempts when the
+	// OTEL_* variables name a collector; off (a no-op) otherwise. Serve
+	// and Work flush it once drained.
+	Trace *trace.Tracing
 	log    *slog.Logger
 	// readHeaderTimeout, when not 0, replaces config.ReadHeaderTimeout on
 	// every listener: tests shorten it to see a slow client cut off.
@@ -148,6 +157,13 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 	if deps.Out == nil {
 		deps.Out = io.Discard
 	}
+	if deps.Getenv == nil {
+		deps.Getenv = os.Getenv
+	}
+	tracing, err := trace.New(trace.Config{Getenv: deps.Getenv, ServiceVersion: Version})
+	if err != nil {
+		return nil, fmt.Errorf("invalid configuration:\n%w", err)
+	}
 	var cert *edge.Certificate
 	if cfg.TLSCert != "" {
 		var err error
@@ -165,7 +181,7 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", config.Redact(cfg.DB), err)
 	}
-	a := &App{Config: cfg, Store: st, KeyRing: ring, log: deps.Logger, cert: cert}
+	a := &App{Config: cfg, Store: st, KeyRing: ring, Trace: tracing, log: deps.Logger, cert: cert}
 	if err := st.Migrate(ctx); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("migrate %s: %w", config.Redact(cfg.DB), err)
@@ -232,6 +248,7 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 			ConsumerRateLimit:       requestRate(cfg.ConsumerRateLimit),
 			OperatorRateLimit:       requestRate(cfg.OperatorRateLimit),
 			RequestLimitFailedOpen:  a.Metrics.RequestLimitFailedOpen,
+			Trace:                   tracing,
 		})
 		assets := web.NewAssets()
 		portal := web.NewPortal(web.PortalConfig{Store: st, API: apiHandler, Assets: assets, Clock: deps.Clock,
@@ -276,6 +293,7 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 			OutcomeWritten: a.Metrics.OutcomeWritten,
 			Notified:       notify,
 		},
+		Trace: tracing,
 	})
 	// An ingest leases to this node's dispatcher what a claim would take
 	// at once, and hands it over (store.Taker): no claim, and no wake-up
@@ -432,8 +450,21 @@ func (a *App) settleAPIKey(ctx context.Context, out io.Writer) ([32]byte, error)
 	return hash, nil
 }
 
-// Close releases the store.
-func (a *App) Close() error { return a.Store.Close() }
+// Close releases the store, and stops tracing (flushing what is left).
+func (a *App) Close() error {
+	a.flushTraces()
+	return a.Store.Close()
+}
+
+// flushTraces exports the spans still buffered and stops tracing, within
+// a few seconds: a collector that is down does not hold a node's exit.
+func (a *App) flushTraces() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := a.Trace.Shutdown(ctx); err != nil {
+		a.log.Warn("flush traces", logkey.Error, err)
+	}
+}
 
 // Serve runs the API on ln (or on Config.Addr when ln is nil), the
 // dispatcher, the purger and the depth sampler until ctx ends, then stops
@@ -486,6 +517,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	<-purged
 	<-sampled
 	<-mailed
+	a.flushTraces()
 	a.log.Info("herald stopped")
 	return err
 }
@@ -510,6 +542,7 @@ func (a *App) Work(ctx context.Context) error {
 	<-purged
 	<-sampled
 	<-mailed
+	a.flushTraces()
 	a.log.Info("herald worker stopped")
 	return err
 }

@@ -181,7 +181,7 @@ func runNode(ctx context.Context, c config.Config, stdio IO, withAPI bool) error
 		return fmt.Errorf("invalid configuration:\n%w", err)
 	}
 	logger := newLogger(&c, stdio.Err)
-	a, err := app.New(ctx, c, app.Deps{Logger: logger, Out: stdio.Out}, withAPI)
+	a, err := app.New(ctx, c, app.Deps{Logger: logger, Out: stdio.Out, Getenv: stdio.Getenv}, withAPI)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/heraldhooks/herald/internal/retry"
 	"github.com/heraldhooks/herald/internal/sender"
 	"github.com/heraldhooks/herald/internal/store"
+	"github.com/heraldhooks/herald/internal/trace"
 	"github.com/heraldhooks/herald/verify"
 )
 
@@ -85,6 +86,10 @@ type Config struct {
 	Rand func() float64
 	// Hooks observe outcomes (metrics, notifications); optional.
 	Hooks Hooks
+	// Trace records a span for each attempt, a child of the span context
+	// stored with its event, and gives the webhook its traceparent unless
+	// the endpoint opts out. Nil: tracing is off.
+	Trace *trace.Tracing
 }
 
 // Hooks let other parts observe the dispatcher without it knowing them
@@ -497,32 +502,54 @@ func (d *Dispatcher) attempt(runCtx, sendCtx context.Context, j job) result {
 	if d.cfg.Hooks.InFlight != nil {
 		d.cfg.Hooks.InFlight(1)
 	}
+	sendCtx, endSpan := d.cfg.Trace.StartAttempt(sendCtx, c.Event.TraceContext, trace.Attempt{
+		EndpointID: ep.ID, DeliveryID: c.Delivery.ID, EventID: c.Event.ID, Number: c.Delivery.AttemptCount + 1,
+	})
+	var traceParent string
+	if !ep.NoTracePropagation {
+		traceParent = d.cfg.Trace.TraceParent(sendCtx)
+	}
 	res := d.cfg.Sender.Send(sendCtx, &sender.Request{
-		WebhookID:  c.Event.ID,
-		EventType:  c.Event.EventType,
-		Body:       c.Event.Payload,
-		URL:        ep.URL,
-		Secrets:    secrets,
-		Scheme:     ep.SignatureScheme,
-		Headers:    ep.Headers,
-		Timeout:    ep.Timeout,
-		Timestamp:  now,
-		ClientCert: clientCert(ep),
+		WebhookID:   c.Event.ID,
+		EventType:   c.Event.EventType,
+		Body:        c.Event.Payload,
+		URL:         ep.URL,
+		Secrets:     secrets,
+		Scheme:      ep.SignatureScheme,
+		Headers:     ep.Headers,
+		Timeout:     ep.Timeout,
+		Timestamp:   now,
+		ClientCert:  clientCert(ep),
+		TraceParent: traceParent,
 	})
 	if d.cfg.Hooks.InFlight != nil {
 		d.cfg.Hooks.InFlight(-1)
 	}
+	spanEnd := trace.AttemptEnd{StatusCode: res.StatusCode, Duration: res.Duration, Outcome: "released", Error: res.Error}
 	if sendCtx.Err() != nil && res.Class != sender.Success {
+		endSpan(spanEnd)
 		return result{release: &lease}
 	}
 	if end := d.cfg.Clock.Now(); frozenAttempt(&res, now, end, j.leaseEnd, ep) {
 		d.frozen(c, end.Sub(now))
+		endSpan(spanEnd)
 		return result{release: &lease}
 	}
 	out := Decide(c, &res, d.cfg.Rand())
+	spanEnd.Outcome = outcomeName(out.Status)
+	endSpan(spanEnd)
 	out.Attempt.AttemptedAt = now
 	d.logAttempt(c, &res, out)
 	return result{outcome: out, claimed: c, sent: &res, decidedAt: d.cfg.Clock.Now()}
+}
+
+// outcomeName names an outcome for the attempt's span: delivered, retry
+// or dead.
+func outcomeName(s herald.Status) string {
+	if s == herald.StatusPending {
+		return "retry"
+	}
+	return string(s)
 }
 
 // clientCert is the endpoint's client certificate for the sender, nil

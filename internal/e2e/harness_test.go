@@ -91,6 +91,8 @@ type options struct {
 	smtpURL     string        // --smtp-url; the node runs its mailer
 	// frameAncestors may frame the portal (--portal-frame-ancestors).
 	frameAncestors []string
+	// getenv reads the node's OTEL_* variables; nil: none (tracing off).
+	getenv func(string) string
 }
 
 // setup starts a Herald on db with the test clock and a running dispatcher.
@@ -131,7 +133,10 @@ func setup(t *testing.T, db string, opts ...func(*options)) *env {
 		})
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	a, err := app.New(ctx, cfg, app.Deps{Clock: c, Logger: o.logger}, true)
+	if o.getenv == nil {
+		o.getenv = func(string) string { return "" }
+	}
+	a, err := app.New(ctx, cfg, app.Deps{Clock: c, Logger: o.logger, Getenv: o.getenv}, true)
 	if err != nil {
 		srv.Close()
 	}

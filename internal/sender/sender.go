@@ -216,6 +216,10 @@ type Request struct {
 	// client certificate; a pair that does not load is a ClientError with
 	// nothing sent. Nil: the shared pool, no certificate.
 	ClientCert *ClientCert
+	// TraceParent, when not "", is sent as the W3C traceparent header (the
+	// attempt's span), so that the receiver's spans join the trace. The
+	// signature covers the body only; the header is beside it.
+	TraceParent string
 }
 
 // Class is what an attempt's outcome means for the delivery.
@@ -306,6 +310,9 @@ func (s *Sender) Send(ctx context.Context, req *Request) Result {
 		return Result{Class: ClientError, Error: fmt.Sprintf("build request: %v", err)}
 	}
 	httpReq.Header = header
+	if req.TraceParent != "" {
+		httpReq.Header["Traceparent"] = []string{req.TraceParent}
+	}
 	client := s.client
 	if req.ClientCert != nil {
 		if client, err = s.clientFor(req.ClientCert); err != nil {

@@ -38,11 +38,14 @@ type Endpoint struct {
 	// ClientCertificate (PEM) is presented to receivers that ask for
 	// one (mutual TLS), and ClientCertificateExpiresAt is when it
 	// expires; null when none. Its key is never shown.
-	ClientCertificate          string         `json:"client_certificate"`
-	ClientCertificateExpiresAt *time.Time     `json:"client_certificate_expires_at"`
-	Health                     EndpointHealth `json:"health"`
-	CreatedAt                  time.Time      `json:"created_at"`
-	UpdatedAt                  time.Time      `json:"updated_at"`
+	ClientCertificate          string     `json:"client_certificate"`
+	ClientCertificateExpiresAt *time.Time `json:"client_certificate_expires_at"`
+	// TracePropagation says whether webhooks carry the attempt's W3C
+	// traceparent when tracing is on (default true).
+	TracePropagation bool           `json:"trace_propagation"`
+	Health           EndpointHealth `json:"health"`
+	CreatedAt        time.Time      `json:"created_at"`
+	UpdatedAt        time.Time      `json:"updated_at"`
 }
 
 // MarshalJSON writes e with null for an empty Secret, PublicKey,
@@ -139,6 +142,9 @@ type EndpointRequest struct {
 	// "client_certificate") clears both. The key is write-only.
 	ClientCertificate *string `json:"client_certificate,omitempty"`
 	ClientKey         *string `json:"client_key,omitempty"`
+	// TracePropagation false keeps the traceparent header off the
+	// endpoint's webhooks; true or null (the default) sends it.
+	TracePropagation *bool `json:"trace_propagation,omitempty"`
 	// Reset names fields (by their JSON name, as "rate_limit") sent as
 	// null, which an update takes as "back to the default". encoding/json
 	// alone cannot write them: the client adds them to the body it sends,
