@@ -59,6 +59,7 @@ type endpointFlags struct {
 	clientCert          string
 	clientKey           string
 	clearClientCert     bool
+	tracePropagation    bool
 }
 
 func addEndpointFlags(fs *pflag.FlagSet, creating bool) *endpointFlags {
@@ -80,6 +81,7 @@ func addEndpointFlags(fs *pflag.FlagSet, creating bool) *endpointFlags {
 	fs.StringVar(&f.signatureScheme, "signature-scheme", "", "standard (Standard Webhooks), hmac-sha256, or ed25519 (Standard Webhooks with a key pair: receivers get only the public key)")
 	fs.StringArrayVar(&f.headers, "header", nil, "extra request header K=V; repeat for more (update: replaces them all)")
 	fs.BoolVar(&f.retryClientErrors, "retry-client-errors", false, "retry 4xx answers instead of giving up at once")
+	fs.BoolVar(&f.tracePropagation, "trace-propagation", true, "with tracing on (OTEL_EXPORTER_OTLP_ENDPOINT), send each webhook the W3C traceparent of its attempt; --trace-propagation=false sends none")
 	fs.StringVar(&f.ordering, "ordering", "", "fifo (one delivery at a time, in event order) or none (parallel, the default)")
 	fs.IntVar(&f.autoDisableFailures, "auto-disable-after-failures", 0, "disable the endpoint after this many consecutive failed attempts, 1 to 100000 (0: the default, 100)")
 	fs.DurationVar(&f.autoDisableAfter, "auto-disable-after", 0, "disable the endpoint after this long without a success (and at least 10 failed attempts), 1m to 720h (0: the default, 24h)")
@@ -145,6 +147,9 @@ func (f *endpointFlags) params(fs *pflag.FlagSet, current func() (*client.Endpoi
 	}
 	if given("retry-client-errors") {
 		p.RetryClientErrors = &f.retryClientErrors
+	}
+	if given("trace-propagation") {
+		p.TracePropagation = &f.tracePropagation
 	}
 	if given("ordering") {
 		p.Ordering = &f.ordering
@@ -409,7 +414,7 @@ func isEmptyUpdate(p *client.EndpointParams) bool {
 		p.RetrySchedule == nil && p.RetryPolicy == nil && p.RetryClientErrors == nil && p.RateLimit == nil &&
 		p.MaxInFlight == nil && p.SignatureScheme == nil && p.Headers == nil && p.Ordering == nil &&
 		p.AutoDisableAfterFailures == nil && p.AutoDisableAfter == nil && len(p.Reset) == 0 &&
-		p.ClientCertificate == nil && p.ClientKey == nil && p.Filter == nil
+		p.ClientCertificate == nil && p.ClientKey == nil && p.Filter == nil && p.TracePropagation == nil
 }
 
 func endpointDeleteCmd(r *remote) *cobra.Command {
@@ -646,6 +651,7 @@ func printEndpoint(w io.Writer, ep *client.Endpoint, health bool) error {
 	b.line("ordering", ep.Ordering)
 	b.line("auto-disable", fmt.Sprintf("after %d consecutive failures, or %s without a success", ep.AutoDisableAfterFailures, ep.AutoDisableAfter))
 	b.line("client certificate", describeClientCert(ep))
+	b.line("trace propagation", yesNo(ep.TracePropagation))
 	b.line("created", longTime(ep.CreatedAt))
 	b.line("updated", longTime(ep.UpdatedAt))
 	if health {

@@ -243,6 +243,19 @@ func TestEndpointsGetUpdate(t *testing.T) {
 		e.runJSON(&ep, "endpoints", "update", id, "--retry-client-errors=false")
 		require.False(t, ep.RetryClientErrors)
 	})
+	t.Run("TracePropagation", func(t *testing.T) {
+		t.Parallel()
+		e := setupAPI(t)
+		var ep struct {
+			ID               string `json:"id"`
+			TracePropagation bool   `json:"trace_propagation"`
+		}
+		e.runJSON(&ep, "endpoints", "create", "--url", "https://example.com/hook", "--trace-propagation=false")
+		require.False(t, ep.TracePropagation)
+		e.runJSON(&ep, "endpoints", "update", ep.ID, "--trace-propagation")
+		require.True(t, ep.TracePropagation)
+		require.Contains(t, e.run("endpoints", "get", ep.ID), "trace propagation")
+	})
 	t.Run("NothingToUpdate", func(t *testing.T) {
 		t.Parallel()
 		e := setupAPI(t)

@@ -110,6 +110,7 @@ func (u *Dashboard) routes() {
 	u.mux.Handle("POST /ui/endpoints/{id}/rotate-secret", u.signedIn(u.endpointRotate))
 	u.mux.Handle("POST /ui/endpoints/{id}/client-certificate", u.signedIn(u.endpointClientCert))
 	u.mux.Handle("POST /ui/endpoints/{id}/filter", u.signedIn(u.endpointFilter))
+	u.mux.Handle("POST /ui/endpoints/{id}/trace-propagation", u.signedIn(u.endpointTracePropagation))
 	u.mux.Handle("GET /ui/events", u.signedIn(u.events))
 	u.mux.Handle("GET /ui/events/{id}", u.signedIn(u.event))
 	u.mux.Handle("GET /ui/event-types", u.signedIn(u.eventTypes))

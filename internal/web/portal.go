@@ -122,6 +122,7 @@ func (p *Portal) routes() {
 	p.mux.Handle("POST /portal/endpoints/{id}/test", p.signedIn(p.endpointTest))
 	p.mux.Handle("POST /portal/endpoints/{id}/client-certificate", p.signedIn(p.endpointClientCert))
 	p.mux.Handle("POST /portal/endpoints/{id}/filter", p.signedIn(p.endpointFilter))
+	p.mux.Handle("POST /portal/endpoints/{id}/trace-propagation", p.signedIn(p.endpointTracePropagation))
 	p.mux.Handle("GET /portal/deliveries", p.signedIn(p.deliveries))
 	p.mux.Handle("GET /portal/deliveries/{id}", p.signedIn(p.delivery))
 	p.mux.Handle("POST /portal/deliveries/{id}/replay", p.signedIn(p.deliveryReplay))
