@@ -69,6 +69,7 @@ func TestEveryCall(t *testing.T) {
 		{"POST /v1/endpoints/{id}/enable", "/v1/endpoints/" + ep.ID + "/enable", nil, http.StatusOK},
 		{"POST /v1/endpoints/{id}/replay", "/v1/endpoints/" + ep.ID + "/replay", `{"status":"dead","dry_run":false,"rate":5}`, http.StatusOK},
 		{"POST /v1/endpoints/{id}/test", "/v1/endpoints/" + ep.ID + "/test", nil, http.StatusAccepted},
+		{"POST /v1/endpoints/{id}/filter-test", "/v1/endpoints/" + ep.ID + "/filter-test", `{"filter":"event_type == 'order.paid'"}`, http.StatusOK},
 		{"POST /v1/events", "/v1/events", `{"consumer_id":"c1","event_type":"order.paid","payload":{},"idempotency_key":"k1"}`, http.StatusAccepted},
 		{"POST /v1/events", "/v1/events", `{"consumer_id":"c1","event_type":"order.paid","payload":{},"idempotency_key":"k1"}`, http.StatusOK},
 		{"POST /v1/events/batch", "/v1/events/batch", `{"events":[{"consumer_id":"c1","event_type":"a","payload":1}]}`, http.StatusAccepted},
