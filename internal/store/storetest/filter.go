@@ -16,6 +16,7 @@ func filterCases() []testCase {
 		{"IngestSkipsFilteredEndpointAndRecordsWhy", testFilterSkips},
 		{"IngestRuntimeErrorSkipsAndDoesNotFail", testFilterRuntimeError},
 		{"TestEventIgnoresTheFilter", testFilterTestEvent},
+		{"PurgeTakesTheSkips", testFilterPurge},
 	}
 }
 
@@ -125,6 +126,21 @@ func testFilterTestEvent(t *testing.T, s store.Store) {
 	})[0]
 	require.Equal(t, []string{ep.ID}, endpointsOf(res.Deliveries))
 	require.Empty(t, res.Skips)
+}
+
+// testFilterPurge: an event purged takes the record of its skips with it.
+func testFilterPurge(t *testing.T, s store.Store) {
+	ep := newEndpoint("c")
+	ep.Filter = "false"
+	createEndpoint(t, s, ep, at(0))
+	res := ingest(t, s, at(time.Minute), store.EventIngestItem{ConsumerID: "c", EventType: "a.b", Payload: []byte(`{}`)})[0]
+	require.Len(t, res.Skips, 1)
+	purgePass(t, s, at(31*day), 100)
+	skips, err := s.EventSkipList(t.Context(), res.Event.ID)
+	require.NoError(t, err)
+	require.Empty(t, skips)
+	_, err = s.EventGet(t.Context(), res.Event.ID)
+	require.ErrorIs(t, err, store.ErrNotFound)
 }
 
 // endpointsOf lists the endpoints of refs.
