@@ -461,7 +461,7 @@ func (r *ingestRun) planFanOut() {
 	// goes are, for each fresh event in order, the endpoints it goes to:
 	// those it targets whose filter, if any, passes (filter.Decide, with
 	// the payload parsed once for the event, and only if one has a filter).
-	var goes [][]*matcher
+	goes := make([][]*matcher, 0, len(r.unique))
 	nDeliveries := 0
 	for _, u := range r.unique {
 		if _, ok := r.inserted[u.id]; !ok && r.check == nil {
@@ -469,9 +469,9 @@ func (r *ingestRun) planFanOut() {
 			continue
 		}
 		r.fresh = append(r.fresh, u)
-		var to []*matcher
 		var fev *filter.Event
 		eps := r.endpoints[u.item.ConsumerID]
+		to := make([]*matcher, 0, len(eps))
 		for i := range eps {
 			ep := &eps[i]
 			if !targets(u.item, *ep) {
