@@ -205,14 +205,25 @@ func addLaterEndpointColumns(t *testing.T, s *Store) {
 		_, err := s.pool.Exec(t.Context(), `ALTER TABLE endpoints ADD COLUMN `+col)
 		require.NoError(t, err)
 	}
+	for _, col := range laterEventColumns {
+		_, err := s.pool.Exec(t.Context(), `ALTER TABLE events ADD COLUMN `+col)
+		require.NoError(t, err)
+	}
+}
+
+// laterEventColumns are the columns of events added after the versions
+// migrateBelow stops at, which today's store reads.
+var laterEventColumns = []string{
+	"trace_context bytea", // 0029
 }
 
 // laterEndpointColumns are the columns of endpoints added after the
 // versions migrateBelow stops at, with their types and defaults.
 var laterEndpointColumns = []string{
-	"client_certificate text NOT NULL DEFAULT ''", // 0028
-	"client_key text NOT NULL DEFAULT ''",         // 0028
-	"filter text NOT NULL DEFAULT ''",             // 0027
+	"client_certificate text NOT NULL DEFAULT ''",         // 0028
+	"client_key text NOT NULL DEFAULT ''",                 // 0028
+	"filter text NOT NULL DEFAULT ''",                     // 0027
+	"no_trace_propagation boolean NOT NULL DEFAULT false", // 0029
 }
 
 // migrateRest drops the columns addLaterEndpointColumns added and applies the
@@ -222,6 +233,11 @@ func migrateRest(t *testing.T, s *Store) {
 	for _, col := range laterEndpointColumns {
 		name, _, _ := strings.Cut(col, " ")
 		_, err := s.pool.Exec(t.Context(), `ALTER TABLE endpoints DROP COLUMN `+name)
+		require.NoError(t, err)
+	}
+	for _, col := range laterEventColumns {
+		name, _, _ := strings.Cut(col, " ")
+		_, err := s.pool.Exec(t.Context(), `ALTER TABLE events DROP COLUMN `+name)
 		require.NoError(t, err)
 	}
 	require.NoError(t, s.Migrate(t.Context()))

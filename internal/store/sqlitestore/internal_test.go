@@ -565,14 +565,25 @@ func addLaterEndpointColumns(t *testing.T, s *Store) {
 		_, err := s.writer.ExecContext(t.Context(), `ALTER TABLE endpoints ADD COLUMN `+col)
 		require.NoError(t, err)
 	}
+	for _, col := range laterEventColumns {
+		_, err := s.writer.ExecContext(t.Context(), `ALTER TABLE events ADD COLUMN `+col)
+		require.NoError(t, err)
+	}
+}
+
+// laterEventColumns are the columns of events added after the versions
+// migrateBelow stops at, which today's store reads.
+var laterEventColumns = []string{
+	"trace_context BLOB", // 0025
 }
 
 // laterEndpointColumns are the columns of endpoints added after the
 // versions migrateBelow stops at, with their types and defaults.
 var laterEndpointColumns = []string{
-	"client_certificate TEXT NOT NULL DEFAULT ''", // 0024
-	"client_key TEXT NOT NULL DEFAULT ''",         // 0024
-	"filter TEXT NOT NULL DEFAULT ''",             // 0023
+	"client_certificate TEXT NOT NULL DEFAULT ''",     // 0024
+	"client_key TEXT NOT NULL DEFAULT ''",             // 0024
+	"filter TEXT NOT NULL DEFAULT ''",                 // 0023
+	"no_trace_propagation INTEGER NOT NULL DEFAULT 0", // 0025
 }
 
 // migrateRest drops the columns addLaterEndpointColumns added and applies the
@@ -582,6 +593,11 @@ func migrateRest(t *testing.T, s *Store) {
 	for _, col := range laterEndpointColumns {
 		name, _, _ := strings.Cut(col, " ")
 		_, err := s.writer.ExecContext(t.Context(), `ALTER TABLE endpoints DROP COLUMN `+name)
+		require.NoError(t, err)
+	}
+	for _, col := range laterEventColumns {
+		name, _, _ := strings.Cut(col, " ")
+		_, err := s.writer.ExecContext(t.Context(), `ALTER TABLE events DROP COLUMN `+name)
 		require.NoError(t, err)
 	}
 	require.NoError(t, s.Migrate(t.Context()))
