@@ -93,6 +93,15 @@ func TestFilterInABrowser(t *testing.T) {
 	)
 	require.Equal(t, "payload.amount > 1000", text("#endpoint-filter"))
 
+	// The edit form carries the filter: saving another field keeps it.
+	do(chromedp.Navigate(page+"/edit"), chromedp.WaitVisible(chromedp.CSS("#endpoint-form")))
+	do(
+		chromedp.SetValue(chromedp.CSS("#description"), "orders over 1000"),
+		chromedp.Click(chromedp.CSS("#save")),
+		chromedp.WaitVisible(chromedp.CSS("#filter-form")),
+	)
+	require.Equal(t, "payload.amount > 1000", text("#endpoint-filter"))
+
 	small := e.send("acme", "order.paid", `{"amount": 5}`)
 	e.clock.Advance(time.Second)
 	e.send("acme", "order.paid", `{"amount": 5000}`)

@@ -261,7 +261,9 @@ type endpointForm struct {
 	All bool
 	// Other holds the patterns that are not a catalog entry ("order.*").
 	Other string
-	Error string
+	// Filter is the endpoint's CEL filter ("" none).
+	Filter string
+	Error  string
 }
 
 type typeChoice struct {
@@ -319,6 +321,9 @@ func (p *Portal) endpointEdit(w http.ResponseWriter, r *http.Request, s *auth.Se
 		return
 	}
 	f := endpointForm{ID: ep.ID, URL: ep.URL, Description: ep.Description}
+	if ep.Filter != nil {
+		f.Filter = *ep.Filter
+	}
 	if err := p.catalogForm(r, s, &f, ep.EventTypes); err != nil {
 		p.callFailed(w, r, s, err)
 		return
@@ -337,6 +342,7 @@ func formEndpoint(r *http.Request) (wire.EndpointRequest, endpointForm) {
 		All:         r.PostFormValue("all_types") != "",
 		Other:       strings.TrimSpace(r.PostFormValue("other_types")),
 	}
+	f.Filter, _ = filterForm(r)
 	var types []string
 	if f.All {
 		types = append(types, "*")
@@ -351,7 +357,7 @@ func formEndpoint(r *http.Request) (wire.EndpointRequest, endpointForm) {
 			types = append(types, t)
 		}
 	}
-	req := wire.EndpointRequest{URL: &f.URL, Description: &f.Description, EventTypes: types}
+	req := wire.EndpointRequest{URL: &f.URL, Description: &f.Description, EventTypes: types, Filter: &f.Filter}
 	return req, f
 }
 
