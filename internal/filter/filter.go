@@ -92,14 +92,13 @@ func newEnv() (*cel.Env, error) {
 	)
 }
 
-// env is built once: building it costs more than compiling a filter, and
-// it is immutable.
-var env = sync.OnceValues(newEnv)
-
 // Compile parses, type-checks and cost-checks src. A refusal is an
 // *Error naming the position and the reason.
 func Compile(src string) (*Program, error) {
-	e, err := env()
+	// A new environment each time (no state shared by the package): a
+	// filter is compiled only when saved, tried, or first met by a node
+	// (Cache), so its cost is not on a hot path.
+	e, err := newEnv()
 	if err != nil {
 		return nil, fmt.Errorf("filter environment: %w", err)
 	}

@@ -110,3 +110,14 @@ func BenchmarkDecide(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkCompile is what a save, a filter test or a node's first sight
+// of a filter costs: the environment built and the expression compiled
+// and cost-checked.
+func BenchmarkCompile(b *testing.B) {
+	for b.Loop() {
+		if _, err := Compile("payload.amount > 1000 && payload.currency == 'EUR'"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
