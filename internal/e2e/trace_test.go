@@ -128,7 +128,15 @@ func TestTraces(t *testing.T) {
 		backends(t, func(t *testing.T, db string) {
 			col := newCollector(t)
 			e := setup(t, db, tracingOn(col))
-			rc := newReceiver(t, e.clock, nil)
+			// The first attempt fails: the retry, claimed later from the
+			// database, reads the ingest's context stored with the event.
+			rc := newReceiver(t, e.clock, func(n int, _ *http.Request, w http.ResponseWriter) {
+				if n == 1 {
+					w.WriteHeader(http.StatusServiceUnavailable)
+					return
+				}
+				w.WriteHeader(http.StatusOK)
+			})
 			quiet := newReceiver(t, e.clock, nil)
 			ep := e.createEndpoint(map[string]any{"consumer_id": "c", "url": rc.URL})
 			var off struct {
@@ -154,11 +162,21 @@ func TestTraces(t *testing.T) {
 			req.Header.Set("traceparent", "00-"+callerTrace+"-"+callerSpan+"-01")
 			resp, err := http.DefaultClient.Do(req)
 			require.NoError(t, err)
+			var ing ingestJSON
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(&ing))
 			resp.Body.Close()
 			require.Equal(t, http.StatusAccepted, resp.StatusCode)
+			require.Len(t, ing.Deliveries, 2)
 
 			rc.waitHits(t, 1)
 			quiet.waitHits(t, 1)
+			for _, d := range ing.Deliveries {
+				if d.EndpointID == ep.ID {
+					retry := e.waitStatus(d.ID, "pending") // its retry written
+					e.tick(retry.NextAttemptAt.Sub(e.clock.Now()))
+				}
+			}
+			rc.waitHits(t, 2)
 			require.NoError(t, e.app.Trace.Flush(t.Context()))
 
 			api := col.named("POST /v1/events")
@@ -173,28 +191,38 @@ func TestTraces(t *testing.T) {
 			require.Equal(t, api[0].GetTraceId(), ingest[0].GetTraceId())
 			require.Equal(t, api[0].GetSpanId(), ingest[0].GetParentSpanId(), "the ingest is the call's child")
 
-			waitFor(t, "both attempts' spans", func() bool {
+			waitFor(t, "the three attempts' spans", func() bool {
 				require.NoError(t, e.app.Trace.Flush(t.Context()))
 				n := len(col.named("herald.attempt"))
-				require.LessOrEqual(t, n, 2, "%d attempt spans", n)
-				return n == 2
+				require.LessOrEqual(t, n, 3, "%d attempt spans", n)
+				return n == 3
 			})
-			attempts := map[string]*tracepb.Span{}
+			type key struct {
+				endpoint string
+				number   int64
+			}
+			attempts := map[key]*tracepb.Span{}
 			for _, s := range col.named("herald.attempt") {
 				require.Equal(t, ingest[0].GetTraceId(), s.GetTraceId())
 				require.Equal(t, ingest[0].GetSpanId(), s.GetParentSpanId(), "an attempt is the ingest's child")
-				require.Equal(t, int64(1), intAttr(s, "herald.attempt"))
-				require.Equal(t, int64(http.StatusOK), intAttr(s, "http.response.status_code"))
-				require.Equal(t, "delivered", strAttr(s, "herald.outcome"))
+				require.Equal(t, tracepb.Span_SPAN_KIND_CLIENT, s.GetKind())
 				require.NotEmpty(t, strAttr(s, "herald.delivery_id"))
-				attempts[strAttr(s, "herald.endpoint_id")] = s
+				attempts[key{strAttr(s, "herald.endpoint_id"), intAttr(s, "herald.attempt")}] = s
 			}
-			require.Contains(t, attempts, ep.ID)
-			require.Contains(t, attempts, off.ID)
+			first, second, other := attempts[key{ep.ID, 1}], attempts[key{ep.ID, 2}], attempts[key{off.ID, 1}]
+			require.NotNil(t, first)
+			require.NotNil(t, second)
+			require.NotNil(t, other)
+			require.Equal(t, int64(http.StatusServiceUnavailable), intAttr(first, "http.response.status_code"))
+			require.Equal(t, "retry", strAttr(first, "herald.outcome"))
+			require.Equal(t, int64(http.StatusOK), intAttr(second, "http.response.status_code"))
+			require.Equal(t, "delivered", strAttr(second, "herald.outcome"))
+			require.Equal(t, "delivered", strAttr(other, "herald.outcome"))
 
-			got := rc.all()[0].Headers.Get("traceparent")
-			want := "00-" + callerTrace + "-" + hex.EncodeToString(attempts[ep.ID].GetSpanId()) + "-01"
-			require.Equal(t, want, got, "the receiver joins the trace as the attempt's child")
+			for i, s := range []*tracepb.Span{first, second} {
+				want := "00-" + callerTrace + "-" + hex.EncodeToString(s.GetSpanId()) + "-01"
+				require.Equal(t, want, rc.all()[i].Headers.Get("traceparent"), "the receiver joins the trace as attempt %d's child", i+1)
+			}
 			require.Empty(t, quiet.all()[0].Headers.Values("traceparent"), "trace_propagation false")
 
 			// PATCH turns it back on.
