@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/heraldhooks/herald/internal/client"
-	"github.com/heraldhooks/herald/internal/wire"
 )
 
 // Hanging endpoints: receivers that never answer. Beside the load, the
@@ -107,7 +106,7 @@ func (r *run) createHanging(ctx context.Context) error {
 					ConsumerID: &c, URL: &url, Description: &desc, EventTypes: []string{hangEventType},
 				}
 				if o.HangingTimeout > 0 {
-					t := wire.Duration(o.HangingTimeout)
+					t := client.Duration(o.HangingTimeout)
 					p.Timeout = &t
 				}
 				ep, err := r.api.EndpointCreate(ctx, p)
