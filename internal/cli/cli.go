@@ -54,6 +54,7 @@ func New(stdio IO) *cobra.Command {
 	root.AddCommand(serveCmd(stdio), workerCmd(stdio), migrateCmd(stdio), secretsCmd(stdio))
 	root.AddCommand(endpointsCmd(stdio), eventsCmd(stdio), deliveriesCmd(stdio), statsCmd(stdio), keysCmd(stdio), portalCmd(stdio), eventTypesCmd(stdio), consumersCmd(stdio))
 	root.AddCommand(listenCmd(stdio), benchCmd(stdio), probeCmd(stdio))
+	root.AddCommand(versionCmd(stdio), backupCmd(stdio))
 	return root
 }
 
