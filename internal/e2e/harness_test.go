@@ -87,8 +87,8 @@ type options struct {
 	leaseMargin time.Duration // 0: the default
 	// maxLeaseLosses is --max-lease-losses; 0: the default.
 	maxLeaseLosses int
-	logger      *slog.Logger  // nil: warnings and errors, shown if the test fails
-	smtpURL     string        // --smtp-url; the node runs its mailer
+	logger         *slog.Logger // nil: warnings and errors, shown if the test fails
+	smtpURL        string       // --smtp-url; the node runs its mailer
 	// frameAncestors may frame the portal (--portal-frame-ancestors).
 	frameAncestors []string
 	// getenv reads the node's OTEL_* variables; nil: none (tracing off).
