@@ -177,6 +177,9 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 		return nil, err
 	}
 	opts := append(secretsOptions(ring), store.WithConnectWait(cfg.DBWait))
+	if cfg.DBListenURL != "" {
+		opts = append(opts, store.WithListenURL(cfg.DBListenURL))
+	}
 	st, err := OpenStore(ctx, cfg.DB, deps.Logger, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", config.Redact(cfg.DB), err)

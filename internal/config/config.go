@@ -79,6 +79,9 @@ type Config struct {
 	// A node started beside its database, or restarted while the database
 	// restarts, then comes up instead of exiting. 0 tries once.
 	DBWait time.Duration
+	// DBListenURL is a direct PostgreSQL URL for the wake-ups (LISTEN)
+	// when DB goes through a transaction pooler (pooler=transaction).
+	DBListenURL string
 	// MetricsAddr, when set, is where `herald worker` serves /metrics
 	// (serve always has /metrics on Addr). Empty: no metrics listener.
 	MetricsAddr string

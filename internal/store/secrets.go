@@ -41,6 +41,10 @@ type OpenOptions struct {
 	// (a wrong password, a database that does not exist) fails at once.
 	// Zero tries once. Only PostgreSQL waits; SQLite is a file.
 	ConnectWait time.Duration
+	// ListenURL, when set, is a direct PostgreSQL URL the wake-ups
+	// (LISTEN) connect to instead of the store's own URL, which goes
+	// through a transaction pooler that cannot hold a LISTEN.
+	ListenURL string
 }
 
 // OpenOption sets one of the OpenOptions.
@@ -55,6 +59,12 @@ func WithSecrets(c SecretCipher) OpenOption {
 // connections (OpenOptions.ConnectWait).
 func WithConnectWait(d time.Duration) OpenOption {
 	return func(o *OpenOptions) { o.ConnectWait = d }
+}
+
+// WithListenURL has the wake-ups LISTEN on a direct connection to url
+// (OpenOptions.ListenURL).
+func WithListenURL(url string) OpenOption {
+	return func(o *OpenOptions) { o.ListenURL = url }
 }
 
 // NewOpenOptions applies opts to the zero OpenOptions.

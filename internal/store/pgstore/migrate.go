@@ -4,7 +4,6 @@ import (
 	"context"
 	"embed"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -23,42 +22,32 @@ const migrateLockClass = 0x4852_4c44 // "HRLD"
 func migrations() ([]store.Migration, error) { return store.ReadMigrations(migrationFS) }
 
 // Migrate applies the embedded migrations not yet recorded in
-// schema_migrations, each in its own transaction, while holding an advisory
-// lock on one connection so that nodes starting together migrate once.
+// schema_migrations, each in its own transaction with its record. Each
+// transaction first takes a transaction-level advisory lock, so nodes
+// starting together migrate once, and it holds through a transaction
+// pooler, which gives each transaction whatever server session is free.
 func (s *Store) Migrate(ctx context.Context) error {
 	all, err := migrations()
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	defer conn.Release()
-
-	const lockKey = "SELECT $1::int, hashtext(coalesce(current_schema(), ''))"
-	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(k.a, k.b) FROM ("+lockKey+") AS k(a, b)", migrateLockClass); err != nil {
-		return fmt.Errorf("migrate: take lock: %w", err)
-	}
-	defer func() {
-		// If unlocking fails the connection is broken, and PostgreSQL
-		// releases a session lock when its session ends.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if _, err := conn.Exec(ctx, "SELECT pg_advisory_unlock(k.a, k.b) FROM ("+lockKey+") AS k(a, b)", migrateLockClass); err != nil {
-			_ = conn.Conn().Close(ctx)
+	const lock = "SELECT pg_advisory_xact_lock(k.a, k.b) FROM (SELECT $1::int, hashtext(coalesce(current_schema(), ''))) AS k(a, b)"
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, lock, migrateLockClass); err != nil {
+			return fmt.Errorf("take lock: %w", err)
 		}
-	}()
-
-	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version    integer PRIMARY KEY,
-		name       text NOT NULL,
-		applied_at timestamptz NOT NULL DEFAULT now()
-	)`); err != nil {
+		_, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+			version    integer PRIMARY KEY,
+			name       text NOT NULL,
+			applied_at timestamptz NOT NULL DEFAULT now()
+		)`)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("migrate: create schema_migrations: %w", err)
 	}
 	applied := map[int]bool{}
-	rows, err := conn.Query(ctx, "SELECT version FROM schema_migrations")
+	rows, err := s.pool.Query(ctx, "SELECT version FROM schema_migrations")
 	if err != nil {
 		return fmt.Errorf("migrate: read schema_migrations: %w", err)
 	}
@@ -74,17 +63,29 @@ func (s *Store) Migrate(ctx context.Context) error {
 		if applied[m.Version] {
 			continue
 		}
-		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		ran := false
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, lock, migrateLockClass); err != nil {
+				return fmt.Errorf("take lock: %w", err)
+			}
+			// Another node may have applied it while this one waited.
+			var done bool
+			if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)", m.Version).Scan(&done); err != nil || done {
+				return err
+			}
 			if _, err := tx.Exec(ctx, m.SQL); err != nil {
 				return err
 			}
 			_, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", m.Version, m.Name)
+			ran = err == nil
 			return err
 		})
 		if err != nil {
 			return fmt.Errorf("migrate: apply %s: %w", m.Name, err)
 		}
-		s.logger.Info("applied migration", "migration", m.Name)
+		if ran {
+			s.logger.Info("applied migration", "migration", m.Name)
+		}
 	}
 	return nil
 }

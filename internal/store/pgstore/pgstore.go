@@ -74,6 +74,11 @@ type Store struct {
 	// (inGenericTx), and says whether DeliveryNextDue does; the zero
 	// TxOptions when the URL chose plan_cache_mode itself.
 	generic pgx.TxOptions
+
+	// listenCfg is where the wake-ups LISTEN: the pool's own server, or
+	// OpenOptions.ListenURL; nil behind a transaction pooler without one
+	// (Subscribe then never wakes: the dispatchers poll).
+	listenCfg *pgx.ConnConfig
 }
 
 // genericSettingsSQL has the rest of a transaction run on generic plans,
@@ -134,8 +139,19 @@ func openConfig(ctx context.Context, cfg *pgxpool.Config, logger *slog.Logger, o
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
 	}
+	pooled, err := usePooler(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
 	var generic pgx.TxOptions
-	if _, set := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !set {
+	if pooled {
+		// A pooler refuses startup parameters it does not know, and a
+		// session setting would leak to other clients of the server
+		// connection; an unnamed statement is planned for its parameters
+		// anyway, and the hot transactions still ask for generic plans
+		// with SET LOCAL.
+		generic.BeginQuery = genericTxSQL
+	} else if _, set := cfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !set {
 		cfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
 		generic.BeginQuery = genericTxSQL
 	}
@@ -155,8 +171,14 @@ func openConfig(ctx context.Context, cfg *pgxpool.Config, logger *slog.Logger, o
 			"reclaims; set autovacuum = on in postgresql.conf (it is on by default), or run VACUUM " +
 			"on them yourself")
 	}
+	listenCfg, err := listenConfig(cfg, pooled, options.ListenURL, logger)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
 	s := &Store{pool: pool, logger: logger, channel: channelName(schema),
-		secrets: store.NewSecrets(options.Secrets), node: newNodeID(), generic: generic}
+		secrets: store.NewSecrets(options.Secrets), node: newNodeID(), generic: generic,
+		listenCfg: listenCfg}
 	s.closing, s.stop = context.WithCancel(context.Background())
 	return s, nil
 }

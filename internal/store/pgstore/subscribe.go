@@ -38,6 +38,19 @@ func (s *Store) Subscribe(ctx context.Context) (<-chan struct{}, error) {
 
 	ctx, cancel := context.WithCancel(ctx)
 	stopOnClose := context.AfterFunc(s.closing, cancel)
+	if s.listenCfg == nil {
+		// Behind a transaction pooler with no direct URL to LISTEN on
+		// (Open warned): nothing wakes the dispatchers; they poll.
+		wake := make(chan struct{}, 1)
+		go func() {
+			defer s.subs.Done()
+			defer cancel()
+			defer stopOnClose()
+			defer close(wake)
+			<-ctx.Done()
+		}()
+		return wake, nil
+	}
 	conn, err := s.listen(ctx)
 	if err != nil {
 		stopOnClose()
@@ -58,7 +71,7 @@ func (s *Store) Subscribe(ctx context.Context) (<-chan struct{}, error) {
 
 // listen opens a connection outside the pool and runs LISTEN on it.
 func (s *Store) listen(ctx context.Context) (*pgx.Conn, error) {
-	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	conn, err := pgx.ConnectConfig(ctx, s.listenCfg.Copy())
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
