@@ -175,12 +175,17 @@ type Dispatcher struct {
 	// begun counts the deliveries handed to workers lately, claimed or
 	// leased at ingest: how fast work arrives (Reserve).
 	begun begunWindow
+	// suspectHeld says a suspect (isolateSuspects) is in flight on this
+	// node: claimed, and its outcome or hand-back not written yet.
+	suspectHeld atomic.Bool
+	// suspectFreed is signalled when the suspect in flight ends.
+	suspectFreed chan struct{}
 }
 
 // New returns a Dispatcher for cfg.
 func New(cfg Config) *Dispatcher {
 	cfg.setDefaults()
-	return &Dispatcher{cfg: cfg, log: cfg.Logger}
+	return &Dispatcher{cfg: cfg, log: cfg.Logger, suspectFreed: make(chan struct{}, 1)}
 }
 
 // job is a claimed delivery handed to a worker, with the end of its lease
@@ -191,6 +196,7 @@ func New(cfg Config) *Dispatcher {
 type job struct {
 	c        *store.ClaimedDelivery
 	leaseEnd time.Time
+	suspect  bool // the node's one suspect (isolateSuspects)
 }
 
 // result is what a worker hands the writer: an outcome to write, or a lease
@@ -203,6 +209,7 @@ type result struct {
 	claimed   *store.ClaimedDelivery
 	sent      *sender.Result // with an outcome
 	decidedAt time.Time
+	suspect   bool // its job's
 }
 
 // Run claims and delivers until ctx ends, then stops claiming, lets attempts
@@ -252,6 +259,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			defer workers.Done()
 			for j := range jobs {
 				r := d.attempt(ctx, sendCtx, j)
+				r.suspect = j.suspect
 				unwritten.Add(1)
 				// The hook runs here, after the count, so that an attempt
 				// it reports ended is already counted unwritten.
@@ -341,13 +349,21 @@ func (d *Dispatcher) claimLoop(ctx context.Context, wake, kick, rescheduled <-ch
 		if err != nil && ctx.Err() == nil {
 			d.log.Error("claim deliveries", logkey.Error, err)
 		}
+		got := len(claimed)
+		claimed, extra := d.isolateSuspects(claimed)
 		for _, c := range claimed {
-			jobs <- job{c: c, leaseEnd: lookedAt.Add(params.LeaseFor(&c.Endpoint))}
+			jobs <- job{c: c, leaseEnd: lookedAt.Add(params.LeaseFor(&c.Endpoint)), suspect: c.LeaseLosses > 0}
 		}
 		for range free - len(claimed) {
 			slots <- struct{}{}
 		}
-		caughtUp = err != nil || len(claimed) < free
+		caughtUp = err != nil || got < free
+		if extra {
+			// Suspects handed back are due at once: claiming now would
+			// take them straight back.
+			d.awaitSuspect(ctx)
+			continue
+		}
 		if !caughtUp {
 			continue // there may be more due right now
 		}
@@ -362,6 +378,74 @@ func (d *Dispatcher) claimLoop(ctx context.Context, wake, kick, rescheduled <-ch
 		if d.idle(ctx, wake, kick, rescheduled, lookedAt) && time.Since(claimEnded) < d.cfg.Linger {
 			pause(ctx, d.cfg.Linger)
 		}
+	}
+}
+
+// isolateSuspects keeps at most one suspect among what a claim returned,
+// and hands the others back at once, fenced by their lease tokens
+// (DeliveryRelease: pending, due now, no lost lease counted), reporting
+// whether it handed any back. A suspect is a delivery that lost a lease
+// before (store.ClaimedDelivery.LeaseLosses > 0; a redelivery is one): a
+// node running it may be killed by it. A node runs one suspect at a time
+// (suspectHeld), so one that holds a suspect takes no other.
+//
+// Without it, a delivery that kills its node (a poison payload) takes
+// every other delivery that node held down with it: their leases run out
+// together, the next claim takes them together, often on one node, with
+// the poison among them, and after --max-lease-losses crashes the whole
+// cohort goes dead lease_lost, other consumers' deliveries included.
+// With it: after its first crash the poison is a suspect, and the node
+// running it holds no other suspect, only deliveries that never lost a
+// lease. An innocent delivery loses a lease as collateral of a crash at
+// most once as a non-suspect (it is a suspect from then on), and as a
+// suspect it runs alone among suspects, so only a poison that has not
+// crashed a node yet (its first crash) can take it down again: about two
+// losses, where the default limit is 5. Only a delivery that keeps
+// killing nodes on its own reaches the limit.
+//
+// Work leased at ingest is never a suspect: it is new. The lost-lease
+// count survives a hand-back, so a suspect handed back stays one for
+// whichever node claims it next. Handing back costs a release statement
+// for the claim that took suspects beside the one in flight; the claim
+// loop then waits for that one to end (awaitSuspect) rather than claim
+// them straight back, so the churn is bounded.
+func (d *Dispatcher) isolateSuspects(claimed []*store.ClaimedDelivery) (kept []*store.ClaimedDelivery, handedBack bool) {
+	var extra []*store.ClaimedDelivery
+	n := 0
+	for _, c := range claimed {
+		if c.LeaseLosses > 0 && !d.suspectHeld.CompareAndSwap(false, true) {
+			extra = append(extra, c)
+			continue
+		}
+		claimed[n] = c
+		n++
+	}
+	if len(extra) == 0 {
+		return claimed, false
+	}
+	clear(claimed[n:])
+	d.log.Info("handing back suspects: this node runs one delivery that lost a lease at a time",
+		logkey.Deliveries, len(extra))
+	d.handBack(extra)
+	return claimed[:n], true
+}
+
+// awaitSuspect waits, after a claim whose suspects were handed back, for
+// the suspect in flight to end, the poll interval, or the end of ctx, so
+// that a node does not claim the suspects it handed back again and again
+// while its own runs: at most one claim and one release per poll
+// interval or suspect ended. Work leased at ingest still reaches it
+// meanwhile (Take), and other nodes may claim what it handed back.
+func (d *Dispatcher) awaitSuspect(ctx context.Context) {
+	if !d.suspectHeld.Load() {
+		return
+	}
+	t := d.cfg.Clock.NewTimer(d.cfg.PollInterval)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-d.suspectFreed:
+	case <-t.C():
 	}
 }
 
@@ -721,7 +805,9 @@ func (d *Dispatcher) writeResults(results <-chan result, slots chan<- struct{}, 
 	var releases []store.Lease
 	for first := range results {
 		outcomes, written, releases = outcomes[:0], written[:0], releases[:0]
+		suspectDone := false
 		add := func(r result) {
+			suspectDone = suspectDone || r.suspect
 			if r.outcome != nil {
 				outcomes = append(outcomes, *r.outcome)
 				written = append(written, r)
@@ -776,6 +862,13 @@ func (d *Dispatcher) writeResults(results <-chan result, slots chan<- struct{}, 
 		// After the slots are back, so a claim loop that saw these
 		// outcomes unwritten finds their slots when this kick wakes it.
 		unwritten.Add(-int64(len(outcomes) + len(releases)))
+		if suspectDone {
+			d.suspectHeld.Store(false)
+			select {
+			case d.suspectFreed <- struct{}{}:
+			default:
+			}
+		}
 		select {
 		case kick <- struct{}{}:
 		default:

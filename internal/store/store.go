@@ -651,6 +651,12 @@ type ClaimedDelivery struct {
 	// (DeliveryRelease), leaves the delivery pending, and its next claim
 	// is not a redelivery.
 	Redelivered bool
+	// LeaseLosses is how many of the delivery's leases were lost (this
+	// claim's count included when Redelivered) since it was ingested or
+	// last replayed. A lease handed back (DeliveryRelease) keeps it, so a
+	// dispatcher can tell a suspect (one that may kill its node) however
+	// it was last handed back.
+	LeaseLosses int
 }
 
 // A Taker is this node's dispatcher, which a store may lease deliveries

@@ -516,6 +516,7 @@ func take(ctx context.Context, tx queryer, now time.Time, cands []*candidate) ([
 			LeaseToken:     d.leaseToken,
 			LeaseExpiresAt: d.dueAt.UTC(),
 			Redelivered:    lost,
+			LeaseLosses:    int(losses),
 		}
 		cl.losses = int(losses)
 		return cl, nil

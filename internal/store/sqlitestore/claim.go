@@ -45,8 +45,8 @@ var candidatesQuery = `SELECT ` + prefixed("e", endpointColumns) + `, e.bucket_t
 	LIMIT CAST(?2 AS INTEGER)`
 
 // claimedColumns are a claimed delivery with its event, its stored due_at
-// (for a delivering row, the lease expiry) and its seq.
-var claimedColumns = prefixed("d", deliveryColumns) + `, ` + prefixed("ev", eventColumns) + `, d.due_at, d.seq`
+// (for a delivering row, the lease expiry), its seq and its lost leases.
+var claimedColumns = prefixed("d", deliveryColumns) + `, ` + prefixed("ev", eventColumns) + `, d.due_at, d.seq, d.lease_losses`
 
 // A prepared statement's LIMIT is an expression, never a bare parameter:
 // SQLite reads a bare parameter's value into the plan and so prepares the
@@ -388,11 +388,12 @@ func scanClaimed(rows *sql.Rows, ep *herald.Endpoint) ([]*claimedRow, error) {
 		r := &claimedRow{c: &store.ClaimedDelivery{Endpoint: *ep}}
 		dd, finishD := deliveryDest(&r.c.Delivery)
 		de, finishEv := eventDest(&r.c.Event)
-		if err := rows.Scan(append(append(dd, de...), &r.due, &r.seq)...); err != nil {
+		if err := rows.Scan(append(append(dd, de...), &r.due, &r.seq, &r.losses)...); err != nil {
 			return nil, err
 		}
 		finishD()
 		finishEv()
+		r.c.LeaseLosses = r.losses
 		out = append(out, r)
 	}
 	return out, rows.Err()

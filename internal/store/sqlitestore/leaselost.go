@@ -51,6 +51,7 @@ func countLeaseLosses(ctx context.Context, tx *sql.Tx, rows []*claimedRow) error
 		}
 		if r := byID[id]; r != nil {
 			r.losses = n
+			r.c.LeaseLosses = n
 		}
 	}
 	return res.Err()

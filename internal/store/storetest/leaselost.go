@@ -62,6 +62,7 @@ func loseLeases(t *testing.T, s store.Store, c *store.ClaimedDelivery, times, ma
 		require.Len(t, got, 1, "lost lease %d of %d is handed out again", i+1, maxLosses)
 		require.Equal(t, c.Delivery.ID, got[0].Delivery.ID)
 		require.True(t, got[0].Redelivered)
+		require.Equal(t, c.LeaseLosses+1, got[0].LeaseLosses, "the claim reports the losses counted")
 		c = got[0]
 	}
 	return c
@@ -145,11 +146,14 @@ func testLeaseLostEndsDead(t *testing.T, s store.Store) {
 
 // testLeaseLostFewer: the default limit (herald.DefaultMaxLeaseLosses)
 // applies when none is given, and a delivery lost fewer times is claimed
-// again each time; a lease handed back or a retry written is no loss.
+// again each time; a lease handed back or a retry written is no loss,
+// and keeps the count the claims report (ClaimedDelivery.LeaseLosses: a
+// dispatcher's suspects).
 func testLeaseLostFewer(t *testing.T, s store.Store) {
 	ep := createEndpoint(t, s, quietEndpoint("c"), at(0))
 	id := ingestFor(t, s, at(0), ep)
 	c := claimOne(t, s, at(0), id)
+	require.Zero(t, c.LeaseLosses)
 	c = loseLeases(t, s, c, herald.DefaultMaxLeaseLosses-1, 0)
 
 	// Handed back, then a retry written: neither counts.
@@ -159,9 +163,11 @@ func testLeaseLostFewer(t *testing.T, s store.Store) {
 	}))
 	c = claimOne(t, s, now, id)
 	require.False(t, c.Redelivered)
+	require.Equal(t, herald.DefaultMaxLeaseLosses-1, c.LeaseLosses, "a hand-back keeps the count")
 	fail(t, s, now, c, 0)
 	c = claimOne(t, s, now, id)
 	require.False(t, c.Redelivered)
+	require.Equal(t, herald.DefaultMaxLeaseLosses-1, c.LeaseLosses)
 	require.Equal(t, herald.StatusDelivering, requireStatus(t, s, id, herald.StatusDelivering).Status)
 
 	// The fifth loss ends it.
@@ -187,6 +193,7 @@ func testLeaseLostReplay(t *testing.T, s store.Store) {
 
 	c = claimOne(t, s, now, id)
 	require.False(t, c.Redelivered)
+	require.Zero(t, c.LeaseLosses, "a replay starts the count afresh")
 	c = loseLeases(t, s, c, 1, 2) // without the replay's fresh count, this would end it
 	finish(t, s, c.LeaseExpiresAt.Add(-time.Second), c, herald.StatusDelivered)
 	requireStatus(t, s, id, herald.StatusDelivered)
