@@ -46,3 +46,54 @@ func ReadMigrations(fsys fs.FS) ([]Migration, error) {
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
 	return out, nil
 }
+
+// Release is the release this build reports in the schema rule's
+// messages and records beside each migration it applies; the app sets it
+// to its version at start.
+var Release = "devel"
+
+// contractMarker, on a line of its own in a migration file, says the
+// migration contracts the schema (drops or renames what older releases
+// use): a node of a release that does not know it must not run on a
+// database where it was applied. A migration without it only expands
+// (adds), and older nodes keep running beside it. See README "Rolling
+// upgrades".
+const contractMarker = "-- herald: contract"
+
+// IsContraction says whether a migration's SQL declares itself a
+// contraction (contractMarker).
+func IsContraction(sql string) bool {
+	for line := range strings.Lines(sql) {
+		if strings.TrimSpace(line) == contractMarker {
+			return true
+		}
+	}
+	return false
+}
+
+// AppliedMigration is a row of a database's schema_migrations.
+type AppliedMigration struct {
+	Version  int
+	Name     string
+	Release  string // the release that applied it; "" before releases were recorded
+	Contract bool
+}
+
+// CheckSchema is the schema rule for a node that knows migrations up to
+// known: migrations it does not know that only expanded the schema are
+// fine; one that contracted it refuses the node, naming the release that
+// applied it.
+func CheckSchema(known int, applied []AppliedMigration, this string) error {
+	for _, m := range applied {
+		if m.Version <= known || !m.Contract {
+			continue
+		}
+		need := m.Release
+		if need == "" {
+			need = "a newer release"
+		}
+		return fmt.Errorf("database schema needs herald at least %s (migration %d); this is %s (migrations up to %d; %s contracted the schema)",
+			need, m.Version, this, known, m.Name)
+	}
+	return nil
+}

@@ -41,22 +41,37 @@ func (s *Store) Migrate(ctx context.Context) error {
 			name       text NOT NULL,
 			applied_at timestamptz NOT NULL DEFAULT now()
 		)`)
+		if err != nil {
+			return err
+		}
+		// The release that applied each migration, and whether it
+		// contracted the schema (store.CheckSchema).
+		_, err = tx.Exec(ctx, `ALTER TABLE schema_migrations
+			ADD COLUMN IF NOT EXISTS release text NOT NULL DEFAULT '',
+			ADD COLUMN IF NOT EXISTS contract boolean NOT NULL DEFAULT false`)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("migrate: create schema_migrations: %w", err)
 	}
 	applied := map[int]bool{}
-	rows, err := s.pool.Query(ctx, "SELECT version FROM schema_migrations")
+	rows, err := s.pool.Query(ctx, "SELECT version, name, release, contract FROM schema_migrations")
 	if err != nil {
 		return fmt.Errorf("migrate: read schema_migrations: %w", err)
 	}
-	versions, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	done, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.AppliedMigration, error) {
+		var m store.AppliedMigration
+		err := r.Scan(&m.Version, &m.Name, &m.Release, &m.Contract)
+		return m, err
+	})
 	if err != nil {
 		return fmt.Errorf("migrate: read schema_migrations: %w", err)
 	}
-	for _, v := range versions {
-		applied[int(v)] = true
+	if err := store.CheckSchema(all[len(all)-1].Version, done, store.Release); err != nil {
+		return err
+	}
+	for _, m := range done {
+		applied[m.Version] = true
 	}
 
 	for _, m := range all {
@@ -76,7 +91,8 @@ func (s *Store) Migrate(ctx context.Context) error {
 			if _, err := tx.Exec(ctx, m.SQL); err != nil {
 				return err
 			}
-			_, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", m.Version, m.Name)
+			_, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name, release, contract) VALUES ($1, $2, $3, $4)",
+				m.Version, m.Name, store.Release, store.IsContraction(m.SQL))
 			ran = err == nil
 			return err
 		})
