@@ -8,8 +8,12 @@ export HERALD_TEST_DATABASE_URL
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-8s %s\n", $$1, $$2}'
 
-build: ## Build bin/herald
-	$(GO) build -o bin/herald ./cmd/herald
+# VERSION names the release in `herald version` (empty: "devel"); the
+# commit comes from the build's own VCS stamp.
+VERSION ?=
+VERSION_LDFLAGS = $(if $(VERSION),-ldflags "-X github.com/heraldhooks/herald/internal/cli.buildVersion=$(VERSION)")
+build: ## Build bin/herald (VERSION=v1.2.3 names the release in herald version)
+	$(GO) build -buildvcs=auto $(VERSION_LDFLAGS) -o bin/herald ./cmd/herald
 
 # The container image: a static binary (CGO off: Herald's SQLite is pure
 # Go) with -trimpath, and the host's CA bundle, staged in IMAGE_CONTEXT and
