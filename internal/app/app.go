@@ -295,6 +295,7 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 			AttemptDone:    a.Metrics.AttemptDone,
 			OutcomeWritten: a.Metrics.OutcomeWritten,
 			Notified:       notify,
+			DeadAtClaim:    a.Metrics.DeliveryDead,
 		},
 		Trace: tracing,
 	})

@@ -131,6 +131,13 @@ type Hooks struct {
 	// ingested (store.DeliveryCompleteManyParams.Notify). It must not
 	// block: the mailer only queues them.
 	Notified func(n herald.Notification)
+	// DeadAtClaim is called for each delivery a claim of this node ended
+	// dead instead of handing it out (reason lease_lost: its lease was
+	// lost --max-lease-losses times, store.LeaseLossesEnd), as the claim
+	// reports its herald.delivery.dead. Such an end is no outcome, so
+	// OutcomeWritten never sees it. The delivery of a notification, for
+	// which none is emitted, is not reported.
+	DeadAtClaim func(reason herald.DeadReason)
 }
 
 func (c *Config) setDefaults() {
@@ -180,12 +187,30 @@ type Dispatcher struct {
 	suspectHeld atomic.Bool
 	// suspectFreed is signalled when the suspect in flight ends.
 	suspectFreed chan struct{}
+	// claimNotify is each claim's Notify (claimNotified), made once.
+	claimNotify func(n herald.Notification)
 }
 
 // New returns a Dispatcher for cfg.
 func New(cfg Config) *Dispatcher {
 	cfg.setDefaults()
-	return &Dispatcher{cfg: cfg, log: cfg.Logger, suspectFreed: make(chan struct{}, 1)}
+	d := &Dispatcher{cfg: cfg, log: cfg.Logger, suspectFreed: make(chan struct{}, 1)}
+	if cfg.Hooks.DeadAtClaim != nil || cfg.Hooks.Notified != nil {
+		d.claimNotify = d.claimNotified
+	}
+	return d
+}
+
+// claimNotified passes on a notification a claim emitted: a claim emits
+// only the herald.delivery.dead of a delivery it ended lease_lost
+// (store.LeaseLostNotification), which Hooks.DeadAtClaim counts.
+func (d *Dispatcher) claimNotified(n herald.Notification) {
+	if hook := d.cfg.Hooks.DeadAtClaim; hook != nil && n.EventType == herald.NotifyDeliveryDead {
+		hook(herald.DeadLeaseLost)
+	}
+	if hook := d.cfg.Hooks.Notified; hook != nil {
+		hook(n)
+	}
 }
 
 // job is a claimed delivery handed to a worker, with the end of its lease
@@ -341,7 +366,7 @@ func (d *Dispatcher) claimLoop(ctx context.Context, wake, kick, rescheduled <-ch
 			LeaseMargin:    d.cfg.LeaseMargin,
 			Now:            d.cfg.Clock.StoreNow(),
 			MaxLeaseLosses: d.cfg.MaxLeaseLosses,
-			Notify:         d.cfg.Hooks.Notified,
+			Notify:         d.claimNotify,
 		}
 		claimed, err := d.cfg.Store.DeliveryClaim(ctx, params)
 		claimEnded := time.Now()

@@ -81,7 +81,8 @@ func (s *poisonSender) Send(_ context.Context, req *sender.Request) sender.Resul
 // poison crashes its nodes alone, goes dead lease_lost after
 // --max-lease-losses (5) crashes, and the innocent deliveries are
 // delivered. Without isolation the cohort was claimed together after each
-// crash and all five went dead lease_lost.
+// crash and all five went dead lease_lost. The claim that ends the poison
+// reports it (Hooks.DeadAtClaim: herald_deliveries_dead_total).
 func TestSuspectsAreIsolated(t *testing.T) {
 	t.Parallel()
 	st, c, ep := setup(t, func(http.ResponseWriter, *http.Request) {})
@@ -115,12 +116,14 @@ func TestSuspectsAreIsolated(t *testing.T) {
 		}
 		return true
 	}
+	var deadAtClaim []herald.DeadReason // one goroutine's: each node's claim loop, one at a time
 	lives := 0
 	for ; !settled(); lives++ {
 		require.Less(t, lives, 20, "the deliveries never settled")
 		node := &dyingNode{Store: st, dead: make(chan struct{})}
 		d := dispatch.New(dispatch.Config{
 			Store: node, Sender: &poisonSender{node: node}, Clock: c, Concurrency: 8,
+			Hooks: dispatch.Hooks{DeadAtClaim: func(r herald.DeadReason) { deadAtClaim = append(deadAtClaim, r) }},
 		})
 		runCtx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
@@ -142,5 +145,6 @@ func TestSuspectsAreIsolated(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, herald.StatusDelivered, d.Status, "an innocent delivery went %s %s with the poison", d.Status, d.DeadReason)
 	}
+	require.Equal(t, []herald.DeadReason{herald.DeadLeaseLost}, deadAtClaim, "the claim that ended the poison said so (a metric)")
 	t.Logf("settled after %d lives", lives)
 }

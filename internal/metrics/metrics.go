@@ -169,10 +169,10 @@ func New(st Store, opts Options) *Metrics {
 
 	m.deadByReason = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: NameDeliveriesDead,
-		Help: "Deliveries this node's dispatcher sent dead, by reason: gone (410), client_error (other 4xx) or exhausted (attempts spent).",
+		Help: "Deliveries this node's dispatcher sent dead, by reason: gone (410), client_error (other 4xx), exhausted (attempts spent) or lease_lost (its claims ended them: leases lost too often).",
 	}, []string{"reason"})
 	m.deadReasons = make(map[herald.DeadReason]prometheus.Counter)
-	for _, r := range []herald.DeadReason{herald.DeadGone, herald.DeadClientError, herald.DeadExhausted} {
+	for _, r := range []herald.DeadReason{herald.DeadGone, herald.DeadClientError, herald.DeadExhausted, herald.DeadLeaseLost} {
 		m.deadReasons[r] = m.deadByReason.WithLabelValues(string(r))
 	}
 
@@ -350,15 +350,22 @@ func (m *Metrics) OutcomeWritten(c *store.ClaimedDelivery, out *store.DeliveryOu
 		}
 		m.deliveryLatency.Observe(latency.Seconds())
 	case herald.StatusDead:
-		m.dead.Inc()
-		if r, ok := m.deadReasons[out.DeadReason]; ok {
-			r.Inc()
-		} else {
-			// A reason added to the dispatcher later: still a small fixed set.
-			m.deadByReason.WithLabelValues(string(out.DeadReason)).Inc()
-		}
+		m.DeliveryDead(out.DeadReason)
 	case herald.StatusPending:
 		m.retried.Inc()
+	}
+}
+
+// DeliveryDead counts a delivery sent dead for reason: by a claim, which
+// ended it instead of handing it out (dispatch.Hooks.DeadAtClaim:
+// lease_lost), or by an outcome written (OutcomeWritten).
+func (m *Metrics) DeliveryDead(reason herald.DeadReason) {
+	m.dead.Inc()
+	if r, ok := m.deadReasons[reason]; ok {
+		r.Inc()
+	} else {
+		// A reason added to the dispatcher later: still a small fixed set.
+		m.deadByReason.WithLabelValues(string(reason)).Inc()
 	}
 }
 

@@ -423,6 +423,16 @@ func TestDispatchHooks(t *testing.T) {
 		require.Equal(t, 3.0, sum)
 	})
 
+	t.Run("DeadAtClaimCounted", func(t *testing.T) {
+		t.Parallel()
+		m, _, _, _ := setup(t, Options{})
+		require.Equal(t, 0.0, must(t, m.Registry(), NameDeliveriesDead, "reason", "lease_lost"))
+		m.DeliveryDead(herald.DeadLeaseLost)
+		r := m.Registry()
+		require.Equal(t, 1.0, must(t, r, NameDeliveriesDead, "reason", "lease_lost"))
+		require.Equal(t, 1.0, must(t, r, NameDeliveries, "outcome", "dead"))
+	})
+
 	t.Run("LatencyNeverNegative", func(t *testing.T) {
 		t.Parallel()
 		m, _, _, _ := setup(t, Options{})
