@@ -87,7 +87,7 @@ type App struct {
 	// OTEL_* variables name a collector; off (a no-op) otherwise. Serve
 	// and Work flush it once drained.
 	Trace *trace.Tracing
-	log    *slog.Logger
+	log   *slog.Logger
 	// readHeaderTimeout, when not 0, replaces config.ReadHeaderTimeout on
 	// every listener: tests shorten it to see a slow client cut off.
 	readHeaderTimeout time.Duration
