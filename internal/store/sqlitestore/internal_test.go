@@ -569,6 +569,16 @@ func addLaterEndpointColumns(t *testing.T, s *Store) {
 		_, err := s.writer.ExecContext(t.Context(), `ALTER TABLE events ADD COLUMN `+col)
 		require.NoError(t, err)
 	}
+	for _, col := range laterDeliveryColumns {
+		_, err := s.writer.ExecContext(t.Context(), `ALTER TABLE deliveries ADD COLUMN `+col)
+		require.NoError(t, err)
+	}
+}
+
+// laterDeliveryColumns are the columns of deliveries added after the
+// versions migrateBelow stops at, which today's store reads.
+var laterDeliveryColumns = []string{
+	"lease_losses INTEGER NOT NULL DEFAULT 0", // 0026
 }
 
 // laterEventColumns are the columns of events added after the versions
@@ -598,6 +608,11 @@ func migrateRest(t *testing.T, s *Store) {
 	for _, col := range laterEventColumns {
 		name, _, _ := strings.Cut(col, " ")
 		_, err := s.writer.ExecContext(t.Context(), `ALTER TABLE events DROP COLUMN `+name)
+		require.NoError(t, err)
+	}
+	for _, col := range laterDeliveryColumns {
+		name, _, _ := strings.Cut(col, " ")
+		_, err := s.writer.ExecContext(t.Context(), `ALTER TABLE deliveries DROP COLUMN `+name)
 		require.NoError(t, err)
 	}
 	require.NoError(t, s.Migrate(t.Context()))
