@@ -2,6 +2,7 @@ package dispatch_test
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -11,9 +12,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/clock"
 	"github.com/heraldhooks/herald/internal/dispatch"
 	"github.com/heraldhooks/herald/internal/sender"
 	"github.com/heraldhooks/herald/internal/store"
+	"github.com/heraldhooks/herald/internal/store/pgstore"
+	"github.com/heraldhooks/herald/internal/store/pgstore/pgtest"
 )
 
 // dyingNode is one life of a node: once its poison is sent it is dead,
@@ -85,7 +89,31 @@ func (s *poisonSender) Send(_ context.Context, req *sender.Request) sender.Resul
 // reports it (Hooks.DeadAtClaim: herald_deliveries_dead_total).
 func TestSuspectsAreIsolated(t *testing.T) {
 	t.Parallel()
-	st, c, ep := setup(t, func(http.ResponseWriter, *http.Request) {})
+	t.Run("SQLite", func(t *testing.T) {
+		t.Parallel()
+		st, c, ep := setup(t, func(http.ResponseWriter, *http.Request) {})
+		suspectsIsolated(t, st, c, ep)
+	})
+	t.Run("PostgreSQL", func(t *testing.T) {
+		t.Parallel()
+		st, err := pgstore.Open(t.Context(), pgtest.URL(t), slog.New(slog.DiscardHandler))
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, st.Close()) })
+		c := clock.NewTest(time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC))
+		ep, err := st.EndpointCreate(t.Context(), &store.EndpointCreateParams{
+			Endpoint: &herald.Endpoint{
+				ConsumerID: "c1", URL: "https://r.example.com/h", EventTypes: []string{"*"}, Enabled: true,
+				Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", Timeout: 10 * time.Second,
+				SignatureScheme: herald.SchemeStandard, MaxInFlight: 10,
+			},
+			Now: c.Now(),
+		})
+		require.NoError(t, err)
+		suspectsIsolated(t, st, c, ep)
+	})
+}
+
+func suspectsIsolated(t *testing.T, st store.Store, c *clock.Test, ep *herald.Endpoint) {
 	ctx := context.Background()
 	_, err := st.EndpointCreate(ctx, &store.EndpointCreateParams{
 		Endpoint: &herald.Endpoint{
