@@ -38,7 +38,10 @@
 //     slots (an eighth of its batch) free for ingests to lease into, and at
 //     most every store.TidyInterval has the store move the due marks of
 //     endpoints whose due work is done to their next due time, or drop them
-//     (tidy, Store.EndpointQueueTidy).
+//     (tidy, Store.EndpointQueueTidy). A node runs one suspect (a delivery
+//     that lost a lease: it may kill its node) at a time; the others a
+//     claim returns are handed back at once (isolateSuspects), and the
+//     loop waits for its suspect to end before it claims again.
 //  3. Leasing at ingest. The dispatcher is its store's store.Taker
 //     (taker.go): an ingest reserves free slots (Reserve, none while more
 //     than takeBusyMax deliveries were handed to workers over the last

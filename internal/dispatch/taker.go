@@ -143,7 +143,9 @@ func (d *Dispatcher) Take(r store.Reservation, claimed []*store.ClaimedDelivery)
 	}
 }
 
-// handBack hands back the leases of deliveries this node will not attempt.
+// handBack hands back the leases of deliveries this node will not attempt
+// (leased at ingest after its Run ended, or suspects beside the one it
+// runs), fenced by their tokens.
 func (d *Dispatcher) handBack(claimed []*store.ClaimedDelivery) {
 	if len(claimed) == 0 {
 		return
@@ -158,6 +160,6 @@ func (d *Dispatcher) handBack(claimed []*store.ClaimedDelivery) {
 	if err != nil {
 		// The leases run out by themselves, and the deliveries are
 		// claimed then.
-		d.log.Warn("hand back deliveries leased at ingest", logkey.Error, err, logkey.Deliveries, len(leases))
+		d.log.Warn("hand back deliveries", logkey.Error, err, logkey.Deliveries, len(leases))
 	}
 }
