@@ -103,6 +103,7 @@ func OpenStore(ctx context.Context, db string, logger *slog.Logger, opts ...stor
 	if err != nil {
 		return nil, err
 	}
+	opts = append([]store.OpenOption{store.WithRelease(Version)}, opts...)
 	switch kind {
 	case config.DBPostgres:
 		return pgstore.Open(ctx, target, logger, opts...)

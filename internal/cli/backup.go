@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/heraldhooks/herald/internal/app"
 	"github.com/heraldhooks/herald/internal/config"
-	"github.com/heraldhooks/herald/internal/store/sqlitestore"
 )
 
 func backupCmd(stdio IO) *cobra.Command {
@@ -28,14 +28,7 @@ func backupCmd(stdio IO) *cobra.Command {
 			if to == "" {
 				return errors.New("backup: --to FILE is required")
 			}
-			kind, path, err := config.ParseDB(c.DB)
-			if err != nil {
-				return err
-			}
-			if kind == config.DBPostgres {
-				return errors.New("backup: herald backup copies SQLite only; back up PostgreSQL with pg_dump (a logical copy) or pg_basebackup with WAL archiving (point-in-time recovery)")
-			}
-			if err := sqlitestore.Backup(cmd.Context(), path, to, force); err != nil {
+			if err := app.Backup(cmd.Context(), c.DB, to, force); err != nil {
 				return err
 			}
 			fmt.Fprintf(stdio.Out, "backed up %s to %s\n", config.Redact(c.DB), to)

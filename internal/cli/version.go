@@ -7,8 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/heraldhooks/herald/internal/app"
-	"github.com/heraldhooks/herald/internal/store/pgstore"
-	"github.com/heraldhooks/herald/internal/store/sqlitestore"
 )
 
 // buildVersion is the release a build names, set by the release process
@@ -29,8 +27,8 @@ type versionInfo struct {
 
 // readVersion reads the build's version and commit.
 func readVersion(bi *debug.BuildInfo, ok bool) versionInfo {
-	v := versionInfo{Version: buildVersion, Release: app.Version, Commit: "unknown",
-		Postgres: pgstore.MaxMigration(), SQLite: sqlitestore.MaxMigration()}
+	v := versionInfo{Version: buildVersion, Release: app.Version, Commit: "unknown"}
+	v.Postgres, v.SQLite = app.MaxMigrations()
 	if v.Version == "" {
 		v.Version = "devel"
 	}

@@ -47,10 +47,10 @@ func ReadMigrations(fsys fs.FS) ([]Migration, error) {
 	return out, nil
 }
 
-// Release is the release this build reports in the schema rule's
-// messages and records beside each migration it applies; the app sets it
-// to its version at start.
-var Release = "devel"
+// DefaultRelease is the release a store opened without WithRelease
+// records beside the migrations it applies and names in the schema
+// rule's messages.
+const DefaultRelease = "devel"
 
 // contractMarker, on a line of its own in a migration file, says the
 // migration contracts the schema (drops or renames what older releases

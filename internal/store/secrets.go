@@ -45,6 +45,18 @@ type OpenOptions struct {
 	// (LISTEN) connect to instead of the store's own URL, which goes
 	// through a transaction pooler that cannot hold a LISTEN.
 	ListenURL string
+	// Release is the release that opens the store: recorded beside each
+	// migration it applies, and named when a database's schema is newer
+	// than it knows (CheckSchema). Empty means DefaultRelease.
+	Release string
+}
+
+// ReleaseName is o.Release, or DefaultRelease when it is empty.
+func (o OpenOptions) ReleaseName() string {
+	if o.Release == "" {
+		return DefaultRelease
+	}
+	return o.Release
 }
 
 // OpenOption sets one of the OpenOptions.
@@ -65,6 +77,12 @@ func WithConnectWait(d time.Duration) OpenOption {
 // (OpenOptions.ListenURL).
 func WithListenURL(url string) OpenOption {
 	return func(o *OpenOptions) { o.ListenURL = url }
+}
+
+// WithRelease names the release that opens the store
+// (OpenOptions.Release).
+func WithRelease(r string) OpenOption {
+	return func(o *OpenOptions) { o.Release = r }
 }
 
 // NewOpenOptions applies opts to the zero OpenOptions.

@@ -67,7 +67,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("migrate: read schema_migrations: %w", err)
 	}
-	if err := store.CheckSchema(all[len(all)-1].Version, done, store.Release); err != nil {
+	if err := store.CheckSchema(all[len(all)-1].Version, done, s.release); err != nil {
 		return err
 	}
 	for _, m := range done {
@@ -92,7 +92,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 				return err
 			}
 			_, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name, release, contract) VALUES ($1, $2, $3, $4)",
-				m.Version, m.Name, store.Release, store.IsContraction(m.SQL))
+				m.Version, m.Name, s.release, store.IsContraction(m.SQL))
 			ran = err == nil
 			return err
 		})

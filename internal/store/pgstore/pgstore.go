@@ -29,6 +29,8 @@ type Store struct {
 	channel string // the NOTIFY channel of this schema
 	// secrets seals endpoint secrets at rest (store.OpenOptions).
 	secrets store.Secrets
+	// release is the release that opened the store (migrate.go).
+	release string
 
 	// closing ends subscriptions and background vacuums when Close is
 	// called.
@@ -177,7 +179,7 @@ func openConfig(ctx context.Context, cfg *pgxpool.Config, logger *slog.Logger, o
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
 	s := &Store{pool: pool, logger: logger, channel: channelName(schema),
-		secrets: store.NewSecrets(options.Secrets), node: newNodeID(), generic: generic,
+		secrets: store.NewSecrets(options.Secrets), release: options.ReleaseName(), node: newNodeID(), generic: generic,
 		listenCfg: listenCfg}
 	s.closing, s.stop = context.WithCancel(context.Background())
 	return s, nil

@@ -23,7 +23,7 @@ func TestSchemaRuleOnPostgres(t *testing.T) {
 	known := MaxMigration()
 	var release string
 	require.NoError(t, s.pool.QueryRow(ctx, `SELECT release FROM schema_migrations WHERE version = $1`, known).Scan(&release))
-	require.Equal(t, store.Release, release, "the applying release is recorded")
+	require.Equal(t, store.DefaultRelease, release, "the applying release is recorded")
 
 	_, err = s.pool.Exec(ctx, `INSERT INTO schema_migrations (version, name, release, contract) VALUES ($1, '9998_more.sql', '9.9.0', false)`, known+1)
 	require.NoError(t, err)
@@ -36,5 +36,5 @@ func TestSchemaRuleOnPostgres(t *testing.T) {
 	require.NoError(t, err)
 	err = other.Migrate(ctx)
 	require.ErrorContains(t, err, "database schema needs herald at least 9.9.1 (migration ")
-	require.ErrorContains(t, err, "this is "+store.Release)
+	require.ErrorContains(t, err, "this is "+store.DefaultRelease)
 }

@@ -51,7 +51,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 				return err
 			}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at, release, contract) VALUES (?, ?, ?, ?, ?)`,
-				m.Version, m.Name, micros(time.Now()), store.Release, store.IsContraction(m.SQL)); err != nil {
+				m.Version, m.Name, micros(time.Now()), s.release, store.IsContraction(m.SQL)); err != nil {
 				return err
 			}
 			applied = true
@@ -111,5 +111,5 @@ func (s *Store) checkSchema(ctx context.Context, known int) error {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("migrate: read schema_migrations: %w", err)
 	}
-	return store.CheckSchema(known, done, store.Release)
+	return store.CheckSchema(known, done, s.release)
 }

@@ -29,7 +29,7 @@ func TestSchemaRuleOnSQLite(t *testing.T) {
 	defer db.Close()
 	var release string
 	require.NoError(t, db.QueryRowContext(ctx, `SELECT release FROM schema_migrations WHERE version = ?`, known).Scan(&release))
-	require.Equal(t, store.Release, release, "the applying release is recorded")
+	require.Equal(t, store.DefaultRelease, release, "the applying release is recorded")
 
 	_, err = db.ExecContext(ctx, `INSERT INTO schema_migrations (version, name, applied_at, release, contract) VALUES (?, '9998_more.sql', 0, '9.9.0', 0)`, known+1)
 	require.NoError(t, err)
@@ -45,5 +45,5 @@ func TestSchemaRuleOnSQLite(t *testing.T) {
 	defer s.Close()
 	err = s.Migrate(ctx)
 	require.ErrorContains(t, err, "database schema needs herald at least 9.9.1 (migration ")
-	require.ErrorContains(t, err, "this is "+store.Release)
+	require.ErrorContains(t, err, "this is "+store.DefaultRelease)
 }

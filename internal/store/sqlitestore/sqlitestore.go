@@ -38,6 +38,8 @@ type Store struct {
 	listerOnce sync.Once
 	listerDone chan struct{}
 	logger     *slog.Logger
+	// release is the release that opened the store (migrate.go).
+	release string
 	// secrets seals endpoint secrets at rest (store.OpenOptions).
 	secrets store.Secrets
 
@@ -150,12 +152,14 @@ func Open(ctx context.Context, path string, logger *slog.Logger, opts ...store.O
 	ck.SetMaxOpenConns(1)
 	ck.SetMaxIdleConns(1)
 
+	options := store.NewOpenOptions(opts...)
 	s := &Store{
 		writer:       writer,
 		reader:       reader,
 		checkpointer: ck,
 		logger:       logger,
-		secrets:      store.NewSecrets(store.NewOpenOptions(opts...).Secrets),
+		secrets:      store.NewSecrets(options.Secrets),
+		release:      options.ReleaseName(),
 		subs:         map[chan struct{}]struct{}{},
 		done:         make(chan struct{}),
 		checkpointed: make(chan struct{}),
