@@ -111,10 +111,12 @@ type Hooks struct {
 	// and with -1 once it has come back (or been cut off), so the sum is the
 	// number of requests in flight on this node.
 	InFlight func(delta int)
-	// Redelivered is called just before the request of an attempt goes out
-	// whose claim took the delivery from an expired lease
-	// (store.ClaimedDelivery.Redelivered): an earlier attempt was lost with
-	// its node, and may have reached the receiver.
+	// Redelivered is called once for each delivery a claim took from an
+	// expired lease (store.ClaimedDelivery.Redelivered): an earlier attempt
+	// was lost with its node, and may have reached the receiver. It is
+	// called just before the attempt's request goes out or, for a suspect
+	// handed back (isolateSuspects), then: the claim that takes it again
+	// no longer sees the lease lost.
 	Redelivered func(c *store.ClaimedDelivery)
 	// AttemptDone is called after each attempt with its claimed delivery,
 	// result and the outcome decided (before it is written).
@@ -449,6 +451,11 @@ func (d *Dispatcher) isolateSuspects(claimed []*store.ClaimedDelivery) (kept []*
 		return claimed, false
 	}
 	clear(claimed[n:])
+	for _, c := range extra {
+		if c.Redelivered {
+			d.redelivered(c)
+		}
+	}
 	d.log.Info("handing back suspects: this node runs one delivery that lost a lease at a time",
 		logkey.Deliveries, len(extra))
 	d.handBack(extra)

@@ -304,7 +304,7 @@ func (m *Metrics) FilterErrors(n int) {
 // AttemptsInFlight moves the in-flight gauge by delta (dispatch.Hooks.InFlight).
 func (m *Metrics) AttemptsInFlight(delta int) { m.inFlight.Add(float64(delta)) }
 
-// Redelivered counts an attempt started for a delivery taken from an
+// Redelivered counts a delivery a claim took from an
 // expired lease (dispatch.Hooks.Redelivered).
 func (m *Metrics) Redelivered(*store.ClaimedDelivery) { m.redelivered.Inc() }
 
