@@ -233,20 +233,22 @@ type Layout struct {
 	pages  map[string]*template.Template
 }
 
-// NewLayout parses templates/layout.html with each page of templates/
-// (every other file there): the page "endpoints" is endpoints.html.
+// NewLayout parses templates/layout.html and the shared parts
+// (templates/part-*.html) with each page of templates/ (every other file
+// there): the page "endpoints" is endpoints.html.
 func NewLayout(assets *Assets, log *slog.Logger) *Layout {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	l := &Layout{assets: assets, log: log, pages: map[string]*template.Template{}}
-	base := template.Must(template.New("").Funcs(l.funcs()).ParseFS(templateFS, "templates/layout.html"))
+	// The layout, and the parts pages share (files named part-*.html).
+	base := template.Must(template.New("").Funcs(l.funcs()).ParseFS(templateFS, "templates/layout.html", "templates/part-*.html"))
 	entries, err := fs.ReadDir(templateFS, "templates")
 	if err != nil {
 		panic(err)
 	}
 	for _, e := range entries {
-		if e.Name() == "layout.html" {
+		if e.Name() == "layout.html" || strings.HasPrefix(e.Name(), "part-") {
 			continue
 		}
 		t := template.Must(template.Must(base.Clone()).ParseFS(templateFS, "templates/"+e.Name()))
@@ -288,6 +290,12 @@ func (l *Layout) funcs() template.FuncMap {
 		// clientCert is an endpoint's client certificate's subject and
 		// expiry, nil when none.
 		"clientCert": describeClientCert,
+		// endpointForms is what the shared endpoint forms
+		// (part-endpoint-forms.html) are given: the page's path prefix, the
+		// endpoint and the CSRF token.
+		"endpointForms": func(prefix string, endpoint any, csrf string) map[string]any {
+			return map[string]any{"prefix": prefix, "endpoint": endpoint, "csrf": csrf}
+		},
 		// deadReason explains a dead delivery's reason (deadReasonHelp).
 		"deadReason": deadReasonHelp,
 		// time shows a time in UTC to the second; the zero time as "—".
