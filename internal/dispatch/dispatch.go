@@ -47,6 +47,15 @@ type Config struct {
 	Logger *slog.Logger
 	// Concurrency is how many attempts run at once on this node (default 512).
 	Concurrency int
+	// LongAfter is how long an attempt runs before it counts as long
+	// (default 1 s of real time): a long attempt gives its slot back to
+	// the node, and runs on among at most LongAttempts others (default
+	// 8 x Concurrency), so that receivers that hang until their timeout
+	// cannot hold every slot and keep healthy endpoints waiting
+	// (invariant 9). Real time, as Linger: it decides how busy the node
+	// is, never what happens to a delivery.
+	LongAfter    time.Duration
+	LongAttempts int
 	// ClaimBatch bounds one claim (default Concurrency).
 	ClaimBatch int
 	// PollInterval is how often an idle dispatcher looks for due work when
@@ -152,6 +161,12 @@ func (c *Config) setDefaults() {
 	if c.Concurrency <= 0 {
 		c.Concurrency = 512
 	}
+	if c.LongAfter <= 0 {
+		c.LongAfter = 250 * time.Millisecond
+	}
+	if c.LongAttempts <= 0 {
+		c.LongAttempts = 8 * c.Concurrency
+	}
 	if c.ClaimBatch <= 0 || c.ClaimBatch > c.Concurrency {
 		c.ClaimBatch = c.Concurrency
 	}
@@ -191,12 +206,15 @@ type Dispatcher struct {
 	suspectFreed chan struct{}
 	// claimNotify is each claim's Notify (claimNotified), made once.
 	claimNotify func(n herald.Notification)
+	// long keeps the attempts under way and turns long ones slotless.
+	long longAttempts
 }
 
 // New returns a Dispatcher for cfg.
 func New(cfg Config) *Dispatcher {
 	cfg.setDefaults()
-	d := &Dispatcher{cfg: cfg, log: cfg.Logger, suspectFreed: make(chan struct{}, 1)}
+	d := &Dispatcher{cfg: cfg, log: cfg.Logger, suspectFreed: make(chan struct{}, 1),
+		long: longAttempts{after: cfg.LongAfter, most: cfg.LongAttempts, running: map[*underWay]struct{}{}}}
 	if cfg.Hooks.DeadAtClaim != nil || cfg.Hooks.Notified != nil {
 		d.claimNotify = d.claimNotified
 	}
@@ -237,6 +255,9 @@ type result struct {
 	sent      *sender.Result // with an outcome
 	decidedAt time.Time
 	suspect   bool // its job's
+	// slotless: the attempt turned long and gave its slot back then
+	// (longAttempts), so writing it gives none back.
+	slotless bool
 }
 
 // Run claims and delivers until ctx ends, then stops claiming, lets attempts
@@ -280,22 +301,34 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	var unwritten atomic.Int64
 	d.takeFrom(&taking{slots: slots, jobs: jobs})
 	var workers sync.WaitGroup
-	for range n {
-		workers.Add(1)
-		go func() {
-			defer workers.Done()
-			for j := range jobs {
-				r := d.attempt(ctx, sendCtx, j)
-				r.suspect = j.suspect
+	var worker func()
+	worker = func() {
+		defer workers.Done()
+		for j := range jobs {
+			a := d.long.begin()
+			r := d.attempt(ctx, sendCtx, j)
+			r.suspect = j.suspect
+			r.slotless = d.long.end(a)
+			if !r.slotless {
 				unwritten.Add(1)
-				// The hook runs here, after the count, so that an attempt
-				// it reports ended is already counted unwritten.
-				if hook := d.cfg.Hooks.AttemptDone; hook != nil && r.outcome != nil {
-					hook(r.claimed, r.sent, r.outcome)
-				}
-				results <- r
 			}
-		}()
+			// The hook runs here, after the count, so that an attempt
+			// it reports ended is already counted unwritten.
+			if hook := d.cfg.Hooks.AttemptDone; hook != nil && r.outcome != nil {
+				hook(r.claimed, r.sent, r.outcome)
+			}
+			results <- r
+			if r.slotless {
+				return // a worker took its place when it turned long
+			}
+		}
+	}
+	spawn := func() {
+		workers.Add(1)
+		go worker()
+	}
+	for range n {
+		spawn()
 	}
 	// kick wakes the claim loop when outcomes are written: a finished
 	// attempt frees room under its endpoint's in-flight cap (and moves a
@@ -312,7 +345,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		d.writeResults(results, slots, kick, rescheduled, &unwritten)
 	}()
 
-	d.claimLoop(ctx, wake, kick, rescheduled, jobs, slots, &unwritten)
+	d.claimLoop(ctx, wake, kick, rescheduled, jobs, slots, &unwritten, spawn)
 
 	d.takeFrom(nil)
 	close(jobs)
@@ -331,16 +364,15 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 // a claim that held every slot made each ingest during it queue what it
 // would have leased, and wake this loop for another claim, which did the
 // same to the ingests during it.
-func (d *Dispatcher) claimLoop(ctx context.Context, wake, kick, rescheduled <-chan struct{}, jobs chan<- job, slots chan struct{}, unwritten *atomic.Int64) {
+func (d *Dispatcher) claimLoop(ctx context.Context, wake, kick, rescheduled <-chan struct{}, jobs chan<- job, slots chan struct{}, unwritten *atomic.Int64, spawn func()) {
 	var tidiedAt time.Time
 	leave := min(claimLeaves, d.cfg.ClaimBatch/8)
 	caughtUp := false // a node that starts may find a backlog
 	for ctx.Err() == nil {
-		// Take at least one slot (waiting if all are busy), then every free
-		// one, but those left for ingests.
-		select {
-		case <-slots:
-		case <-ctx.Done():
+		// Take at least one slot (waiting if all are busy: then, every
+		// LongAfter/4, attempts that have turned long give theirs), then
+		// every free one, but those left for ingests.
+		if !d.awaitSlot(ctx, slots, spawn) {
 			return
 		}
 		more := d.cfg.ClaimBatch - 1
@@ -838,8 +870,12 @@ func (d *Dispatcher) writeResults(results <-chan result, slots chan<- struct{}, 
 	for first := range results {
 		outcomes, written, releases = outcomes[:0], written[:0], releases[:0]
 		suspectDone := false
+		slotless := 0
 		add := func(r result) {
 			suspectDone = suspectDone || r.suspect
+			if r.slotless {
+				slotless++
+			}
 			if r.outcome != nil {
 				outcomes = append(outcomes, *r.outcome)
 				written = append(written, r)
@@ -888,12 +924,13 @@ func (d *Dispatcher) writeResults(results <-chan result, slots chan<- struct{}, 
 			}
 		}
 		clear(written) // let the claims go
-		for range len(outcomes) + len(releases) {
+		back := len(outcomes) + len(releases) - slotless
+		for range back {
 			slots <- struct{}{}
 		}
 		// After the slots are back, so a claim loop that saw these
 		// outcomes unwritten finds their slots when this kick wakes it.
-		unwritten.Add(-int64(len(outcomes) + len(releases)))
+		unwritten.Add(-int64(back))
 		if suspectDone {
 			d.suspectHeld.Store(false)
 			select {

@@ -31,7 +31,10 @@
 //     so that a claim carries what arrived meanwhile; after a quiet spell it
 //     claims at once.
 //  2. Claim. claimLoop takes free slots (one per attempt, held until its
-//     outcome is written) and calls Store.DeliveryClaim with Limit,
+//     outcome is written, or until it has waited LongAfter for its answer:
+//     then, when the loop waits for a slot, the attempt gives its slot back
+//     and runs on among the long ones, long.go) and calls
+//     Store.DeliveryClaim with Limit,
 //     LeaseMargin and Now (zero in production: the database clock decides).
 //     A lease lasts DeliveryClaimParams.LeaseFor, twice the endpoint's
 //     timeout plus the margin. A caught-up loop leaves up to claimLeaves
