@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/edge"
 	"github.com/heraldhooks/herald/internal/store"
 	"github.com/heraldhooks/herald/internal/wire"
 )
@@ -15,40 +16,9 @@ import (
 func (s *Server) serveTraced(w http.ResponseWriter, r *http.Request) {
 	_, pattern := s.mux.Handler(r)
 	ctx, end := s.trace.StartRequest(r, pattern)
-	sw := &statusWriter{ResponseWriter: w}
-	defer func() { end(sw.answered()) }()
+	sw := &edge.StatusRecorder{ResponseWriter: w}
+	defer func() { end(sw.Status()) }()
 	s.serve(sw, r.WithContext(ctx))
-}
-
-// statusWriter remembers the status a handler answers.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the connection's writer.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// answered is the status written, 200 when the handler wrote nothing.
-func (w *statusWriter) answered() int {
-	if w.status == 0 {
-		return http.StatusOK
-	}
-	return w.status
 }
 
 // ingest writes items (store.EventIngest) inside the ingest's span, whose

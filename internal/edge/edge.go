@@ -178,9 +178,9 @@ func Handler(cfg Config, next http.Handler) (http.Handler, error) {
 			next.ServeHTTP(w, r)
 			return
 		}
-		rec := &statusRecorder{ResponseWriter: w}
+		rec := &StatusRecorder{ResponseWriter: w}
 		next.ServeHTTP(rec, r)
-		attrs := []any{"method", r.Method, "path", logPath(r.URL.Path), logkey.StatusCode, rec.status(),
+		attrs := []any{"method", r.Method, "path", logPath(r.URL.Path), logkey.StatusCode, rec.Status(),
 			logkey.DurationMS, cfg.Clock.Now().Sub(began).Milliseconds(), logkey.ClientAddr, client}
 		if client != peer {
 			attrs = append(attrs, logkey.PeerAddr, peer)
@@ -300,21 +300,22 @@ func logPath(p string) string {
 	return strings.Join(segs, "/")
 }
 
-// statusRecorder remembers the status a handler answered, for the log.
-// Unwrap lets http.ResponseController reach the connection's writer.
-type statusRecorder struct {
+// StatusRecorder remembers the status a handler answered (for the log,
+// and for the API's request spans). Unwrap lets http.ResponseController
+// reach the connection's writer.
+type StatusRecorder struct {
 	http.ResponseWriter
 	code int
 }
 
-func (s *statusRecorder) WriteHeader(code int) {
+func (s *StatusRecorder) WriteHeader(code int) {
 	if s.code == 0 {
 		s.code = code
 	}
 	s.ResponseWriter.WriteHeader(code)
 }
 
-func (s *statusRecorder) Write(b []byte) (int, error) {
+func (s *StatusRecorder) Write(b []byte) (int, error) {
 	if s.code == 0 {
 		s.code = http.StatusOK
 	}
@@ -322,15 +323,16 @@ func (s *statusRecorder) Write(b []byte) (int, error) {
 }
 
 // Flush passes a flush on, for handlers that check for http.Flusher.
-func (s *statusRecorder) Flush() {
+func (s *StatusRecorder) Flush() {
 	if f, ok := s.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
 }
 
-func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+func (s *StatusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
-func (s *statusRecorder) status() int {
+// Status is the status answered, 200 when the handler wrote nothing.
+func (s *StatusRecorder) Status() int {
 	if s.code == 0 {
 		return http.StatusOK
 	}
