@@ -214,7 +214,7 @@ type Dispatcher struct {
 func New(cfg Config) *Dispatcher {
 	cfg.setDefaults()
 	d := &Dispatcher{cfg: cfg, log: cfg.Logger, suspectFreed: make(chan struct{}, 1),
-		long: longAttempts{after: cfg.LongAfter, most: cfg.LongAttempts, running: map[*underWay]struct{}{}}}
+		long: longAttempts{after: cfg.LongAfter, most: cfg.LongAttempts}}
 	if cfg.Hooks.DeadAtClaim != nil || cfg.Hooks.Notified != nil {
 		d.claimNotify = d.claimNotified
 	}
@@ -299,8 +299,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	// unwritten counts attempts that have ended and whose outcomes are
 	// not written yet: slots that the writer is about to give back.
 	var unwritten atomic.Int64
-	d.takeFrom(&taking{slots: slots, jobs: jobs})
-	var workers sync.WaitGroup
+		var workers sync.WaitGroup
 	var worker func()
 	worker = func() {
 		defer workers.Done()
@@ -330,6 +329,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	for range n {
 		spawn()
 	}
+	d.takeFrom(&taking{slots: slots, jobs: jobs, spawn: spawn})
 	// kick wakes the claim loop when outcomes are written: a finished
 	// attempt frees room under its endpoint's in-flight cap (and moves a
 	// FIFO endpoint's head), so capped endpoints flow at the speed of their

@@ -32,8 +32,9 @@
 //     claims at once.
 //  2. Claim. claimLoop takes free slots (one per attempt, held until its
 //     outcome is written, or until it has waited LongAfter for its answer:
-//     then, when the loop waits for a slot, the attempt gives its slot back
-//     and runs on among the long ones, long.go) and calls
+//     then, when the loop waits for a slot or an ingest reserves one, the
+//     attempt gives its slot back and runs on among the long ones,
+//     long.go) and calls
 //     Store.DeliveryClaim with Limit,
 //     LeaseMargin and Now (zero in production: the database clock decides).
 //     A lease lasts DeliveryClaimParams.LeaseFor, twice the endpoint's

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"container/list"
 	"context"
 	"sync"
 	"time"
@@ -13,7 +14,8 @@ import (
 // in-flight cap, held every slot of a node: healthy endpoints waited
 // behind them for minutes (BENCHMARKS "Hanging receivers beside healthy
 // ones"). So an attempt that has run LongAfter gives its slot back to the
-// node, when the claim loop waits for one, and runs on among at most
+// node, when the claim loop waits for one or an ingest reserves one
+// (Reserve), and runs on among at most
 // LongAttempts long ones, with a worker started in its place; it writes
 // its outcome as before, giving no slot back then. What a long attempt
 // costs the node is a goroutine and a connection waiting: it bounds those
@@ -22,24 +24,27 @@ import (
 // underWay is an attempt a worker is running.
 type underWay struct {
 	began time.Time
-	long  bool // guarded by longAttempts.mu
+	long  bool          // guarded by longAttempts.mu
+	elem  *list.Element // in longAttempts.young while not long
 }
 
-// longAttempts keeps the attempts under way on this node.
+// longAttempts keeps the attempts under way on this node: those not long
+// yet in the order they began (begin, end and turn cost the same however
+// many run), and a count of the long ones.
 type longAttempts struct {
 	after time.Duration
 	most  int
 
-	mu      sync.Mutex
-	running map[*underWay]struct{}
-	longs   int
+	mu    sync.Mutex
+	young list.List // of *underWay, oldest first
+	longs int
 }
 
 // begin records an attempt about to start.
 func (l *longAttempts) begin() *underWay {
 	a := &underWay{began: time.Now()}
 	l.mu.Lock()
-	l.running[a] = struct{}{}
+	a.elem = l.young.PushBack(a)
 	l.mu.Unlock()
 	return a
 }
@@ -49,9 +54,10 @@ func (l *longAttempts) begin() *underWay {
 func (l *longAttempts) end(a *underWay) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.running, a)
 	if a.long {
 		l.longs--
+	} else {
+		l.young.Remove(a.elem)
 	}
 	return a.long
 }
@@ -65,16 +71,11 @@ func (l *longAttempts) next() (time.Duration, bool) {
 	if l.longs >= l.most {
 		return l.after, false
 	}
-	var oldest time.Time
-	for a := range l.running {
-		if !a.long && (oldest.IsZero() || a.began.Before(oldest)) {
-			oldest = a.began
-		}
-	}
-	if oldest.IsZero() {
+	e := l.young.Front()
+	if e == nil {
 		return l.after, true
 	}
-	return max(time.Until(oldest.Add(l.after)), 0), true
+	return max(time.Until(e.Value.(*underWay).began.Add(l.after)), 0), true
 }
 
 // turn makes up to n attempts that have run l.after long, as room under
@@ -84,15 +85,19 @@ func (l *longAttempts) turn(n int) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	turned := 0
-	for a := range l.running {
-		if turned == n || l.longs >= l.most {
+	for turned < n && l.longs < l.most {
+		e := l.young.Front()
+		if e == nil {
 			break
 		}
-		if !a.long && a.began.Before(cutoff) {
-			a.long = true
-			l.longs++
-			turned++
+		a := e.Value.(*underWay)
+		if !a.began.Before(cutoff) {
+			break
 		}
+		l.young.Remove(e)
+		a.long, a.elem = true, nil
+		l.longs++
+		turned++
 	}
 	return turned
 }

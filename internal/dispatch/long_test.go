@@ -72,3 +72,47 @@ func TestHangingReceiversLeaveSlotsForOthers(t *testing.T) {
 	waitFor(t, func() bool { return arrived.Load() == 1 })
 	require.GreaterOrEqual(t, hanging.Load(), int64(2), "delivered while the hanging attempts were still held")
 }
+
+// TestIngestTakesTheSlotsOfLongAttempts: while the claim loop sleeps,
+// nothing being due, attempts to receivers that hang and have run
+// LongAfter give their slots to an ingest that reserves them, and a worker
+// starts in the place of each: without that, every slot stayed with the
+// hanging attempts and each ingest's deliveries waited for a claim.
+func TestIngestTakesTheSlotsOfLongAttempts(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var hanging atomic.Int64
+	st, c, hung := setup(t, func(w http.ResponseWriter, r *http.Request) {
+		hanging.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	hung.Timeout = time.Minute
+	_, err := st.EndpointUpdate(t.Context(), &store.EndpointUpdateParams{Endpoint: hung, Now: c.Now()})
+	require.NoError(t, err)
+	// Two slots: the claim loop turns the first two attempts long when
+	// it waits to claim the third, then finds nothing more and sleeps,
+	// the third attempt holding a slot.
+	for range 3 {
+		ingest(t, st, c)
+	}
+	d := dispatch.New(dispatch.Config{
+		Store:       st,
+		Sender:      sender.New(sender.Config{AllowPrivateNetworks: true}),
+		Clock:       c,
+		Concurrency: 2,
+		LongAfter:   20 * time.Millisecond,
+	})
+	start(t, d)
+	t.Cleanup(func() { close(release) }) // before the stop, which waits for the attempts
+	waitFor(t, func() bool { return hanging.Load() == 3 })
+
+	waitFor(t, func() bool {
+		r := d.Reserve(2)
+		defer d.Take(r, nil)
+		return r.Slots == 2
+	})
+	require.Equal(t, int64(3), hanging.Load(), "the slots came while every attempt still hangs")
+}

@@ -16,6 +16,7 @@ var _ store.Taker = (*Dispatcher)(nil)
 type taking struct {
 	slots chan struct{}
 	jobs  chan<- job
+	spawn func() // starts a worker in the place of an attempt turned long
 }
 
 // takeFrom sets where Take hands its deliveries: t while a Run is under
@@ -113,6 +114,17 @@ func (d *Dispatcher) reserve(n int, busyBound bool) store.Reservation {
 		return r
 	}
 	r.Slots = takeFree(d.taking.slots, n)
+	if r.Slots < n {
+		// Attempts that have run LongAfter give their slots here too,
+		// not only when the claim loop waits for one: while it sleeps
+		// (nothing due), receivers that hang would otherwise hold every
+		// slot, and each ingest's deliveries wait for a claim.
+		k := d.long.turn(n - r.Slots)
+		for range k {
+			d.taking.spawn()
+		}
+		r.Slots += k
+	}
 	r.Ref = d.taking
 	return r
 }
