@@ -299,7 +299,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	// unwritten counts attempts that have ended and whose outcomes are
 	// not written yet: slots that the writer is about to give back.
 	var unwritten atomic.Int64
-		var workers sync.WaitGroup
+	var workers sync.WaitGroup
 	var worker func()
 	worker = func() {
 		defer workers.Done()
