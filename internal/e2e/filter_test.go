@@ -116,16 +116,25 @@ func TestFilterInABrowser(t *testing.T) {
 	)
 	screenshot(t, ctx, "portal-filter-test.png")
 	require.Equal(t, "2 of 2 recent events pass; the others would not be delivered to this endpoint.", text("#filter-summary"))
+	// The page of results has the form again: mark the page, so that
+	// the next waits find the answer's page, not the one still showing.
+	markPage := func() {
+		t.Helper()
+		_, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.body.dataset.old = "1"; true`))
+		require.NoError(t, err)
+	}
+	markPage()
 	do(
 		chromedp.SetValue(chromedp.CSS("#filter"), "payload.amount > 4000"),
 		chromedp.Click(chromedp.CSS("#filter-test")),
-		chromedp.WaitVisible(chromedp.CSS("#filter-results")),
+		chromedp.WaitVisible(chromedp.CSS("body:not([data-old]) #filter-results")),
 	)
 	require.Contains(t, text("#filter-summary"), "1 of 2")
+	markPage()
 	do(
 		chromedp.SetValue(chromedp.CSS("#filter"), "payload.amount >"),
 		chromedp.Click(chromedp.CSS("#filter-test")),
-		chromedp.WaitVisible(chromedp.CSS("#filter-error")),
+		chromedp.WaitVisible(chromedp.CSS("body:not([data-old]) #filter-error")),
 	)
 	require.Contains(t, text("#filter-error"), "1:17")
 
