@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/clock"
 	"github.com/heraldhooks/herald/internal/dispatch"
 	"github.com/heraldhooks/herald/internal/sender"
 	"github.com/heraldhooks/herald/internal/store"
@@ -23,24 +24,12 @@ import (
 // the healthy delivery waits for the hanging ones' timeout.
 func TestHangingReceiversLeaveSlotsForOthers(t *testing.T) {
 	t.Parallel()
-	release := make(chan struct{})
-	var hanging atomic.Int64
-	st, c, hung := setup(t, func(w http.ResponseWriter, r *http.Request) {
-		hanging.Add(1)
-		defer hanging.Add(-1)
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	})
+	st, c, hanging, release := setupHanging(t)
 	ctx := context.Background()
-	hung.Timeout = time.Minute
-	_, err := st.EndpointUpdate(ctx, &store.EndpointUpdateParams{Endpoint: hung, Now: c.Now()})
-	require.NoError(t, err)
 	var arrived atomic.Int64
 	healthy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { arrived.Add(1) }))
 	t.Cleanup(healthy.Close)
-	_, err = st.EndpointCreate(ctx, &store.EndpointCreateParams{
+	_, err := st.EndpointCreate(ctx, &store.EndpointCreateParams{
 		Endpoint: &herald.Endpoint{
 			ConsumerID: "c2", URL: healthy.URL, EventTypes: []string{"*"}, Enabled: true,
 			Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", Timeout: 10 * time.Second,
@@ -80,18 +69,7 @@ func TestHangingReceiversLeaveSlotsForOthers(t *testing.T) {
 // hanging attempts and each ingest's deliveries waited for a claim.
 func TestIngestTakesTheSlotsOfLongAttempts(t *testing.T) {
 	t.Parallel()
-	release := make(chan struct{})
-	var hanging atomic.Int64
-	st, c, hung := setup(t, func(w http.ResponseWriter, r *http.Request) {
-		hanging.Add(1)
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	})
-	hung.Timeout = time.Minute
-	_, err := st.EndpointUpdate(t.Context(), &store.EndpointUpdateParams{Endpoint: hung, Now: c.Now()})
-	require.NoError(t, err)
+	st, c, hanging, release := setupHanging(t)
 	// Two slots: the claim loop turns the first two attempts long when
 	// it waits to claim the third, then finds nothing more and sleeps,
 	// the third attempt holding a slot.
@@ -115,4 +93,25 @@ func TestIngestTakesTheSlotsOfLongAttempts(t *testing.T) {
 		return r.Slots == 2
 	})
 	require.Equal(t, int64(3), hanging.Load(), "the slots came while every attempt still hangs")
+}
+
+// setupHanging is setup with a receiver that holds each request until
+// release is closed (or the request ends), counting those it holds, and
+// an endpoint timeout of a minute.
+func setupHanging(t *testing.T) (store.Store, *clock.Test, *atomic.Int64, chan struct{}) {
+	t.Helper()
+	release := make(chan struct{})
+	hanging := new(atomic.Int64)
+	st, c, hung := setup(t, func(w http.ResponseWriter, r *http.Request) {
+		hanging.Add(1)
+		defer hanging.Add(-1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	hung.Timeout = time.Minute
+	_, err := st.EndpointUpdate(t.Context(), &store.EndpointUpdateParams{Endpoint: hung, Now: c.Now()})
+	require.NoError(t, err)
+	return st, c, hanging, release
 }
