@@ -17,7 +17,7 @@ import (
 // hotTables are the tables a soak watches, those that exist: every
 // ingest, claim and outcome writes them; and on SQLite the queues of rows
 // not yet listed, which a lister that keeps up holds at a second's worth.
-var hotTables = []string{"deliveries", "events", "attempts", "endpoints", "endpoint_queue", "unlisted_events", "unlisted_deliveries"}
+var hotTables = []string{"deliveries", "delivery_queue", "events", "attempts", "endpoints", "endpoint_queue", "unlisted_events", "unlisted_deliveries"}
 
 // probeTimeout bounds one reading of the database.
 const probeTimeout = 30 * time.Second
