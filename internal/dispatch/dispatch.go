@@ -48,7 +48,7 @@ type Config struct {
 	// Concurrency is how many attempts run at once on this node (default 512).
 	Concurrency int
 	// LongAfter is how long an attempt runs before it counts as long
-	// (default 1 s of real time): a long attempt gives its slot back to
+	// (default 250 ms of real time): a long attempt gives its slot back to
 	// the node, and runs on among at most LongAttempts others (default
 	// 8 x Concurrency), so that receivers that hang until their timeout
 	// cannot hold every slot and keep healthy endpoints waiting
@@ -369,9 +369,9 @@ func (d *Dispatcher) claimLoop(ctx context.Context, wake, kick, rescheduled <-ch
 	leave := min(claimLeaves, d.cfg.ClaimBatch/8)
 	caughtUp := false // a node that starts may find a backlog
 	for ctx.Err() == nil {
-		// Take at least one slot (waiting if all are busy: then, every
-		// LongAfter/4, attempts that have turned long give theirs), then
-		// every free one, but those left for ingests.
+		// Take at least one slot (waiting if all are busy: then, as soon
+		// as the oldest attempt turns long, those that have give theirs),
+		// then every free one, but those left for ingests.
 		if !d.awaitSlot(ctx, slots, spawn) {
 			return
 		}

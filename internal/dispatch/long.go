@@ -102,6 +102,17 @@ func (l *longAttempts) turn(n int) int {
 	return turned
 }
 
+// turnLong turns up to n attempts that have run LongAfter long, starting
+// a worker (spawn) in the place of each, and says how many: each is a
+// slot its caller now holds.
+func (d *Dispatcher) turnLong(n int, spawn func()) int {
+	k := d.long.turn(n)
+	for range k {
+		spawn()
+	}
+	return k
+}
+
 // awaitSlot takes a slot for the claim loop, waiting while every slot is
 // busy; meanwhile, as soon as the oldest attempt has run LongAfter (real
 // time), the attempts that have turned long give their slots (with a
@@ -132,12 +143,9 @@ func (d *Dispatcher) awaitSlot(ctx context.Context, slots chan struct{}, spawn f
 			// Every attempt that has turned long gives its slot: one
 			// for this claim, the others back to the node's slots
 			// (room for them there: they were out).
-			k := d.long.turn(cap(slots))
+			k := d.turnLong(cap(slots), spawn)
 			if k == 0 {
 				continue
-			}
-			for range k {
-				spawn()
 			}
 			for range k - 1 {
 				slots <- struct{}{}

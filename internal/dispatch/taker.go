@@ -119,11 +119,7 @@ func (d *Dispatcher) reserve(n int, busyBound bool) store.Reservation {
 		// not only when the claim loop waits for one: while it sleeps
 		// (nothing due), receivers that hang would otherwise hold every
 		// slot, and each ingest's deliveries wait for a claim.
-		k := d.long.turn(n - r.Slots)
-		for range k {
-			d.taking.spawn()
-		}
-		r.Slots += k
+		r.Slots += d.turnLong(n-r.Slots, d.taking.spawn)
 	}
 	r.Ref = d.taking
 	return r
