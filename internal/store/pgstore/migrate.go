@@ -3,9 +3,13 @@ package pgstore
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
+	"log/slog"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/heraldhooks/herald/internal/store"
 )
@@ -79,22 +83,24 @@ func (s *Store) Migrate(ctx context.Context) error {
 			continue
 		}
 		ran := false
-		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, lock, migrateLockClass); err != nil {
-				return fmt.Errorf("take lock: %w", err)
-			}
-			// Another node may have applied it while this one waited.
-			var done bool
-			if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)", m.Version).Scan(&done); err != nil || done {
+		err := retryDeadlocks(ctx, s.logger, m.Name, func() error {
+			return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, lock, migrateLockClass); err != nil {
+					return fmt.Errorf("take lock: %w", err)
+				}
+				// Another node may have applied it while this one waited.
+				var done bool
+				if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)", m.Version).Scan(&done); err != nil || done {
+					return err
+				}
+				if _, err := tx.Exec(ctx, m.SQL); err != nil {
+					return err
+				}
+				_, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name, release, contract) VALUES ($1, $2, $3, $4)",
+					m.Version, m.Name, s.release, store.IsContraction(m.SQL))
+				ran = err == nil
 				return err
-			}
-			if _, err := tx.Exec(ctx, m.SQL); err != nil {
-				return err
-			}
-			_, err := tx.Exec(ctx, "INSERT INTO schema_migrations (version, name, release, contract) VALUES ($1, $2, $3, $4)",
-				m.Version, m.Name, s.release, store.IsContraction(m.SQL))
-			ran = err == nil
-			return err
+			})
 		})
 		if err != nil {
 			return fmt.Errorf("migrate: apply %s: %w", m.Name, err)
@@ -104,4 +110,32 @@ func (s *Store) Migrate(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// migrateTries bounds how many times one migration is tried when it
+// deadlocks with the nodes running beside it.
+const migrateTries = 5
+
+// retryDeadlocks runs apply, a migration's transaction, again (after
+// 100 ms, then twice as long each time) while it fails with deadlock_detected
+// (40P01): a migration run under load takes table locks in its own order
+// (an ALTER of endpoints, then a foreign key onto events) while a node's
+// ingest holds one and waits for the other, and PostgreSQL ends one of
+// the two. The transaction rolled back whole, so trying it again is safe.
+func retryDeadlocks(ctx context.Context, logger *slog.Logger, name string, apply func() error) error {
+	wait := 100 * time.Millisecond
+	for try := 1; ; try++ {
+		err := apply()
+		var pgErr *pgconn.PgError
+		if err == nil || try == migrateTries || !errors.As(err, &pgErr) || pgErr.Code != "40P01" {
+			return err
+		}
+		logger.Warn("migration deadlocked with a running node; trying it again", "migration", name, "try", try)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return err
+		}
+		wait *= 2
+	}
 }
