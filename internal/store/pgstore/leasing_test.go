@@ -371,9 +371,7 @@ func TestAWaitingWriterIsNotOvertakenByIngests(t *testing.T) {
 		disabled <- err
 	}()
 	require.Eventually(t, func() bool {
-		var n int
-		err := s.pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype = 'advisory' AND classid = $1`, gateClass).Scan(&n)
-		return err == nil && n == 1
+		return gateWaiters(t, s, ep.ID) == 1
 	}, 10*time.Second, 5*time.Millisecond, "the disable waits for the first ingest")
 
 	second, leasing := lease()
@@ -410,9 +408,7 @@ func TestAChangeOfSettingsWaitsForALeasingIngest(t *testing.T) {
 		updated <- err
 	}()
 	require.Eventually(t, func() bool {
-		var n int
-		err := s.pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype = 'advisory' AND classid = $1`, gateClass).Scan(&n)
-		return err == nil && n == 1
+		return gateWaiters(t, s, ep.ID) == 1
 	}, 10*time.Second, 5*time.Millisecond, "the change waits for the ingest")
 	select {
 	case err := <-updated:
@@ -421,4 +417,19 @@ func TestAChangeOfSettingsWaitsForALeasingIngest(t *testing.T) {
 	}
 	require.NoError(t, tx.Rollback(ctx))
 	require.NoError(t, <-updated)
+}
+
+// gateWaiters counts the sessions waiting for an endpoint's gate (gate.go).
+// pg_locks is the whole cluster's: tests running beside this one wait on
+// gates of their own, so the count is of this endpoint's key only.
+func gateWaiters(t *testing.T, s *Store, endpointID string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, s.pool.QueryRow(t.Context(), `
+		SELECT count(*) FROM pg_locks
+		WHERE NOT granted AND locktype = 'advisory' AND classid = $1
+		  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		  AND objid::int8 = hashtext(current_schema() || ':' || $2::text)::int8 & 4294967295`,
+		gateClass, endpointID).Scan(&n))
+	return n
 }
