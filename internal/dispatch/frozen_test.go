@@ -48,17 +48,26 @@ func (s *stoppedSender) Send(_ context.Context, _ *sender.Request) sender.Result
 // 10 s + 15 s.
 func TestFrozenNodeHandsItsLeaseBack(t *testing.T) {
 	t.Parallel()
+	// run runs a dispatcher over one delivery. Where the receiver answers,
+	// the dispatcher has one slot, which the attempt keeps however long it
+	// runs: its lease expiring under it must not let a claim deliver the
+	// delivery again before the answer is written, or the answer would
+	// find its lease gone.
 	run := func(t *testing.T, took time.Duration, code int) (store.Store, *clock.Test, *herald.Endpoint, string, *atomic.Int64) {
 		st, c, ep := setup(t, func(http.ResponseWriter, *http.Request) {})
 		id := ingest(t, st, c)
 		frozen := &atomic.Int64{}
-		runDispatcher(t, dispatch.Config{
+		cfg := dispatch.Config{
 			Store:       st,
 			Sender:      &stoppedSender{clock: c, took: took, code: code},
 			Clock:       c,
 			Concurrency: 4,
 			Hooks:       dispatch.Hooks{Frozen: func(*store.ClaimedDelivery) { frozen.Add(1) }},
-		})
+		}
+		if code != 0 {
+			cfg.Concurrency, cfg.LongAfter = 1, time.Hour
+		}
+		runDispatcher(t, cfg)
 		return st, c, ep, id, frozen
 	}
 	health := func(t *testing.T, st store.Store, c *clock.Test, ep *herald.Endpoint) *herald.EndpointHealth {
