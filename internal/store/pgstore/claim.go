@@ -193,6 +193,8 @@ WITH taken AS MATERIALIZED (
 				ORDER BY q.seq
 				LIMIT 1)
 			AND d.status NOT IN ('delivered', 'dead', 'cancelled')
+			-- A queue emptied by a crash may lack the head (migration 0032).
+			AND EXISTS (SELECT 1 FROM delivery_queue_built WHERE built)
 		FOR UPDATE OF d SKIP LOCKED
 	) AS h
 	WHERE h.due_at <= coalesce($1::timestamptz, now())
@@ -277,6 +279,7 @@ func (s *Store) DeliveryClaim(ctx context.Context, p *store.DeliveryClaimParams)
 	if p.Limit <= 0 {
 		return []*store.ClaimedDelivery{}, nil
 	}
+	s.queueReady(ctx)
 	out, err := s.claimTx(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("claim deliveries: %w", err)

@@ -217,7 +217,8 @@ func (s *Store) EndpointUpdate(ctx context.Context, p *store.EndpointUpdateParam
 const cancelEndpointSQL = `
 UPDATE deliveries
 SET status = 'cancelled', due_at = NULL, updated_at = coalesce($2::timestamptz, now())
-WHERE id IN (SELECT delivery_id FROM delivery_queue WHERE endpoint_id = $1)
+WHERE id IN (SELECT delivery_id FROM delivery_queue WHERE endpoint_id = $1
+		UNION ALL ` + liveAmongHistorySQL + `)
 	AND status IN ('pending', 'delivering')`
 
 // disableEndpointSQL sends the live deliveries of the disabled endpoint $1
@@ -227,8 +228,15 @@ const disableEndpointSQL = `
 UPDATE deliveries
 SET status = 'dead', dead_reason = 'endpoint_disabled', due_at = NULL,
 	updated_at = coalesce($3::timestamptz, now())
-WHERE id IN (SELECT delivery_id FROM delivery_queue WHERE endpoint_id = $1 AND delivery_id <> $2)
+WHERE id IN (SELECT delivery_id FROM delivery_queue WHERE endpoint_id = $1 AND delivery_id <> $2
+		UNION ALL ` + liveAmongHistorySQL + ` AND id <> $2)
 	AND status IN ('pending', 'delivering')`
+
+// liveAmongHistorySQL is the way to an endpoint $1's live deliveries when
+// the delivery queue is not built (migration 0032): its history, through
+// deliveries_endpoint_idx. Otherwise it reads nothing.
+const liveAmongHistorySQL = `SELECT id FROM deliveries
+		WHERE endpoint_id = $1 AND NOT EXISTS (SELECT 1 FROM delivery_queue_built WHERE built)`
 
 // EndpointDelete removes the endpoint and cancels its live deliveries in
 // one transaction; its deliveries and attempts stay as history.

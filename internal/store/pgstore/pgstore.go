@@ -44,6 +44,10 @@ type Store struct {
 	// (EndpointQueueTidy, or a full claim), in unix nanoseconds of the
 	// process clock.
 	vacuumedAt atomic.Int64
+	// queueCheckedAt is when this node last checked that the delivery
+	// queue is built (queueReady), in unix nanoseconds of the process
+	// clock.
+	queueCheckedAt atomic.Int64
 	// subs counts the subscriptions and background vacuums Close waits
 	// for.
 	subs sync.WaitGroup

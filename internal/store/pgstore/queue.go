@@ -148,3 +148,34 @@ func (s *Store) runQueueVacuum(ctx context.Context) {
 		s.logger.Warn("vacuum the queues", logkey.Error, err)
 	}
 }
+
+// queueCheckEvery is how often at most a node checks that the delivery
+// queue is built (queueReady).
+const queueCheckEvery = time.Second
+
+// queueReady makes the delivery queue again when PostgreSQL emptied it,
+// recovering from a crash or promoting a standby (migration 0032), at
+// most every queueCheckEvery on this node: a probe of a one-row table,
+// and, on the node that finds it empty first, a read of the live
+// deliveries while their writers wait. Until then nothing is leased, so a
+// failure costs only time: it is logged, and the next claim tries again.
+func (s *Store) queueReady(ctx context.Context) {
+	now := time.Now().UnixNano()
+	last := s.queueCheckedAt.Load()
+	if now-last < int64(queueCheckEvery) || !s.queueCheckedAt.CompareAndSwap(last, now) {
+		return
+	}
+	start := time.Now()
+	var n *int64
+	if err := s.pool.QueryRow(ctx, "SELECT herald_delivery_queue_ready()").Scan(&n); err != nil {
+		if ctx.Err() == nil {
+			s.logger.Warn("check the delivery queue", logkey.Error, err)
+		}
+		return
+	}
+	if n != nil {
+		s.logger.Warn("the delivery queue was empty after PostgreSQL recovered from a crash "+
+			"or promoted a standby: made again from the live deliveries",
+			"deliveries", *n, "took", time.Since(start).Round(time.Millisecond))
+	}
+}

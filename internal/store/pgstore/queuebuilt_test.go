@@ -1,0 +1,65 @@
+package pgstore
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/heraldhooks/herald"
+	"github.com/heraldhooks/herald/internal/store"
+)
+
+// emptyQueue does to the delivery queue what PostgreSQL does to an
+// unlogged table recovering from a crash or promoting a standby
+// (migration 0032): it empties it, and delivery_queue_built with it. The
+// node's own check (queueReady) is held off until check is called.
+func emptyQueue(t *testing.T, s *Store) (check func()) {
+	t.Helper()
+	s.queueCheckedAt.Store(math.MaxInt64)
+	_, err := s.pool.Exec(t.Context(), "TRUNCATE delivery_queue, delivery_queue_built")
+	require.NoError(t, err)
+	return func() { s.queueCheckedAt.Store(0) }
+}
+
+// TestQueueEmptiedByACrashIsMadeAgain: until a node makes the emptied
+// delivery queue again, nothing is leased (a claim would have counted no
+// leases against a cap whose leased deliveries the queue lost, and taken
+// a FIFO head written after the crash ahead of one written before), and
+// deleting an endpoint still cancels every live delivery of it. The next
+// claim makes it again, as the deliveries say, and goes on from it.
+func TestQueueEmptiedByACrashIsMadeAgain(t *testing.T) {
+	t.Parallel()
+	s := openNodes(t, 1)[0]
+	ctx := t.Context()
+	now := t0.Add(time.Minute)
+	capped := createEndpoint(t, s, "c1", func(e *herald.Endpoint) { e.MaxInFlight = 2 })
+	ingest(t, s, "c1", 4)
+	require.Len(t, claimAt(t, s, 10, now), 2, "the cap")
+	fifo := createEndpoint(t, s, "c2", func(e *herald.Endpoint) { e.Ordering = herald.OrderingFIFO })
+	head := ingest(t, s, "c2", 1)[0]
+	gone := createEndpoint(t, s, "c3")
+	ingest(t, s, "c3", 2)
+
+	check := emptyQueue(t, s)
+	ingest(t, s, "c1", 1) // written after the crash: queued
+	ingest(t, s, "c2", 1)
+	require.Equal(t, 2, queued(t, s))
+	require.Empty(t, claimAt(t, s, 10, now), "nothing leased before the queue is made again")
+	require.NoError(t, s.EndpointDelete(ctx, &store.EndpointDeleteParams{ID: gone.ID, Now: now}))
+	require.Equal(t, map[string]int{"cancelled": 2}, statuses(t, s, gone.ID))
+
+	check()
+	claimed := claimAt(t, s, 10, now)
+	require.Len(t, claimed, 1, "the capped endpoint's two leases counted again; the FIFO head")
+	require.Equal(t, fifo.ID, claimed[0].Delivery.EndpointID)
+	require.Equal(t, head.Deliveries[0].ID, claimed[0].Delivery.ID, "the head written before the crash")
+	require.Empty(t, queueMismatches(t, s))
+	require.Equal(t, 7, queued(t, s), "capped: 2 leased, 3 due; FIFO: 2")
+	require.Equal(t, map[string]int{"delivering": 2, "pending": 3}, statuses(t, s, capped.ID))
+
+	var again *int64
+	require.NoError(t, s.pool.QueryRow(ctx, "SELECT herald_delivery_queue_ready()").Scan(&again))
+	require.Nil(t, again, "built: nothing to do")
+}
