@@ -181,6 +181,9 @@ func New(ctx context.Context, cfg config.Config, deps Deps, withAPI bool) (*App,
 	if cfg.DBListenURL != "" {
 		opts = append(opts, store.WithListenURL(cfg.DBListenURL))
 	}
+	if cfg.CompressPayloads {
+		opts = append(opts, store.WithCompressedPayloads())
+	}
 	st, err := OpenStore(ctx, cfg.DB, deps.Logger, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", config.Redact(cfg.DB), err)

@@ -38,6 +38,11 @@ const (
 	MaxConnections = 1024
 	// MinPayloadSize is the smallest payload: {"pad":""}.
 	MinPayloadSize = len(`{"pad":""}`)
+	// PayloadPad is a payload of one key padded with x to size:
+	// {"pad":"xxx…"}.
+	PayloadPad = "pad"
+	// PayloadOrder is a shop's order in JSON (OrderPayload).
+	PayloadOrder = "order"
 	// MaxPayloadSize is the largest payload. A spawned Herald accepts
 	// 256 KiB unless given --max-payload-bytes.
 	MaxPayloadSize = 1 << 20
@@ -117,6 +122,9 @@ type Options struct {
 	// PayloadSize is each event's payload size in bytes, a JSON object
 	// padded to size (DefaultPayloadSize).
 	PayloadSize int
+	// PayloadKind is what a payload holds: PayloadPad (the default), or
+	// PayloadOrder, which compresses as JSON sent by a shop does.
+	PayloadKind string
 	// DrainTimeout bounds the wait for deliveries after sending stops
 	// (DefaultDrainTimeout).
 	DrainTimeout time.Duration
@@ -194,6 +202,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Connections == 0 {
 		o.Connections = DefaultConnections
+	}
+	if o.PayloadKind == "" {
+		o.PayloadKind = PayloadPad
 	}
 	if o.PayloadSize == 0 {
 		o.PayloadSize = DefaultPayloadSize
@@ -277,6 +288,9 @@ func (o Options) Validate() error {
 	}
 	if o.PayloadSize < MinPayloadSize || o.PayloadSize > MaxPayloadSize {
 		bad("--payload-size must be from %d to %d bytes", MinPayloadSize, MaxPayloadSize)
+	}
+	if o.PayloadKind != PayloadPad && o.PayloadKind != PayloadOrder {
+		bad("--payload must be %s or %s", PayloadPad, PayloadOrder)
 	}
 	if o.DrainTimeout < 0 || o.DrainTimeout > MaxDrainTimeout {
 		bad("--drain-timeout must be at most %s", MaxDrainTimeout)

@@ -14,6 +14,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/heraldhooks/herald/internal/store"
+
 	"github.com/heraldhooks/herald/internal/metrics"
 )
 
@@ -127,6 +129,28 @@ func TestPayload(t *testing.T) {
 		var obj map[string]string
 		require.NoError(t, json.Unmarshal(p, &obj))
 	}
+}
+
+func TestOrderPayload(t *testing.T) {
+	t.Parallel()
+	for _, size := range []int{MinPayloadSize, 100, 200, 1024, 65536} {
+		p := OrderPayload(size)
+		require.Len(t, p, size)
+		require.True(t, json.Valid(p), "%s", p)
+		if size >= 1024 {
+			var order struct {
+				Items []map[string]any `json:"items"`
+				Note  string           `json:"note"`
+			}
+			require.NoError(t, json.Unmarshal(p, &order), "%s", p)
+			require.NotEmpty(t, order.Items)
+			require.NotEmpty(t, order.Note)
+		}
+	}
+	require.Equal(t, OrderPayload(1024), OrderPayload(1024), "the same bytes every run")
+	z := store.StoredPayload(OrderPayload(1024), true)
+	require.Less(t, len(z), 1024*3/5, "compresses as JSON does")
+	require.Greater(t, len(z), 1024/5, "not to nothing, as padding does")
 }
 
 func TestProcParsing(t *testing.T) {

@@ -68,6 +68,7 @@ type Load struct {
 	Batch       int     `json:"batch"`
 	Connections int     `json:"connections"`
 	PayloadSize int     `json:"payload_size"`
+	PayloadKind string  `json:"payload_kind,omitempty"`
 	Verify      bool    `json:"verify"`
 	// ReceiverDelayMS is how long the receiver took to answer each
 	// delivery (--receiver-delay); MaxInFlight each endpoint's
@@ -304,9 +305,13 @@ func (r *Report) WriteText(w io.Writer) error {
 		if l.ReceiverDelayMS > 0 {
 			receiver += ", receivers answering in " + (time.Duration(l.ReceiverDelayMS * float64(time.Millisecond))).String()
 		}
-		fmt.Fprintf(w, "herald bench: %s, %s, to %s of %s (fanout %d)%s, batch %d, %s, %d-byte payloads%s\n",
+		kind := ""
+		if l.PayloadKind == PayloadOrder {
+			kind = " order"
+		}
+		fmt.Fprintf(w, "herald bench: %s, %s, to %s of %s (fanout %d)%s, batch %d, %s, %d-byte%s payloads%s\n",
 			amount, rate, plural(l.Endpoints, "endpoint"), plural(l.Consumers, "consumer"), l.Fanout, idle, l.Batch,
-			plural(l.Connections, "connection"), l.PayloadSize, receiver)
+			plural(l.Connections, "connection"), l.PayloadSize, kind, receiver)
 	}
 	switch r.Target.Mode {
 	case "spawn":

@@ -112,6 +112,7 @@ func benchCmd(stdio IO) *cobra.Command {
 	fs.IntVar(&o.Batch, "batch", 1, fmt.Sprintf("events per ingest call: 1 uses POST /v1/events, up to %d POST /v1/events/batch", bench.MaxBatch))
 	fs.IntVar(&o.Connections, "connections", bench.DefaultConnections, "ingest calls in flight at once")
 	fs.IntVar(&o.PayloadSize, "payload-size", bench.DefaultPayloadSize, "bytes of each event's payload, a JSON object padded to size")
+	fs.StringVar(&o.PayloadKind, "payload", bench.PayloadPad, "what each payload holds: pad ({\"pad\":\"xxx…\"}, which compresses to nothing) or order (a shop's order with line items and a note, which compresses as such JSON does: see serve's --compress-payloads)")
 	fs.DurationVar(&o.ReceiverDelay, "receiver-delay", 0, fmt.Sprintf("how long the receiver takes to answer each delivery, a slow receiver (arrival is when it comes); at most %s", bench.MaxReceiverDelay))
 	fs.IntVar(&o.MaxInFlight, "max-in-flight", 0, fmt.Sprintf("each endpoint's max_in_flight, from 1 to %d (default: Herald's)", bench.MaxMaxInFlight))
 	fs.DurationVar(&o.DrainTimeout, "drain-timeout", bench.DefaultDrainTimeout, "how long to wait for the deliveries after sending stops")

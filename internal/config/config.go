@@ -82,6 +82,10 @@ type Config struct {
 	// DBListenURL is a direct PostgreSQL URL for the wake-ups (LISTEN)
 	// when DB goes through a transaction pooler (pooler=transaction).
 	DBListenURL string
+	// CompressPayloads has the events this node ingests stored with their
+	// payloads compressed (zstd). Every node of this release reads both;
+	// a node of an earlier release cannot read a compressed payload.
+	CompressPayloads bool
 	// MetricsAddr, when set, is where `herald worker` serves /metrics
 	// (serve always has /metrics on Addr). Empty: no metrics listener.
 	MetricsAddr string

@@ -93,6 +93,8 @@ type options struct {
 	frameAncestors []string
 	// getenv reads the node's OTEL_* variables; nil: none (tracing off).
 	getenv func(string) string
+	// compressPayloads is --compress-payloads.
+	compressPayloads bool
 }
 
 // setup starts a Herald on db with the test clock and a running dispatcher.
@@ -117,6 +119,7 @@ func setup(t *testing.T, db string, opts ...func(*options)) *env {
 		cfg.MaxLeaseLosses = o.maxLeaseLosses
 	}
 	cfg.SMTPURL = o.smtpURL
+	cfg.CompressPayloads = o.compressPayloads
 	// The server's address is known before the node starts, so the links
 	// it mails (--public-url) lead back to it.
 	srv := httptest.NewUnstartedServer(nil)

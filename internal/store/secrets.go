@@ -41,6 +41,9 @@ type OpenOptions struct {
 	// (a wrong password, a database that does not exist) fails at once.
 	// Zero tries once. Only PostgreSQL waits; SQLite is a file.
 	ConnectWait time.Duration
+	// CompressPayloads has the store write the payloads of the events it
+	// ingests compressed (StoredPayload). Every store reads both.
+	CompressPayloads bool
 	// ListenURL, when set, is a direct PostgreSQL URL the wake-ups
 	// (LISTEN) connect to instead of the store's own URL, which goes
 	// through a transaction pooler that cannot hold a LISTEN.
@@ -77,6 +80,12 @@ func WithConnectWait(d time.Duration) OpenOption {
 // (OpenOptions.ListenURL).
 func WithListenURL(url string) OpenOption {
 	return func(o *OpenOptions) { o.ListenURL = url }
+}
+
+// WithCompressedPayloads has the store compress the payloads it writes
+// (OpenOptions.CompressPayloads).
+func WithCompressedPayloads() OpenOption {
+	return func(o *OpenOptions) { o.CompressPayloads = true }
 }
 
 // WithRelease names the release that opens the store

@@ -187,6 +187,9 @@ type ingestItem struct {
 	index int // into p.Events and the results
 	id    string
 	item  *store.EventIngestItem
+	// stored is the payload as the events row holds it
+	// (store.StoredPayload), set by insertEvents.
+	stored []byte
 }
 
 // leaseSlotsPerEvent is how many slots an ingest that may lease reserves
@@ -432,6 +435,9 @@ func dedupe(events []store.EventIngestItem, now time.Time) *ingestRun {
 // queued in r.batch, which commits.
 func (s *Store) insertEvents(ctx context.Context, q queryer, tx *batchTx, r *ingestRun, now time.Time) error {
 	r.batch = &pgx.Batch{}
+	for _, u := range r.unique {
+		u.stored = store.StoredPayload(u.item.Payload, s.compress)
+	}
 	if r.check != nil {
 		r.inserted = make(map[string]time.Time, len(r.unique))
 		r.batch.Queue(insertSQL(r.unique), insertEventsArgs(r.unique, now)...).Query(func(rows pgx.Rows) error {
@@ -792,7 +798,7 @@ func insertEventsArgs(items []*ingestItem, now time.Time) []any {
 	payloads := make([][]byte, n)
 	for i, u := range ordered {
 		ids[i], consumers[i], types[i], keys[i] = u.id, u.item.ConsumerID, u.item.EventType, u.item.IdempotencyKey
-		payloads[i] = u.item.Payload
+		payloads[i] = u.stored
 		if payloads[i] == nil {
 			payloads[i] = []byte{}
 		}

@@ -81,6 +81,10 @@ type Store struct {
 	// TxOptions when the URL chose plan_cache_mode itself.
 	generic pgx.TxOptions
 
+	// compress says whether ingests write payloads compressed
+	// (store.StoredPayload).
+	compress bool
+
 	// listenCfg is where the wake-ups LISTEN: the pool's own server, or
 	// OpenOptions.ListenURL; nil behind a transaction pooler without one
 	// (Subscribe then never wakes: the dispatchers poll).
@@ -184,7 +188,7 @@ func openConfig(ctx context.Context, cfg *pgxpool.Config, logger *slog.Logger, o
 	}
 	s := &Store{pool: pool, logger: logger, channel: channelName(schema),
 		secrets: store.NewSecrets(options.Secrets), release: options.ReleaseName(), node: newNodeID(), generic: generic,
-		listenCfg: listenCfg}
+		listenCfg: listenCfg, compress: options.CompressPayloads}
 	s.closing, s.stop = context.WithCancel(context.Background())
 	return s, nil
 }

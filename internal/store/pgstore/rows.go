@@ -8,6 +8,7 @@ import (
 
 	"github.com/heraldhooks/herald"
 	"github.com/heraldhooks/herald/internal/ratelimit"
+	"github.com/heraldhooks/herald/internal/store"
 )
 
 // qualify prefixes each column of a comma-separated list with alias.
@@ -170,7 +171,7 @@ type eventRow struct {
 
 func (r *eventRow) dest() []any {
 	e := &r.ev
-	return []any{&e.ID, &e.ConsumerID, &e.EventType, &e.Payload, &r.key, &e.CreatedAt, &e.TraceContext}
+	return []any{&e.ID, &e.ConsumerID, &e.EventType, store.PayloadColumn{P: &e.Payload}, &r.key, &e.CreatedAt, &e.TraceContext}
 }
 
 func (r *eventRow) event() *herald.Event {

@@ -24,7 +24,7 @@ func eventDest(ev *herald.Event) ([]any, func()) {
 		key       sql.NullString
 		createdAt int64
 	)
-	return []any{&ev.ID, &ev.ConsumerID, &ev.EventType, &ev.Payload, &key, &createdAt, &ev.TraceContext}, func() {
+	return []any{&ev.ID, &ev.ConsumerID, &ev.EventType, store.PayloadColumn{P: &ev.Payload}, &key, &createdAt, &ev.TraceContext}, func() {
 		ev.IdempotencyKey = key.String
 		ev.CreatedAt = fromMicros(createdAt)
 		if ev.Payload == nil {
@@ -148,11 +148,12 @@ func ingest(ctx context.Context, tx *sql.Tx, st *statements, seq *seqCounter, it
 			TraceContext:   item.TraceContext,
 		}
 		key := sql.NullString{String: ev.IdempotencyKey, Valid: ev.IdempotencyKey != ""}
+		stored := store.StoredPayload(ev.Payload, st.compress)
 		var err error
 		if ev.TraceContext == nil {
-			_, err = insertEvent.ExecContext(ctx, ev.ID, ev.ConsumerID, ev.EventType, ev.Payload, key, micros(t))
+			_, err = insertEvent.ExecContext(ctx, ev.ID, ev.ConsumerID, ev.EventType, stored, key, micros(t))
 		} else { // tracing is on: the ingest's span context too
-			_, err = tx.ExecContext(ctx, insertTracedEventQuery, ev.ID, ev.ConsumerID, ev.EventType, ev.Payload, key, micros(t), ev.TraceContext)
+			_, err = tx.ExecContext(ctx, insertTracedEventQuery, ev.ID, ev.ConsumerID, ev.EventType, stored, key, micros(t), ev.TraceContext)
 		}
 		if err != nil {
 			return nil, out, fmt.Errorf("event %d: %w", i, err)

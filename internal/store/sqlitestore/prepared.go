@@ -23,6 +23,9 @@ type statements struct {
 	findKey, listRefs, insertEvent, insertDelivery, fanOut, seqRead, seqWrite *sql.Stmt
 	// ingest that may lease (leasing.go)
 	fanOutWhole, room, endpointsVersion *sql.Stmt
+	// compress says whether ingests write payloads compressed
+	// (store.StoredPayload), as the store was opened.
+	compress bool
 	// filters are the endpoints' filters compiled, by source: not a
 	// statement, but, like them, made once for every ingest to use.
 	filters filter.Cache
@@ -38,7 +41,7 @@ func (s *Store) prepared(ctx context.Context) (*statements, error) {
 	if s.stmts != nil {
 		return s.stmts, nil
 	}
-	st := &statements{}
+	st := &statements{compress: s.compress}
 	list := []struct {
 		into  **sql.Stmt
 		query string

@@ -26,8 +26,11 @@ var (
 
 // Store is the SQLite backend. Open it, then call Migrate.
 type Store struct {
-	writer *sql.DB
-	reader *sql.DB
+	// compress says whether ingests write payloads compressed
+	// (store.StoredPayload).
+	compress bool
+	writer   *sql.DB
+	reader   *sql.DB
 	// checkpointer runs the WAL checkpoints (see checkpoint), which ends
 	// by closing checkpointed.
 	checkpointer *sql.DB
@@ -160,6 +163,7 @@ func Open(ctx context.Context, path string, logger *slog.Logger, opts ...store.O
 		logger:       logger,
 		secrets:      store.NewSecrets(options.Secrets),
 		release:      options.ReleaseName(),
+		compress:     options.CompressPayloads,
 		subs:         map[chan struct{}]struct{}{},
 		done:         make(chan struct{}),
 		checkpointed: make(chan struct{}),
