@@ -193,7 +193,7 @@ WITH taken AS MATERIALIZED (
 				ORDER BY q.seq
 				LIMIT 1)
 			AND d.status NOT IN ('delivered', 'dead', 'cancelled')
-			-- A queue emptied by a crash may lack the head (migration 0032).
+			-- A queue emptied by a crash may lack the head (migrations 0032, 0033).
 			AND EXISTS (SELECT 1 FROM delivery_queue_built WHERE built)
 		FOR UPDATE OF d SKIP LOCKED
 	) AS h

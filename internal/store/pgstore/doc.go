@@ -53,10 +53,10 @@
 // vacuums both queue tables every queueVacuumEvery (vacuumQueue), so
 // finished deliveries' dead rows never reach a claim, with autovacuum on or
 // off.
-// delivery_queue is unlogged (0032): it costs no WAL, and PostgreSQL
-// empties it on crash recovery and on a promoted standby. Until a node's
-// claim makes it again from deliveries (queueReady, at most every second),
-// nothing is leased.
+// delivery_queue_built (0032) says the queue holds every live delivery;
+// once the queue is unlogged (0033) PostgreSQL empties both on crash
+// recovery and on a promoted standby. Until a node's claim makes it again
+// from deliveries (queueReady, at most every second), nothing is leased.
 //
 // Claim (claim.go). One batchTx on generic plans (claimTx): candidatesSQL
 // locks due endpoints FOR NO KEY UPDATE SKIP LOCKED in random order;

@@ -233,7 +233,7 @@ WHERE id IN (SELECT delivery_id FROM delivery_queue WHERE endpoint_id = $1 AND d
 	AND status IN ('pending', 'delivering')`
 
 // liveAmongHistorySQL is the way to an endpoint $1's live deliveries when
-// the delivery queue is not built (migration 0032): its history, through
+// the delivery queue is not built (migrations 0032, 0033): its history, through
 // deliveries_endpoint_idx. Otherwise it reads nothing.
 const liveAmongHistorySQL = `SELECT id FROM deliveries
 		WHERE endpoint_id = $1 AND NOT EXISTS (SELECT 1 FROM delivery_queue_built WHERE built)`

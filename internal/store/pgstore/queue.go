@@ -154,28 +154,56 @@ func (s *Store) runQueueVacuum(ctx context.Context) {
 const queueCheckEvery = time.Second
 
 // queueReady makes the delivery queue again when PostgreSQL emptied it,
-// recovering from a crash or promoting a standby (migration 0032), at
-// most every queueCheckEvery on this node: a probe of a one-row table,
-// and, on the node that finds it empty first, a read of the live
-// deliveries while their writers wait. Until then nothing is leased, so a
-// failure costs only time: it is logged, and the next claim tries again.
+// recovering from a crash or promoting a standby (migrations 0032 and
+// 0033), at most every queueCheckEvery on this node: a probe of a one-row
+// table, and, on a node that finds it empty, a refill and a mend
+// (migration 0032). Until then nothing
+// is leased, so a failure costs only time: it is logged, and the next
+// claim tries again.
 func (s *Store) queueReady(ctx context.Context) {
 	now := time.Now().UnixNano()
 	last := s.queueCheckedAt.Load()
 	if now-last < int64(queueCheckEvery) || !s.queueCheckedAt.CompareAndSwap(last, now) {
 		return
 	}
+	var built bool
+	err := s.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM delivery_queue_built WHERE built)").Scan(&built)
+	if err == nil && built {
+		return
+	}
 	start := time.Now()
-	var n *int64
-	if err := s.pool.QueryRow(ctx, "SELECT herald_delivery_queue_ready()").Scan(&n); err != nil {
+	var (
+		n     int64
+		ready bool
+	)
+	if err == nil {
+		// The refill reads the history: no statement timeout. The mend
+		// waits for writers under way: a lock timeout, so that new
+		// writers do not queue behind one that runs long.
+		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, "SELECT set_config('statement_timeout', '0', true)"); err != nil {
+				return err
+			}
+			return tx.QueryRow(ctx, "SELECT herald_delivery_queue_refill()").Scan(&n)
+		})
+	}
+	if err == nil {
+		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, "SELECT set_config('lock_timeout', '5s', true)"); err != nil {
+				return err
+			}
+			return tx.QueryRow(ctx, "SELECT herald_delivery_queue_ready()").Scan(&ready)
+		})
+	}
+	if err != nil {
 		if ctx.Err() == nil {
-			s.logger.Warn("check the delivery queue", logkey.Error, err)
+			s.logger.Warn("make the delivery queue again", logkey.Error, err)
 		}
 		return
 	}
-	if n != nil {
+	if ready {
 		s.logger.Warn("the delivery queue was empty after PostgreSQL recovered from a crash "+
 			"or promoted a standby: made again from the live deliveries",
-			"deliveries", *n, "took", time.Since(start).Round(time.Millisecond))
+			"deliveries", n, "took", time.Since(start).Round(time.Millisecond))
 	}
 }
