@@ -83,8 +83,9 @@ type Config struct {
 	// when DB goes through a transaction pooler (pooler=transaction).
 	DBListenURL string
 	// CompressPayloads has the events this node ingests stored with their
-	// payloads compressed (zstd). Every node of this release reads both;
-	// a node of an earlier release cannot read a compressed payload.
+	// payloads compressed (zstd). Every node reads both; a node of a
+	// release that could not refuses to start on a database migrated by
+	// this one (a contracting migration).
 	CompressPayloads bool
 	// MetricsAddr, when set, is where `herald worker` serves /metrics
 	// (serve always has /metrics on Addr). Empty: no metrics listener.
@@ -197,6 +198,9 @@ func Default() Config {
 		LeaseMargin:     15 * time.Second,
 		MaxLeaseLosses:  5, // herald.DefaultMaxLeaseLosses
 		MaxPayloadBytes: 256 << 10,
+		// CompressPayloads: every node that can start on a migrated
+		// database reads them (pgstore 0033, sqlitestore 0027).
+		CompressPayloads: true,
 		// MaxEndpointsPerConsumer: enough for a customer's environments
 		// and services, few enough that a consumer's test sends cannot be
 		// aimed at many hosts.

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"fmt"
+	"runtime"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -28,7 +29,9 @@ const maxPayloadRead = 100 << 20
 
 var (
 	// payloadEncoder and payloadDecoder are safe for concurrent use
-	// through EncodeAll and DecodeAll, and keep their state between calls.
+	// through EncodeAll and DecodeAll (as many at once as there are
+	// processors), and keep their buffers between calls: shared
+	// machinery, like a sync.Pool, not state that any caller sees.
 	payloadEncoder = mustEncoder()
 	payloadDecoder = mustDecoder()
 )
@@ -39,7 +42,8 @@ var (
 // whole, at about 7 µs a kilobyte of JSON (6 at the default level).
 func mustEncoder() *zstd.Encoder {
 	e, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedBetterCompression),
-		zstd.WithEncoderConcurrency(1), zstd.WithEncoderCRC(false))
+		zstd.WithEncoderConcurrency(runtime.GOMAXPROCS(0)), zstd.WithEncoderCRC(false),
+		zstd.WithLowerEncoderMem(true))
 	if err != nil {
 		panic("store: zstd encoder: " + err.Error())
 	}

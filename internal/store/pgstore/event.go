@@ -799,6 +799,9 @@ func insertEventsArgs(items []*ingestItem, now time.Time) []any {
 	for i, u := range ordered {
 		ids[i], consumers[i], types[i], keys[i] = u.id, u.item.ConsumerID, u.item.EventType, u.item.IdempotencyKey
 		payloads[i] = u.stored
+		if payloads[i] == nil { // not set (insertEvents sets it): as it came
+			payloads[i] = u.item.Payload
+		}
 		if payloads[i] == nil {
 			payloads[i] = []byte{}
 		}
