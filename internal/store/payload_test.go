@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -28,8 +29,12 @@ func TestStoredPayload(t *testing.T) {
 	t.Run("AsItIsWhenItGainsTooLittle", func(t *testing.T) {
 		raw := make([]byte, 600)
 		_, _ = rand.Read(raw)
-		hexed := []byte(`{"k":"` + hex.EncodeToString(raw) + `"}`)
-		require.Less(t, len(store.StoredPayload(hexed, true)), len(hexed)*7/8, "hex packs into about half")
+		var ids []string
+		for i := range 12 {
+			ids = append(ids, `{"id":"`+hex.EncodeToString(raw[i*32:i*32+32])+`","kind":"line_item"}`)
+		}
+		hexed := []byte(`{"items":[` + strings.Join(ids, ",") + `]}`)
+		require.Less(t, len(store.StoredPayload(hexed, true)), len(hexed)*7/8, "JSON of random ids: its keys repeat")
 		random := append([]byte{'{'}, raw...)
 		require.Equal(t, random, store.StoredPayload(random, true), "random bytes: as they are")
 	})
