@@ -117,29 +117,14 @@ func TestMigrateSecretEncryption(t *testing.T) {
 func TestPayloads(t *testing.T) {
 	t.Parallel()
 	storetest.RunPayloads(t, func(t *testing.T) storetest.PayloadsDB {
-		return payloadsDB{url: migrated.URL(t)}
+		url := migrated.URL(t)
+		return storetest.NewPayloadsDB(opener(url), func(t *testing.T, id string) []byte {
+			conn, err := pgx.Connect(t.Context(), url)
+			require.NoError(t, err)
+			defer conn.Close(context.Background())
+			var b []byte
+			require.NoError(t, conn.QueryRow(t.Context(), "SELECT payload FROM events WHERE id = $1", id).Scan(&b))
+			return b
+		})
 	})
-}
-
-// payloadsDB is a schema stores with and without compressed payloads
-// share.
-type payloadsDB struct{ url string }
-
-func (d payloadsDB) Open(t *testing.T, compress bool) store.Store {
-	var opts []store.OpenOption // secrets plain: the stores share no key
-	if compress {
-		opts = append(opts, store.WithCompressedPayloads())
-	}
-	return storetest.OpenSecrets(t, nil, func(ctx context.Context, _ ...store.OpenOption) (*Store, error) {
-		return Open(ctx, d.url, nil, opts...)
-	})
-}
-
-func (d payloadsDB) Stored(t *testing.T, id string) []byte {
-	conn, err := pgx.Connect(t.Context(), d.url)
-	require.NoError(t, err)
-	defer conn.Close(context.Background())
-	var b []byte
-	require.NoError(t, conn.QueryRow(t.Context(), "SELECT payload FROM events WHERE id = $1", id).Scan(&b))
-	return b
 }

@@ -63,28 +63,17 @@ func rawFile(t *testing.T, path string) []byte {
 func TestPayloads(t *testing.T) {
 	t.Parallel()
 	storetest.RunPayloads(t, func(t *testing.T) storetest.PayloadsDB {
-		return payloadsDB{path: sqlitetest.Path(t)}
+		path := sqlitetest.Path(t)
+		open := func(ctx context.Context, opts ...store.OpenOption) (*sqlitestore.Store, error) {
+			return sqlitestore.Open(ctx, path, slog.New(slog.DiscardHandler), opts...)
+		}
+		return storetest.NewPayloadsDB(open, func(t *testing.T, id string) []byte {
+			db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)")
+			require.NoError(t, err)
+			defer db.Close()
+			var b []byte
+			require.NoError(t, db.QueryRowContext(t.Context(), "SELECT payload FROM events WHERE id = ?", id).Scan(&b))
+			return b
+		})
 	})
-}
-
-// payloadsDB is a file stores with and without compressed payloads share.
-type payloadsDB struct{ path string }
-
-func (d payloadsDB) Open(t *testing.T, compress bool) store.Store {
-	var opts []store.OpenOption // secrets plain: the stores share no key
-	if compress {
-		opts = append(opts, store.WithCompressedPayloads())
-	}
-	return storetest.OpenSecrets(t, nil, func(ctx context.Context, _ ...store.OpenOption) (*sqlitestore.Store, error) {
-		return sqlitestore.Open(ctx, d.path, slog.New(slog.DiscardHandler), opts...)
-	})
-}
-
-func (d payloadsDB) Stored(t *testing.T, id string) []byte {
-	db, err := sql.Open("sqlite", d.path+"?_pragma=busy_timeout(10000)")
-	require.NoError(t, err)
-	defer db.Close()
-	var b []byte
-	require.NoError(t, db.QueryRowContext(t.Context(), "SELECT payload FROM events WHERE id = ?", id).Scan(&b))
-	return b
 }

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -20,6 +21,29 @@ type PayloadsDB interface {
 	// Stored is event id's payload as its row holds it.
 	Stored(t *testing.T, id string) []byte
 }
+
+// NewPayloadsDB is the PayloadsDB of a backend's database that open opens
+// and stored reads a payload's column from.
+func NewPayloadsDB[S store.Store](open func(ctx context.Context, opts ...store.OpenOption) (S, error), stored func(t *testing.T, id string) []byte) PayloadsDB {
+	return payloadsDB[S]{open: open, stored: stored}
+}
+
+type payloadsDB[S store.Store] struct {
+	open   func(ctx context.Context, opts ...store.OpenOption) (S, error)
+	stored func(t *testing.T, id string) []byte
+}
+
+func (d payloadsDB[S]) Open(t *testing.T, compress bool) store.Store {
+	var opts []store.OpenOption // secrets plain: the stores share no key
+	if compress {
+		opts = append(opts, store.WithCompressedPayloads())
+	}
+	return OpenSecrets(t, nil, func(ctx context.Context, _ ...store.OpenOption) (S, error) {
+		return d.open(ctx, opts...)
+	})
+}
+
+func (d payloadsDB[S]) Stored(t *testing.T, id string) []byte { return d.stored(t, id) }
 
 // RunPayloads runs the cases of compressed payloads against a backend.
 // fresh must give a new, empty database each time.
