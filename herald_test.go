@@ -86,6 +86,17 @@ func TestNewID(t *testing.T) {
 		}
 		require.True(t, sort.StringsAreSorted(ids))
 	})
+	t.Run("FirstIDBoundsItsMillisecond", func(t *testing.T) {
+		t.Parallel()
+		at := time.Date(2026, 1, 2, 3, 4, 5, 500_000, time.UTC) // half a millisecond in
+		first := herald.FirstID(herald.PrefixEvent, at)
+		require.Len(t, first, len("evt_")+26)
+		for range 1000 {
+			require.Less(t, herald.NewID(herald.PrefixEvent, at.Add(-time.Millisecond)), first)
+			require.GreaterOrEqual(t, herald.NewID(herald.PrefixEvent, at.Truncate(time.Millisecond)), first)
+			require.GreaterOrEqual(t, herald.NewID(herald.PrefixEvent, at), first)
+		}
+	})
 }
 
 func TestStatus(t *testing.T) {

@@ -29,6 +29,20 @@ func NewID(prefix string, now time.Time) string {
 	if _, err := rand.Read(b[6:]); err != nil {
 		panic("herald: crypto/rand failed: " + err.Error())
 	}
+	return encodeID(prefix, b)
+}
+
+// FirstID is the smallest id of a noun made at t's millisecond: every id
+// NewID made before that millisecond sorts below it, and every id made in
+// it or after does not. A walk of ids by time stops at it.
+func FirstID(prefix string, t time.Time) string {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(t.UnixMilli())<<16)
+	return encodeID(prefix, b)
+}
+
+// encodeID is prefix and the 128 bits of b as 26 Crockford digits.
+func encodeID(prefix string, b [16]byte) string {
 	hi := binary.BigEndian.Uint64(b[:8])
 	lo := binary.BigEndian.Uint64(b[8:])
 	var out [26]byte
