@@ -35,8 +35,12 @@ func (s *Store) DepthSample(ctx context.Context, p *store.DepthSampleParams) (bo
 		return false, fmt.Errorf("sample depth: %w", err)
 	}
 	d := store.DepthOf(st)
+	// A queue that a crash emptied and no node has made again yet
+	// (migration 0032) undercounts: the minute is left without a sample
+	// rather than kept with a wrong one.
 	tag, err := s.pool.Exec(ctx, `INSERT INTO depth_minutes (minute, due_now, oldest_due_ms, dead)
-		VALUES ($1, $2, $3, $4) ON CONFLICT (minute) DO NOTHING`,
+		SELECT $1, $2, $3, $4 WHERE EXISTS (SELECT 1 FROM delivery_queue_built WHERE built)
+		ON CONFLICT (minute) DO NOTHING`,
 		minute, d.DueNow, d.OldestDueAge.Milliseconds(), d.Dead)
 	if err != nil {
 		return false, fmt.Errorf("sample depth: %w", err)
