@@ -348,11 +348,22 @@ func endpointListCmd(r *remote) *cobra.Command {
 }
 
 func endpointTable(t *tableWriter, eps []client.Endpoint) {
-	t.row("ID", "STATUS", "CONSUMER", "URL", "EVENT TYPES", "CREATED")
+	t.row("ID", "STATUS", "CONSUMER", "URL", "EVENT TYPES", "FILTER", "CREATED")
 	for i := range eps {
 		ep := &eps[i]
-		t.row(ep.ID, endpointStatus(ep), ep.ConsumerID, ep.URL, strings.Join(ep.EventTypes, ","), shortTime(ep.CreatedAt))
+		t.row(ep.ID, endpointStatus(ep), ep.ConsumerID, ep.URL, strings.Join(ep.EventTypes, ","),
+			endpointFilter(ep), shortTime(ep.CreatedAt))
 	}
+}
+
+// endpointFilter is an endpoint's filter for a table cell: its CEL
+// expression, cut to 40 characters (endpoints get shows it whole), or
+// empty when it has none.
+func endpointFilter(ep *client.Endpoint) string {
+	if ep.Filter == nil {
+		return ""
+	}
+	return truncate(*ep.Filter, 40)
 }
 
 func endpointStatus(ep *client.Endpoint) string {

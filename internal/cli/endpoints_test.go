@@ -133,7 +133,8 @@ func TestEndpointsList(t *testing.T) {
 	t.Parallel()
 	e := setupAPI(t)
 	a := e.createEndpoint("--consumer", "c1", "--url", "https://a.example.com/hooks", "--event-type", "order.*")
-	b := e.createEndpoint("--consumer", "c1", "--url", "https://b.example.com/hooks")
+	b := e.createEndpoint("--consumer", "c1", "--url", "https://b.example.com/hooks",
+		"--filter", `payload.total > 100 && payload.currency == "eur" && payload.region != "test"`)
 	c := e.createEndpoint("--consumer", "c2")
 
 	t.Run("Table", func(t *testing.T) {
@@ -141,11 +142,11 @@ func TestEndpointsList(t *testing.T) {
 		out := e.run("endpoints", "list", "--consumer", "c1")
 		ls := lines(out)
 		require.Len(t, ls, 3)
-		require.Regexp(t, `^ID\s+STATUS\s+CONSUMER\s+URL\s+EVENT TYPES\s+CREATED$`, ls[0])
+		require.Regexp(t, `^ID\s+STATUS\s+CONSUMER\s+URL\s+EVENT TYPES\s+FILTER\s+CREATED$`, ls[0])
 		row := rowOf(t, out, a)
-		require.Equal(t, []string{"enabled", "c1", "https://a.example.com/hooks", "order.*"}, row[1:5])
-		require.Regexp(t, `^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$`, row[5])
-		rowOf(t, out, b)
+		require.Equal(t, []string{"enabled", "c1", "https://a.example.com/hooks", "order.*", "-"}, row[1:6])
+		require.Regexp(t, `^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$`, row[6])
+		require.Equal(t, `payload.total > 100 && payload.currency…`, rowOf(t, out, b)[5], "the filter, cut to 40")
 		require.NotContains(t, out, c)
 	})
 	t.Run("Quiet", func(t *testing.T) {
