@@ -30,7 +30,11 @@ INSERT INTO delivery_queue_built VALUES (true);
 
 -- The delivery queue is made again in two transactions, each a function
 -- below, so that the history is read with no lock held and writers are
--- held out only for work in proportion to the live deliveries.
+-- held out only for work in proportion to the live deliveries. Both take
+-- the rebuild's advisory lock (class 1213353026, "HRLB"; the second key
+-- the hash of the schema), which writers never take: a refill never runs
+-- beside a mend, so none can put back, from a snapshot older than the
+-- mend, a row the mend would then not see.
 --
 -- herald_delivery_queue_refill puts back, holding no lock, a row for
 -- every delivery live as its statement saw them (a scan of the history,
@@ -42,6 +46,10 @@ LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     n bigint;
 BEGIN
+    IF EXISTS (SELECT 1 FROM delivery_queue_built WHERE built) THEN
+        RETURN 0;
+    END IF;
+    PERFORM pg_advisory_xact_lock(1213353026, hashtext(current_schema()));
     IF EXISTS (SELECT 1 FROM delivery_queue_built WHERE built) THEN
         RETURN 0;
     END IF;
@@ -80,6 +88,7 @@ BEGIN
     IF EXISTS (SELECT 1 FROM delivery_queue_built WHERE built) THEN
         RETURN false;
     END IF;
+    PERFORM pg_advisory_xact_lock(1213353026, hashtext(current_schema()));
     LOCK TABLE deliveries IN SHARE ROW EXCLUSIVE MODE;
     PERFORM pg_advisory_xact_lock_shared(1213353041, hashtext(current_schema()));
     DELETE FROM delivery_queue q
