@@ -29,8 +29,9 @@ const maxPayloadRead = 100 << 20
 
 var (
 	// payloadEncoder and payloadDecoder are safe for concurrent use
-	// through EncodeAll and DecodeAll, and keep their buffers between calls: shared
-	// machinery, like a sync.Pool, not state that any caller sees.
+	// through EncodeAll and DecodeAll, and keep their buffers between
+	// calls: shared machinery, like a sync.Pool, not state that any
+	// caller sees.
 	payloadEncoder = mustEncoder()
 	payloadDecoder = mustDecoder()
 )

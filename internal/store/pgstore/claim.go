@@ -194,7 +194,7 @@ WITH taken AS MATERIALIZED (
 				LIMIT 1)
 			AND d.status NOT IN ('delivered', 'dead', 'cancelled')
 			-- A queue emptied by a crash may lack the head (migrations 0032, 0033).
-			AND EXISTS (SELECT 1 FROM delivery_queue_built WHERE built)
+			AND ` + queueBuiltSQL + `
 		FOR UPDATE OF d SKIP LOCKED
 	) AS h
 	WHERE h.due_at <= coalesce($1::timestamptz, now())

@@ -39,7 +39,7 @@ func (s *Store) DepthSample(ctx context.Context, p *store.DepthSampleParams) (bo
 	// (migration 0032) undercounts: the minute is left without a sample
 	// rather than kept with a wrong one.
 	tag, err := s.pool.Exec(ctx, `INSERT INTO depth_minutes (minute, due_now, oldest_due_ms, dead)
-		SELECT $1, $2, $3, $4 WHERE EXISTS (SELECT 1 FROM delivery_queue_built WHERE built)
+		SELECT $1, $2, $3, $4 WHERE `+queueBuiltSQL+`
 		ON CONFLICT (minute) DO NOTHING`,
 		minute, d.DueNow, d.OldestDueAge.Milliseconds(), d.Dead)
 	if err != nil {

@@ -236,7 +236,7 @@ WHERE id IN (SELECT delivery_id FROM delivery_queue WHERE endpoint_id = $1 AND d
 // the delivery queue is not built (migrations 0032, 0033): its history, through
 // deliveries_endpoint_idx. Otherwise it reads nothing.
 const liveAmongHistorySQL = `SELECT id FROM deliveries
-		WHERE endpoint_id = $1 AND NOT EXISTS (SELECT 1 FROM delivery_queue_built WHERE built)`
+		WHERE endpoint_id = $1 AND NOT ` + queueBuiltSQL
 
 // EndpointDelete removes the endpoint and cancels its live deliveries in
 // one transaction; its deliveries and attempts stay as history.

@@ -187,9 +187,6 @@ type ingestItem struct {
 	index int // into p.Events and the results
 	id    string
 	item  *store.EventIngestItem
-	// stored is the payload as the events row holds it
-	// (store.StoredPayload), set by insertEvents.
-	stored []byte
 }
 
 // leaseSlotsPerEvent is how many slots an ingest that may lease reserves
@@ -435,12 +432,10 @@ func dedupe(events []store.EventIngestItem, now time.Time) *ingestRun {
 // queued in r.batch, which commits.
 func (s *Store) insertEvents(ctx context.Context, q queryer, tx *batchTx, r *ingestRun, now time.Time) error {
 	r.batch = &pgx.Batch{}
-	for _, u := range r.unique {
-		u.stored = store.StoredPayload(u.item.Payload, s.compress)
-	}
+	args := insertEventsArgs(r.unique, now, s.compress)
 	if r.check != nil {
 		r.inserted = make(map[string]time.Time, len(r.unique))
-		r.batch.Queue(insertSQL(r.unique), insertEventsArgs(r.unique, now)...).Query(func(rows pgx.Rows) error {
+		r.batch.Queue(insertSQL(r.unique), args...).Query(func(rows pgx.Rows) error {
 			r.insertErr = readInsertedRows(rows, r.inserted)
 			return r.insertErr
 		})
@@ -448,7 +443,7 @@ func (s *Store) insertEvents(ctx context.Context, q queryer, tx *batchTx, r *ing
 	}
 	readAt := time.Now()
 	var err error
-	r.endpoints, r.inserted, err = readAndInsert(ctx, q, r.unique, r.consumers, now, tx != nil, &s.filters)
+	r.endpoints, r.inserted, err = readAndInsert(ctx, q, r.unique, args, r.consumers, tx != nil, &s.filters)
 	if err != nil {
 		return err
 	}
@@ -644,16 +639,16 @@ type endpointsCheck struct {
 
 // readAndInsert reads, once per call, the enabled endpoints of the
 // consumers the items name (consumersOf), oldest first, and inserts the
-// items, in one batch. It returns the endpoints by consumer and the created_at of each
-// inserted id.
-func readAndInsert(ctx context.Context, q queryer, items []*ingestItem, consumers []string, now time.Time, whole bool, filters *filter.Cache) (map[string][]matcher, map[string]time.Time, error) {
+// items (with args, insertEventsArgs), in one batch. It returns the
+// endpoints by consumer and the created_at of each inserted id.
+func readAndInsert(ctx context.Context, q queryer, items []*ingestItem, args []any, consumers []string, whole bool, filters *filter.Cache) (map[string][]matcher, map[string]time.Time, error) {
 	b := &pgx.Batch{}
 	if whole {
 		b.Queue(enabledEndpointsWholeSQL, consumers)
 	} else {
 		b.Queue(enabledEndpointsSQL, consumers)
 	}
-	b.Queue(insertSQL(items), insertEventsArgs(items, now)...)
+	b.Queue(insertSQL(items), args...)
 	br := q.SendBatch(ctx, b)
 	endpoints, inserted, err := func() (map[string][]matcher, map[string]time.Time, error) {
 		endpoints, err := readEndpoints(br, whole, filters)
@@ -785,8 +780,9 @@ func readEndpoints(br pgx.BatchResults, whole bool, filters *filter.Cache) (map[
 
 // insertEventsArgs are the arguments of insertEventsSQL for items. Rows
 // go in by consumer and key, so two calls that share several keys take
-// them in the same order and cannot deadlock.
-func insertEventsArgs(items []*ingestItem, now time.Time) []any {
+// them in the same order and cannot deadlock. Payloads go in as
+// store.StoredPayload makes them, compressed if compress is set.
+func insertEventsArgs(items []*ingestItem, now time.Time, compress bool) []any {
 	ordered := slices.Clone(items)
 	slices.SortStableFunc(ordered, func(a, b *ingestItem) int {
 		return cmp.Or(
@@ -798,10 +794,7 @@ func insertEventsArgs(items []*ingestItem, now time.Time) []any {
 	payloads := make([][]byte, n)
 	for i, u := range ordered {
 		ids[i], consumers[i], types[i], keys[i] = u.id, u.item.ConsumerID, u.item.EventType, u.item.IdempotencyKey
-		payloads[i] = u.stored
-		if payloads[i] == nil { // not set (insertEvents sets it): as it came
-			payloads[i] = u.item.Payload
-		}
+		payloads[i] = store.StoredPayload(u.item.Payload, compress)
 		if payloads[i] == nil {
 			payloads[i] = []byte{}
 		}

@@ -149,6 +149,14 @@ func (s *Store) runQueueVacuum(ctx context.Context) {
 	}
 }
 
+// queueBuiltSQL says whether the delivery queue holds every live
+// delivery: false from the moment PostgreSQL empties it on crash recovery
+// or a promotion until a node has made it again (migrations 0032, 0033).
+// Statements that decide on the queue (a FIFO head, a depth sample, the
+// way to an endpoint's live deliveries) test it; herald_take_shards does
+// the same in SQL.
+const queueBuiltSQL = "EXISTS (SELECT 1 FROM delivery_queue_built WHERE built)"
+
 // queueCheckEvery is how often at most a node checks that the delivery
 // queue is built (queueReady).
 const queueCheckEvery = time.Second
@@ -167,7 +175,7 @@ func (s *Store) queueReady(ctx context.Context) {
 		return
 	}
 	var built bool
-	err := s.pool.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM delivery_queue_built WHERE built)").Scan(&built)
+	err := s.pool.QueryRow(ctx, "SELECT "+queueBuiltSQL).Scan(&built)
 	if err == nil && built {
 		return
 	}
